@@ -1,0 +1,42 @@
+"""hipdnn: a DNN graph runtime whose engines are C-ABI plugins, with execute-time shape overrides.
+
+    import hipdnn
+    handle = hipdnn.Handle()
+    g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
+    ...
+"""
+
+from hipdnn.frontend import (
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    Graph,
+    Handle,
+    HeurMode,
+    HipdnnError,
+    OverrideEntry,
+    PluginLoadingMode,
+    PointwiseMode,
+    TensorAttributes,
+)
+from hipdnn.plugins import LoadedPlugin, PluginFingerprint, SkippedPlugin
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DataType",
+    "DiagonalAlignment",
+    "ErrorCode",
+    "Graph",
+    "Handle",
+    "HeurMode",
+    "HipdnnError",
+    "LoadedPlugin",
+    "OverrideEntry",
+    "PluginFingerprint",
+    "PluginLoadingMode",
+    "PointwiseMode",
+    "SkippedPlugin",
+    "TensorAttributes",
+    "__version__",
+]

@@ -1,0 +1,516 @@
+"""Backend descriptors, shaped like hipDNN's backend C API.
+
+Each descriptor is created empty, filled with typed ``set_attribute`` calls,
+``finalize``d (which validates it and does its work: asking plugins, creating
+execution contexts) and then read with ``get_attribute``. Failures raise
+:class:`BackendError` carrying a :class:`Status`, as the C API would return it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import flatbuffers
+from packaging.version import Version
+
+from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, DescriptorType, HeurMode, Status
+from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, summarize, with_override_flag
+from hipdnn.backend.handle import BackendHandle
+from hipdnn.plugins import EnginePlugin, PluginError, required_api_version
+from hipdnn.wire.EngineConfig import EngineConfigT
+
+A = AttributeName
+T = AttributeType
+
+
+@dataclass(frozen=True)
+class _Spec:
+    attr_type: AttributeType
+    many: bool = False
+    writable: bool = True
+
+
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _check_element(attr_type: AttributeType, value: Any, name: AttributeName) -> Any:
+    ok: bool
+    if attr_type in (T.INT64, T.DATA_TYPE, T.HEUR_MODE):
+        ok = isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    elif attr_type is T.BOOLEAN:
+        ok = isinstance(value, bool)
+    elif attr_type is T.VOID_PTR:
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < (1 << 64)
+    elif attr_type in (T.FLOAT, T.DOUBLE):
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif attr_type is T.CHAR:
+        ok = isinstance(value, str)
+    elif attr_type is T.HANDLE:
+        ok = isinstance(value, BackendHandle)
+    elif attr_type is T.BACKEND_DESCRIPTOR:
+        ok = isinstance(value, Descriptor)
+    else:
+        ok = True
+    if not ok:
+        raise BackendError(Status.BAD_PARAM, f"{name.name}: value {value!r} is not a valid {attr_type.name}")
+    return value
+
+
+class Descriptor:
+    """Base of every backend descriptor."""
+
+    descriptor_type: ClassVar[DescriptorType] = DescriptorType.INVALID_TYPE_EXT
+    specs: ClassVar[dict[AttributeName, _Spec]] = {}
+
+    def __init__(self) -> None:
+        self._values: dict[AttributeName, list[Any]] = {}
+        self.finalized = False
+
+    def set_attribute(self, name: AttributeName, attr_type: AttributeType, values: Any) -> None:
+        if self.finalized:
+            raise BackendError(Status.BAD_PARAM, f"{self.descriptor_type.name} is finalized; {name.name} is frozen")
+        spec = self.specs.get(name)
+        if spec is None or not spec.writable:
+            raise BackendError(Status.BAD_PARAM, f"{name.name} cannot be set on {self.descriptor_type.name}")
+        if attr_type != spec.attr_type:
+            raise BackendError(
+                Status.BAD_PARAM, f"{name.name} takes {spec.attr_type.name}, not {AttributeType(attr_type).name}"
+            )
+        if spec.many:
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+                raise BackendError(Status.BAD_PARAM, f"{name.name} takes a sequence of {spec.attr_type.name}")
+            items = [_check_element(spec.attr_type, v, name) for v in values]
+        else:
+            if isinstance(values, (list, tuple)):
+                if len(values) != 1:
+                    raise BackendError(Status.BAD_PARAM, f"{name.name} takes exactly one value")
+                values = values[0]
+            items = [_check_element(spec.attr_type, values, name)]
+        self._values[name] = items
+
+    def has_attribute(self, name: AttributeName) -> bool:
+        return name in self._values
+
+    def get_attribute(self, name: AttributeName) -> Any:
+        """The attribute's value: a list for array attributes, else a scalar."""
+        if not self.finalized:
+            raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, f"{self.descriptor_type.name} is not finalized")
+        spec = self.specs.get(name)
+        if spec is None:
+            raise BackendError(Status.BAD_PARAM, f"{name.name} is not an attribute of {self.descriptor_type.name}")
+        if name not in self._values:
+            raise BackendError(Status.BAD_PARAM, f"{name.name} was never set")
+        items = self._values[name]
+        return list(items) if spec.many else items[0]
+
+    def _get(self, name: AttributeName, default: Any = None) -> Any:
+        items = self._values.get(name)
+        if items is None:
+            return default
+        return list(items) if self.specs[name].many else items[0]
+
+    def _require(self, name: AttributeName) -> Any:
+        if name not in self._values:
+            raise BackendError(Status.BAD_PARAM, f"{self.descriptor_type.name} needs {name.name} before finalize")
+        return self._get(name)
+
+    def _set_computed(self, name: AttributeName, value: Any) -> None:
+        self._values[name] = list(value) if self.specs[name].many else [value]
+
+    def finalize(self) -> None:
+        if self.finalized:
+            raise BackendError(Status.BAD_PARAM, f"{self.descriptor_type.name} is already finalized")
+        self._finalize()
+        self.finalized = True
+
+    def _finalize(self) -> None:
+        raise NotImplementedError
+
+
+def _require_finalized(desc: Any, cls: type[Descriptor], what: str) -> Any:
+    if not isinstance(desc, cls):
+        raise BackendError(Status.BAD_PARAM, f"{what} must be a {cls.descriptor_type.name}")
+    if not desc.finalized:
+        raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, f"{what} is not finalized")
+    return desc
+
+
+# -- tensors ---------------------------------------------------------------------------------
+class TensorDescriptor(Descriptor):
+    descriptor_type = DescriptorType.TENSOR_DESCRIPTOR
+    specs = {
+        A.TENSOR_UNIQUE_ID: _Spec(T.INT64),
+        A.TENSOR_NAME_EXT: _Spec(T.CHAR),
+        A.TENSOR_DATA_TYPE: _Spec(T.DATA_TYPE),
+        A.TENSOR_DIMENSIONS: _Spec(T.INT64, many=True),
+        A.TENSOR_STRIDES: _Spec(T.INT64, many=True),
+        A.TENSOR_IS_VIRTUAL: _Spec(T.BOOLEAN),
+    }
+
+    def _finalize(self) -> None:
+        self._require(A.TENSOR_UNIQUE_ID)
+        self._require(A.TENSOR_DATA_TYPE)
+        dims = self._require(A.TENSOR_DIMENSIONS)
+        strides = self._require(A.TENSOR_STRIDES)
+        if len(dims) != len(strides) or not dims:
+            raise BackendError(Status.BAD_PARAM, f"rank mismatch: {len(dims)} dims, {len(strides)} strides")
+        if any(d <= 0 for d in dims) or any(s <= 0 for s in strides):
+            raise BackendError(Status.BAD_PARAM, f"dims {dims} and strides {strides} must be positive")
+        self._values.setdefault(A.TENSOR_IS_VIRTUAL, [False])
+        self._values.setdefault(A.TENSOR_NAME_EXT, [""])
+
+
+# -- operation graph -------------------------------------------------------------------------
+class OperationGraphDescriptor(Descriptor):
+    """A graph lowered from the frontend as its serialized FlatBuffer (cf. hipDNN's
+    hipdnnBackendCreateAndDeserializeGraph_ext), plus the handle and graph flags."""
+
+    descriptor_type = DescriptorType.OPERATIONGRAPH_DESCRIPTOR
+    specs = {
+        A.OPERATIONGRAPH_HANDLE: _Spec(T.HANDLE),
+        A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT: _Spec(T.BOOLEAN),
+        A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT: _Spec(T.INT64),
+        A.OPERATIONGRAPH_NAME_EXT: _Spec(T.CHAR, writable=False),
+        A.OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT: _Spec(T.DATA_TYPE, writable=False),
+        A.OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT: _Spec(T.DATA_TYPE, writable=False),
+        A.OPERATIONGRAPH_IO_DATA_TYPE_EXT: _Spec(T.DATA_TYPE, writable=False),
+        A.OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: _Spec(T.INT64, writable=False),
+    }
+
+    def __init__(self, serialized_graph: bytes) -> None:
+        super().__init__()
+        self.serialized_graph = bytes(serialized_graph)
+        self.summary: GraphSummary | None = None
+        self.required_api_version: Version | None = None
+
+    @property
+    def handle(self) -> BackendHandle:
+        handle: BackendHandle = self._require(A.OPERATIONGRAPH_HANDLE)
+        return handle
+
+    def _finalize(self) -> None:
+        handle = self.handle
+        try:
+            summary = summarize(self.serialized_graph)
+        except GraphDecodeError as exc:
+            raise BackendError(Status.BAD_PARAM, str(exc)) from None
+        flag = self._get(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT)
+        if flag is not None and flag != summary.is_override_shape_enabled:
+            # The attribute is authoritative: plugins read the flag from the buffer.
+            self.serialized_graph = with_override_flag(self.serialized_graph, flag)
+            summary = summarize(self.serialized_graph)
+        self.summary = summary
+        self.required_api_version = required_api_version(
+            is_override_shape_enabled=summary.is_override_shape_enabled
+        )
+        self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, summary.is_override_shape_enabled)
+        self._set_computed(A.OPERATIONGRAPH_NAME_EXT, summary.name)
+        self._set_computed(A.OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT, summary.compute_data_type)
+        self._set_computed(A.OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT, summary.intermediate_data_type)
+        self._set_computed(A.OPERATIONGRAPH_IO_DATA_TYPE_EXT, summary.io_data_type)
+        self._set_computed(A.OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, len(handle.engine_to_plugin))
+        if summary.preferred_engine_id is not None and not self.has_attribute(
+            A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT
+        ):
+            self._set_computed(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, summary.preferred_engine_id)
+
+
+# -- engines and configs ---------------------------------------------------------------------
+@dataclass
+class PluginVerdict:
+    """What one plugin said (or why it was not asked) about one graph."""
+
+    plugin: str
+    api_version: str
+    verdict: str
+    engine_ids: list[int] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return f"{self.plugin} (api {self.api_version}): {self.verdict}"
+
+
+class EngineDescriptor(Descriptor):
+    descriptor_type = DescriptorType.ENGINE_DESCRIPTOR
+    specs = {
+        A.ENGINE_OPERATION_GRAPH: _Spec(T.BACKEND_DESCRIPTOR),
+        A.ENGINE_GLOBAL_INDEX: _Spec(T.INT64),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plugin: EnginePlugin | None = None
+        self.details: bytes = b""
+
+    @property
+    def operation_graph(self) -> OperationGraphDescriptor:
+        graph: OperationGraphDescriptor = self._require(A.ENGINE_OPERATION_GRAPH)
+        return graph
+
+    def _finalize(self) -> None:
+        graph = _require_finalized(self._require(A.ENGINE_OPERATION_GRAPH), OperationGraphDescriptor, "graph")
+        engine_id = self._require(A.ENGINE_GLOBAL_INDEX)
+        plugin = graph.handle.engine_to_plugin.get(engine_id)
+        if plugin is None:
+            raise BackendError(Status.BAD_PARAM, f"no loaded plugin provides engine {engine_id}")
+        if plugin.api_version < graph.required_api_version:
+            raise BackendError(
+                Status.NOT_SUPPORTED,
+                f"engine {engine_id} of plugin {plugin.name!r}: api {plugin.api_version} "
+                f"< required {graph.required_api_version}",
+            )
+        try:
+            self.details = plugin.engine_details(engine_id, graph.serialized_graph)
+        except PluginError as exc:
+            raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
+        self.plugin = plugin
+
+
+class EngineConfigDescriptor(Descriptor):
+    descriptor_type = DescriptorType.ENGINECFG_DESCRIPTOR
+    specs = {
+        A.ENGINECFG_ENGINE: _Spec(T.BACKEND_DESCRIPTOR),
+        A.ENGINECFG_WORKSPACE_SIZE: _Spec(T.INT64, writable=False),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.serialized_config = b""
+
+    @property
+    def engine(self) -> EngineDescriptor:
+        engine: EngineDescriptor = self._require(A.ENGINECFG_ENGINE)
+        return engine
+
+    @property
+    def engine_id(self) -> int:
+        engine_id: int = self.engine._get(A.ENGINE_GLOBAL_INDEX)
+        return engine_id
+
+    def _finalize(self) -> None:
+        engine = _require_finalized(self._require(A.ENGINECFG_ENGINE), EngineDescriptor, "engine")
+        config = EngineConfigT()
+        config.engineId = engine._get(A.ENGINE_GLOBAL_INDEX)
+        builder = flatbuffers.Builder(64)
+        builder.Finish(config.Pack(builder))
+        self.serialized_config = bytes(builder.Output())
+        assert engine.plugin is not None
+        try:
+            size = engine.plugin.workspace_size(self.serialized_config, engine.operation_graph.serialized_graph)
+        except PluginError as exc:
+            raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
+        self._set_computed(A.ENGINECFG_WORKSPACE_SIZE, size)
+
+
+class EngineHeurDescriptor(Descriptor):
+    """Finalize asks every eligible plugin which of its engines apply (spec 4.5): plugins whose API
+    version is below the graph's requirement are skipped without being asked."""
+
+    descriptor_type = DescriptorType.ENGINEHEUR_DESCRIPTOR
+    specs = {
+        A.ENGINEHEUR_OPERATION_GRAPH: _Spec(T.BACKEND_DESCRIPTOR),
+        A.ENGINEHEUR_MODE: _Spec(T.HEUR_MODE),
+        A.ENGINEHEUR_RESULTS: _Spec(T.BACKEND_DESCRIPTOR, many=True, writable=False),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.verdicts: list[PluginVerdict] = []
+
+    def _finalize(self) -> None:
+        graph = _require_finalized(
+            self._require(A.ENGINEHEUR_OPERATION_GRAPH), OperationGraphDescriptor, "graph"
+        )
+        mode = self._get(A.ENGINEHEUR_MODE, int(HeurMode.FALLBACK))
+        if mode not in set(HeurMode):
+            raise BackendError(Status.BAD_PARAM, f"unknown heuristic mode {mode}")
+        required = graph.required_api_version
+        assert required is not None
+        engine_ids: list[int] = []
+        for plugin in graph.handle.plugins:
+            verdict = PluginVerdict(plugin.name, str(plugin.api_version), "")
+            self.verdicts.append(verdict)
+            if plugin.api_version < required:
+                verdict.verdict = f"api {plugin.api_version} < required {required}"
+                continue
+            try:
+                found = plugin.applicable_engine_ids(graph.serialized_graph)
+            except PluginError as exc:
+                verdict.verdict = f"error: {exc}"
+                continue
+            verdict.engine_ids = found
+            verdict.verdict = f"applicable engines {found}" if found else "not applicable"
+            engine_ids.extend(found)
+        preferred = graph._get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT)
+        if preferred in engine_ids:
+            engine_ids.remove(preferred)
+            engine_ids.insert(0, preferred)
+        configs: list[EngineConfigDescriptor] = []
+        for engine_id in engine_ids:
+            engine = EngineDescriptor()
+            engine.set_attribute(A.ENGINE_OPERATION_GRAPH, T.BACKEND_DESCRIPTOR, graph)
+            engine.set_attribute(A.ENGINE_GLOBAL_INDEX, T.INT64, engine_id)
+            config = EngineConfigDescriptor()
+            try:
+                engine.finalize()
+                config.set_attribute(A.ENGINECFG_ENGINE, T.BACKEND_DESCRIPTOR, engine)
+                config.finalize()
+            except BackendError as exc:
+                for v in self.verdicts:
+                    if engine_id in v.engine_ids:
+                        v.verdict += f"; engine {engine_id} dropped: {exc.message}"
+                continue
+            configs.append(config)
+        self._set_computed(A.ENGINEHEUR_RESULTS, configs)
+
+    def report(self) -> str:
+        graph = self._get(A.ENGINEHEUR_OPERATION_GRAPH)
+        parts = [str(v) for v in self.verdicts]
+        if graph is not None:
+            parts += [f"{s.path.name}: skipped at load ({s.reason})" for s in graph.handle.skipped]
+        return "; ".join(parts) or "no plugins loaded"
+
+
+# -- execution plan --------------------------------------------------------------------------
+class ExecutionPlanDescriptor(Descriptor):
+    """Finalize creates the plugin's execution context; the plan owns it until destroy()."""
+
+    descriptor_type = DescriptorType.EXECUTION_PLAN_DESCRIPTOR
+    specs = {
+        A.EXECUTION_PLAN_HANDLE: _Spec(T.HANDLE),
+        A.EXECUTION_PLAN_ENGINE_CONFIG: _Spec(T.BACKEND_DESCRIPTOR),
+        A.EXECUTION_PLAN_WORKSPACE_SIZE: _Spec(T.INT64, writable=False),
+        A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT: _Spec(T.BOOLEAN, writable=False),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.plugin: EnginePlugin | None = None
+        self.context: Any = None
+        self.engine_id: int | None = None
+        self.graph: OperationGraphDescriptor | None = None
+        self.is_override_shape_enabled = False
+        self.workspace_size = 0
+
+    def _finalize(self) -> None:
+        handle = self._require(A.EXECUTION_PLAN_HANDLE)
+        config = _require_finalized(self._require(A.EXECUTION_PLAN_ENGINE_CONFIG), EngineConfigDescriptor, "config")
+        engine = config.engine
+        graph = engine.operation_graph
+        if graph.handle is not handle:
+            raise BackendError(Status.BAD_PARAM, "the engine config belongs to another handle")
+        plugin = engine.plugin
+        assert plugin is not None and graph.summary is not None
+        try:
+            context = plugin.create_execution_context(config.serialized_config, graph.serialized_graph)
+        except PluginError as exc:
+            raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
+        try:
+            size = plugin.workspace_size_from_context(context)
+        except PluginError as exc:
+            plugin.destroy_execution_context(context)
+            raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
+        self.plugin, self.context, self.engine_id, self.graph = plugin, context, config.engine_id, graph
+        self._context_key = handle.register_context(plugin, context)
+        self._handle = handle
+        self.is_override_shape_enabled = graph.summary.is_override_shape_enabled
+        self.workspace_size = size
+        self._set_computed(A.EXECUTION_PLAN_WORKSPACE_SIZE, size)
+        self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, self.is_override_shape_enabled)
+
+    def __del__(self) -> None:
+        # Safe at any time: the plan keeps its handle (and so the plugin instance) alive.
+        try:
+            self.destroy()
+        except Exception:
+            pass
+
+    def destroy(self) -> None:
+        """Destroy the plugin's execution context (idempotent)."""
+        if self.context is not None:
+            self.context = None
+            self._handle.destroy_context(self._context_key)
+
+
+# -- variant pack ----------------------------------------------------------------------------
+_OVERRIDE_ATTRIBUTES = (
+    A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT,
+    A.VARIANT_PACK_OVERRIDE_SHAPES_EXT,
+    A.VARIANT_PACK_OVERRIDE_STRIDES_EXT,
+    A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT,
+)
+
+
+class VariantPackDescriptor(Descriptor):
+    """Per-execute payload: tensor pointers, workspace and (spec 4.3) the flat override payload."""
+
+    descriptor_type = DescriptorType.VARIANT_PACK_DESCRIPTOR
+    specs = {
+        A.VARIANT_PACK_UNIQUE_IDS: _Spec(T.INT64, many=True),
+        A.VARIANT_PACK_DATA_POINTERS: _Spec(T.VOID_PTR, many=True),
+        A.VARIANT_PACK_WORKSPACE: _Spec(T.VOID_PTR),
+        A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT: _Spec(T.INT64, many=True),
+        A.VARIANT_PACK_OVERRIDE_SHAPES_EXT: _Spec(T.INT64, many=True),
+        A.VARIANT_PACK_OVERRIDE_STRIDES_EXT: _Spec(T.INT64, many=True),
+        A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT: _Spec(T.INT64, many=True),
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.buffers: list[tuple[int, int]] = []
+        self.workspace = 0
+        self.override_uids: list[int] = []
+        self.override_lengths: list[int] = []
+        self.override_shapes: list[int] = []
+        self.override_strides: list[int] = []
+
+    @property
+    def has_overrides(self) -> bool:
+        return bool(self.override_uids)
+
+    def _finalize(self) -> None:
+        uids = self._get(A.VARIANT_PACK_UNIQUE_IDS, [])
+        ptrs = self._get(A.VARIANT_PACK_DATA_POINTERS, [])
+        if len(uids) != len(ptrs):
+            raise BackendError(Status.BAD_PARAM, f"{len(uids)} unique ids but {len(ptrs)} data pointers")
+        if len(set(uids)) != len(uids):
+            raise BackendError(Status.BAD_PARAM, "duplicate unique ids in the variant pack")
+        self.buffers = list(zip(uids, ptrs))
+        self.workspace = self._get(A.VARIANT_PACK_WORKSPACE, 0)
+        present = [a for a in _OVERRIDE_ATTRIBUTES if self.has_attribute(a)]
+        if not present:
+            return
+        if len(present) != len(_OVERRIDE_ATTRIBUTES):
+            missing = [a.name for a in _OVERRIDE_ATTRIBUTES if a not in present]
+            raise BackendError(Status.BAD_PARAM, f"override attributes incomplete: missing {', '.join(missing)}")
+        o_uids = self._get(A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT)
+        o_shapes = self._get(A.VARIANT_PACK_OVERRIDE_SHAPES_EXT)
+        o_strides = self._get(A.VARIANT_PACK_OVERRIDE_STRIDES_EXT)
+        o_lengths = self._get(A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT)
+        if len(o_lengths) != len(o_uids):
+            raise BackendError(
+                Status.BAD_PARAM, f"{len(o_uids)} override uids but {len(o_lengths)} override lengths"
+            )
+        if any(n <= 0 or n > 0xFFFFFFFF for n in o_lengths):
+            raise BackendError(Status.BAD_PARAM, f"override lengths {o_lengths} must be positive ranks")
+        total = sum(o_lengths)
+        if len(o_shapes) != total or len(o_strides) != total:
+            raise BackendError(
+                Status.BAD_PARAM,
+                f"override lengths add up to {total} but there are {len(o_shapes)} shape and "
+                f"{len(o_strides)} stride values",
+            )
+        if len(set(o_uids)) != len(o_uids):
+            raise BackendError(Status.BAD_PARAM, "duplicate uids in the override payload")
+        known = set(uids)
+        unknown = [u for u in o_uids if u not in known]
+        if unknown:
+            raise BackendError(Status.BAD_PARAM, f"override uids {unknown} have no data pointer in the pack")
+        if any(v <= 0 for v in o_shapes):
+            raise BackendError(Status.BAD_PARAM, "override shape values must be positive")
+        if any(v <= 0 for v in o_strides):
+            raise BackendError(Status.BAD_PARAM, "override stride values must be positive")
+        self.override_uids, self.override_lengths = o_uids, o_lengths
+        self.override_shapes, self.override_strides = o_shapes, o_strides
+

@@ -1,0 +1,114 @@
+"""Numeric identifiers of the backend API, numbered as hipDNN numbers them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Status(IntEnum):
+    """hipdnnStatus_t."""
+
+    SUCCESS = 0
+    NOT_INITIALIZED = 1
+    BAD_PARAM = 2
+    BAD_PARAM_NULL_POINTER = 3
+    BAD_PARAM_NOT_FINALIZED = 4
+    BAD_PARAM_OUT_OF_BOUND = 5
+    BAD_PARAM_SIZE_INSUFFICIENT = 6
+    BAD_PARAM_STREAM_MISMATCH = 7
+    NOT_SUPPORTED = 8
+    INTERNAL_ERROR = 9
+    ALLOC_FAILED = 10
+    INTERNAL_ERROR_HOST_ALLOCATION_FAILED = 11
+    INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED = 12
+    EXECUTION_FAILED = 13
+    PLUGIN_ERROR = 14
+
+
+class DescriptorType(IntEnum):
+    """hipdnnBackendDescriptorType_t (the kinds this backend implements)."""
+
+    INVALID_TYPE_EXT = 0
+    ENGINE_DESCRIPTOR = 1
+    ENGINECFG_DESCRIPTOR = 2
+    ENGINEHEUR_DESCRIPTOR = 3
+    EXECUTION_PLAN_DESCRIPTOR = 4
+    OPERATIONGRAPH_DESCRIPTOR = 10
+    VARIANT_PACK_DESCRIPTOR = 11
+    TENSOR_DESCRIPTOR = 14
+
+
+class AttributeType(IntEnum):
+    """hipdnnBackendAttributeType_t."""
+
+    HANDLE = 0
+    DATA_TYPE = 1
+    BOOLEAN = 2
+    INT64 = 3
+    FLOAT = 4
+    DOUBLE = 5
+    VOID_PTR = 6
+    HEUR_MODE = 7
+    CHAR = 19
+    BACKEND_DESCRIPTOR = 13
+    FLATBUFFER_DATA_STRUCT_EXT = 10000
+
+
+class AttributeName(IntEnum):
+    """hipdnnBackendAttributeName_t (HIPDNN_ATTR_ prefix dropped)."""
+
+    ENGINEHEUR_MODE = 100
+    ENGINEHEUR_OPERATION_GRAPH = 101
+    ENGINEHEUR_RESULTS = 102
+    ENGINECFG_ENGINE = 200
+    ENGINECFG_KNOB_CHOICES = 202
+    ENGINECFG_WORKSPACE_SIZE = 203
+    EXECUTION_PLAN_HANDLE = 300
+    EXECUTION_PLAN_ENGINE_CONFIG = 301
+    EXECUTION_PLAN_WORKSPACE_SIZE = 302
+    OPERATIONGRAPH_HANDLE = 600
+    OPERATIONGRAPH_OPS = 601
+    OPERATIONGRAPH_ENGINE_GLOBAL_COUNT = 602
+    OPERATIONGRAPH_IS_DYNAMIC_SHAPE_ENABLED = 603
+    OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT = 604
+    OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT = 605
+    OPERATIONGRAPH_IO_DATA_TYPE_EXT = 606
+    OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT = 607
+    OPERATIONGRAPH_NAME_EXT = 608
+    OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT = 609
+    VARIANT_PACK_UNIQUE_IDS = 700
+    VARIANT_PACK_DATA_POINTERS = 701
+    VARIANT_PACK_INTERMEDIATES = 702
+    VARIANT_PACK_WORKSPACE = 703
+    VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT = 704
+    VARIANT_PACK_OVERRIDE_SHAPES_EXT = 705
+    VARIANT_PACK_OVERRIDE_STRIDES_EXT = 706
+    VARIANT_PACK_OVERRIDE_LENGTHS_EXT = 707
+    ENGINE_OPERATION_GRAPH = 1000
+    ENGINE_GLOBAL_INDEX = 1001
+    ENGINE_KNOB_INFO = 1002
+    ENGINE_BEHAVIOR_NOTE = 1005
+    TENSOR_UNIQUE_ID = 1300
+    TENSOR_NAME_EXT = 1301
+    TENSOR_DATA_TYPE = 1302
+    TENSOR_DIMENSIONS = 1303
+    TENSOR_STRIDES = 1304
+    TENSOR_IS_VIRTUAL = 1305
+
+
+class HeurMode(IntEnum):
+    """Heuristic modes (hipDNN frontend numbering)."""
+
+    FALLBACK = 0
+    A = 1
+    B = 2
+    OPENSOURCE = 3
+
+
+class BackendError(Exception):
+    """A backend call failed with ``status``."""
+
+    def __init__(self, status: Status, message: str) -> None:
+        self.status = status
+        super().__init__(f"{status.name}: {message}")
+        self.message = message

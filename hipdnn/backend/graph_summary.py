@@ -1,0 +1,87 @@
+"""What the backend needs to know about a serialized graph, read once at finalize."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import flatbuffers
+
+from hipdnn.wire.Graph import Graph as WireGraph
+from hipdnn.wire.Graph import GraphT
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    uid: int
+    name: str
+    data_type: int
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    is_virtual: bool
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    name: str
+    io_data_type: int
+    intermediate_data_type: int
+    compute_data_type: int
+    is_override_shape_enabled: bool
+    preferred_engine_id: int | None
+    tensors: dict[int, TensorInfo]
+    node_count: int
+
+
+class GraphDecodeError(ValueError):
+    """The bytes are not a readable hipdnn.wire.Graph."""
+
+
+def summarize(blob: bytes) -> GraphSummary:
+    """Read a serialized Graph; any structural damage raises GraphDecodeError (never crashes)."""
+    if len(blob) < 8:
+        raise GraphDecodeError(f"buffer of {len(blob)} bytes is too short to hold a graph")
+    try:
+        g = WireGraph.GetRootAs(blob, 0)
+        tensors: dict[int, TensorInfo] = {}
+        for i in range(g.TensorsLength()):
+            t = g.Tensors(i)
+            if t is None:
+                raise GraphDecodeError(f"tensor {i} is missing")
+            dims = tuple(int(t.Dims(j)) for j in range(t.DimsLength()))
+            strides = tuple(int(t.Strides(j)) for j in range(t.StridesLength()))
+            uid = int(t.Uid())
+            if uid in tensors:
+                raise GraphDecodeError(f"duplicate tensor uid {uid}")
+            name = t.Name()
+            tensors[uid] = TensorInfo(
+                uid=uid,
+                name=name.decode("utf-8", "replace") if name else "",
+                data_type=int(t.DataType()),
+                dims=dims,
+                strides=strides,
+                is_virtual=bool(t.Virtual()),
+            )
+        name = g.Name()
+        return GraphSummary(
+            name=name.decode("utf-8", "replace") if name else "",
+            io_data_type=int(g.IoDataType()),
+            intermediate_data_type=int(g.IntermediateDataType()),
+            compute_data_type=int(g.ComputeDataType()),
+            is_override_shape_enabled=bool(g.IsOverrideShapeEnabled()),
+            preferred_engine_id=g.PreferredEngineId(),
+            tensors=tensors,
+            node_count=int(g.NodesLength()),
+        )
+    except GraphDecodeError:
+        raise
+    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
+        raise GraphDecodeError(f"corrupted graph buffer ({type(exc).__name__}: {exc})") from None
+
+
+def with_override_flag(blob: bytes, enabled: bool) -> bytes:
+    """The same graph with is_override_shape_enabled set to ``enabled``."""
+    graph = GraphT.InitFromPackedBuf(blob, 0)
+    graph.isOverrideShapeEnabled = enabled
+    builder = flatbuffers.Builder(len(blob) + 64)
+    builder.Finish(graph.Pack(builder))
+    return bytes(builder.Output())

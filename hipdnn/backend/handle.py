@@ -1,0 +1,76 @@
+"""The backend handle: one set of plugin instances, a stream, and the plans built on it."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from hipdnn.plugins import EnginePlugin, PluginError, SkippedPlugin, instantiate
+
+log = logging.getLogger("hipdnn.backend")
+
+
+class BackendHandle:
+    """Owns this handle's plugin instances (nothing is shared with other handles but the opened
+    library files). Plans created on the handle are destroyed before the plugins are."""
+
+    def __init__(self, candidates: Sequence[Path], log_level: int = logging.WARNING) -> None:
+        self.plugins: list[EnginePlugin]
+        self.skipped: list[SkippedPlugin]
+        self.plugins, self.skipped = instantiate(candidates, log_level)
+        self.engine_to_plugin: dict[int, EnginePlugin] = {
+            engine_id: plugin for plugin in self.plugins for engine_id in plugin.engine_ids
+        }
+        self.stream = 0
+        # Live execution contexts by address. Plans register theirs here so that closing the handle
+        # destroys every context before the plugin instances, whatever order objects are collected in.
+        self._contexts: dict[int, tuple[EnginePlugin, Any]] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def set_stream(self, stream: int) -> None:
+        """hipdnnSetStream: every plugin of the handle gets the stream through SetStream."""
+        for plugin in self.plugins:
+            try:
+                plugin.set_stream(stream)
+            except PluginError as exc:
+                log.warning("%s", exc)
+        self.stream = stream
+
+    def register_context(self, plugin: EnginePlugin, context: Any) -> int:
+        key = id(context)
+        with self._lock:
+            self._contexts[key] = (plugin, context)
+        return key
+
+    def destroy_context(self, key: int) -> None:
+        """Destroy a registered context once; later calls (or calls after close) do nothing."""
+        with self._lock:
+            entry = self._contexts.pop(key, None)
+        if entry is not None:
+            plugin, context = entry
+            try:
+                plugin.destroy_execution_context(context)
+            except PluginError as exc:
+                log.warning("%s", exc)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for key in list(self._contexts):
+            self.destroy_context(key)
+        for plugin in self.plugins:
+            plugin.destroy()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # never raise from a finalizer
+            pass
+
+    def plugin_for(self, engine_id: int) -> Any:
+        return self.engine_to_plugin.get(engine_id)

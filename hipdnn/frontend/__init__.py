@@ -1,0 +1,21 @@
+"""Frontend layer: Graph, tensors, operations, validation and execute."""
+
+from hipdnn.frontend.graph import Graph
+from hipdnn.frontend.handle import Handle, PluginLoadingMode
+from hipdnn.frontend.overrides import OverrideEntry
+from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
+
+__all__ = [
+    "DataType",
+    "DiagonalAlignment",
+    "ErrorCode",
+    "Graph",
+    "Handle",
+    "HeurMode",
+    "HipdnnError",
+    "OverrideEntry",
+    "PluginLoadingMode",
+    "PointwiseMode",
+    "TensorAttributes",
+]

@@ -1,0 +1,656 @@
+"""hipdnn.Graph: describe, validate, lower, plan and execute an operation graph."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import flatbuffers
+
+from hipdnn.backend import (
+    AttributeName,
+    AttributeType,
+    BackendError,
+    EngineConfigDescriptor,
+    EngineHeurDescriptor,
+    ExecutionPlanDescriptor,
+    OperationGraphDescriptor,
+    Status,
+    VariantPackDescriptor,
+)
+from hipdnn.backend import execute as backend_execute
+from hipdnn.frontend import memory
+from hipdnn.frontend.handle import Handle
+from hipdnn.frontend.ops import OPERATIONS, MatmulNode, Operation, PointwiseNode, SdpaNode
+from hipdnn.frontend.overrides import NO_OVERRIDES, OverrideEntry, Overrides, lower, validate
+from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
+from hipdnn.wire.Graph import GraphT
+from hipdnn.wire.Node import NodeT
+from hipdnn.wire.TensorAttributes import TensorAttributesT
+
+A = AttributeName
+T = AttributeType
+
+
+def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
+    code = ErrorCode.GRAPH_NOT_SUPPORTED if exc.status == Status.NOT_SUPPORTED else ErrorCode.HIPDNN_BACKEND_ERROR
+    return HipdnnError(code, f"{doing}: {exc}")
+
+
+@dataclass(frozen=True)
+class _BuiltTensor:
+    """A tensor as it was when the graph was lowered (what the plugin knows)."""
+
+    uid: int
+    name: str
+    data_type: DataType
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    is_virtual: bool
+
+
+class Graph:
+    """A DNN operation graph. Build it with :meth:`tensor` and the op methods, then
+    ``build(handle)`` (or the five steps) and ``execute``."""
+
+    def __init__(
+        self,
+        name: str = "",
+        io_data_type: DataType = DataType.NOT_SET,
+        intermediate_data_type: DataType = DataType.NOT_SET,
+        compute_data_type: DataType = DataType.NOT_SET,
+        is_override_shape_enabled: bool = False,
+        preferred_engine_id: int | None = None,
+    ) -> None:
+        self.name = name
+        self.io_data_type = DataType(io_data_type)
+        self.intermediate_data_type = DataType(intermediate_data_type)
+        self.compute_data_type = DataType(compute_data_type)
+        self._override_shape_enabled = bool(is_override_shape_enabled)
+        self.preferred_engine_id = preferred_engine_id
+        self._tensors: list[TensorAttributes] = []
+        self._nodes: list[Operation] = []
+        self._validated = False
+        self._reset_build()
+
+    # -- graph flags -------------------------------------------------------------------------
+    def set_override_shape_enabled(self, enabled: bool) -> Graph:
+        """Declare that execute may override tensor shapes (spec 4.1); declared dims become maxima."""
+        if bool(enabled) != self._override_shape_enabled:
+            self._override_shape_enabled = bool(enabled)
+            self._reset_build()
+        return self
+
+    def is_override_shape_enabled(self) -> bool:
+        return self._override_shape_enabled
+
+    # -- building the graph ------------------------------------------------------------------
+    def tensor(
+        self,
+        name: str = "",
+        dim: Sequence[int] | None = None,
+        stride: Sequence[int] | None = None,
+        data_type: DataType | None = None,
+        uid: int | None = None,
+        is_virtual: bool = False,
+    ) -> TensorAttributes:
+        """A graph input (or, with ``is_virtual``, an intermediate)."""
+        t = TensorAttributes(name, dim, stride, data_type, uid, is_virtual)
+        self._add_tensor(t)
+        return t
+
+    def tensor_like(self, other: TensorAttributes, name: str = "") -> TensorAttributes:
+        return self.tensor(name or other.get_name(), other.get_dim(), other.get_stride(), other.get_data_type())
+
+    def _add_tensor(self, t: TensorAttributes) -> None:
+        self._tensors.append(t)
+        self._invalidate()
+
+    def _output(self, name: str) -> TensorAttributes:
+        t = TensorAttributes(name, is_virtual=True)
+        self._add_tensor(t)
+        return t
+
+    def _own(self, t: Any, role: str, node: str) -> TensorAttributes:
+        if not isinstance(t, TensorAttributes):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"node {node!r}: {role} must be a tensor, got {type(t).__name__}")
+        if not any(t is mine for mine in self._tensors):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"node {node!r}: {role} tensor {t.get_name()!r} belongs to another graph"
+            )
+        return t
+
+    def _node_name(self, name: str | None, kind: str) -> str:
+        return name or f"{kind}_{len(self._nodes)}"
+
+    def _add_node(self, node: Operation) -> None:
+        self._nodes.append(node)
+        self._invalidate()
+
+    def sdpa(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        attn_scale: float | TensorAttributes | None = None,
+        use_causal_mask: bool = False,
+        generate_stats: bool | None = None,
+        is_inference: bool | None = None,
+        diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT,
+        use_causal_mask_bottom_right: bool = False,
+        diagonal_band_left_bound: int | None = None,
+        diagonal_band_right_bound: int | None = None,
+        use_padding_mask: bool = False,
+        seq_len_q: TensorAttributes | None = None,
+        seq_len_kv: TensorAttributes | None = None,
+        bias: TensorAttributes | None = None,
+        use_alibi_mask: bool = False,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> tuple[TensorAttributes, TensorAttributes | None]:
+        """Scaled dot-product attention forward; returns ``(o, stats)``, stats None unless
+        ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same)."""
+        node_name = self._node_name(name, "sdpa")
+        if generate_stats is not None and is_inference is not None and generate_stats == is_inference:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"node {node_name!r}: generate_stats and is_inference contradict each other"
+            )
+        stats_wanted = bool(generate_stats) if generate_stats is not None else is_inference is False
+        if use_causal_mask_bottom_right:
+            use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
+        if attn_scale is not None and not isinstance(attn_scale, TensorAttributes):
+            attn_scale = float(attn_scale)
+        optional = {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}
+        for role, t in optional.items():
+            if t is not None:
+                self._own(t, role, node_name)
+        if isinstance(attn_scale, TensorAttributes):
+            self._own(attn_scale, "attn_scale", node_name)
+        o = self._output(f"{node_name}::O")
+        stats = self._output(f"{node_name}::Stats") if stats_wanted else None
+        self._add_node(
+            SdpaNode(
+                node_name, DataType(compute_data_type),
+                self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name),
+                o, stats, attn_scale, use_causal_mask, DiagonalAlignment(diagonal_alignment),
+                diagonal_band_left_bound, diagonal_band_right_bound, use_padding_mask,
+                seq_len_q, seq_len_kv, bias, use_alibi_mask,
+            )
+        )
+        return o, stats
+
+    def matmul(
+        self,
+        a: TensorAttributes,
+        b: TensorAttributes,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> TensorAttributes:
+        node_name = self._node_name(name, "matmul")
+        a, b = self._own(a, "a", node_name), self._own(b, "b", node_name)
+        c = self._output(f"{node_name}::C")
+        self._add_node(MatmulNode(node_name, DataType(compute_data_type), a, b, c))
+        return c
+
+    def pointwise(
+        self,
+        mode: PointwiseMode,
+        in_0: TensorAttributes,
+        in_1: TensorAttributes | None = None,
+        in_2: TensorAttributes | None = None,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> TensorAttributes:
+        node_name = self._node_name(name, "pointwise")
+        ins = [self._own(t, f"in_{i}", node_name) if t is not None else None for i, t in enumerate((in_0, in_1, in_2))]
+        out = self._output(f"{node_name}::OUT_0")
+        self._add_node(PointwiseNode(node_name, DataType(compute_data_type), PointwiseMode(mode), ins[0], ins[1], ins[2], out))  # type: ignore[arg-type]
+        return out
+
+    def add(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
+        return self.pointwise(PointwiseMode.ADD, a, b, name=name)
+
+    def sub(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
+        return self.pointwise(PointwiseMode.SUB, a, b, name=name)
+
+    def mul(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
+        return self.pointwise(PointwiseMode.MUL, a, b, name=name)
+
+    def div(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
+        return self.pointwise(PointwiseMode.DIV, a, b, name=name)
+
+    # -- introspection -----------------------------------------------------------------------
+    @property
+    def tensors(self) -> list[TensorAttributes]:
+        return list(self._tensors)
+
+    @property
+    def nodes(self) -> list[Operation]:
+        return list(self._nodes)
+
+    def tensor_by_uid(self, uid: int) -> TensorAttributes | None:
+        return next((t for t in self._tensors if t.get_uid() == uid), None)
+
+    # -- validation --------------------------------------------------------------------------
+    def _invalidate(self) -> None:
+        self._validated = False
+        self._reset_build()
+
+    def _reset_build(self) -> None:
+        if getattr(self, "_plan", None) is not None:
+            self._plan.destroy()  # type: ignore[has-type]
+        self._op_graph: OperationGraphDescriptor | None = None
+        self._heur: EngineHeurDescriptor | None = None
+        self._configs: list[EngineConfigDescriptor] = []
+        self._plan: ExecutionPlanDescriptor | None = None
+        self._handle: Handle | None = None
+        self._serialized: bytes | None = None
+        self._built_tensors: dict[int, _BuiltTensor] = {}
+        self._uid_to_tensor: dict[int, TensorAttributes] = {}
+
+    def validate(self) -> Graph:
+        """Check the graph (unique uids, topological order, no orphans, per-op rules), infer the shapes
+        of outputs, and give every tensor without a uid a fresh one."""
+        if not self._nodes:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph {self.name!r} has no nodes")
+        io_dt = self.io_data_type if self.io_data_type != DataType.NOT_SET else DataType.FLOAT
+        inter_dt = self.intermediate_data_type if self.intermediate_data_type != DataType.NOT_SET else io_dt
+        produced_by: dict[int, str] = {}
+        consumed: set[int] = set()
+        available: set[int] = {id(t) for t in self._tensors}
+        for node in self._nodes:
+            for t in node.outputs():
+                if id(t) in produced_by:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"tensor {t.get_name()!r} is written by both {produced_by[id(t)]!r} and {node.name!r}",
+                    )
+                produced_by[id(t)] = node.name
+        ready: set[int] = {i for i in available if i not in produced_by}
+        for node in self._nodes:
+            for t in node.inputs():
+                if id(t) not in ready:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"node {node.name!r} reads tensor {t.get_name()!r} before any node writes it "
+                        "(nodes must be in topological order, without cycles)",
+                    )
+                consumed.add(id(t))
+            for t in node.inputs():
+                self._check_tensor(t, io_dt)
+            node.infer_and_validate(io_dt, inter_dt)
+            for t in node.outputs():
+                self._check_tensor(t, io_dt)
+                ready.add(id(t))
+        for t in self._tensors:
+            if id(t) not in consumed and id(t) not in produced_by:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {t.get_name()!r} is an orphan: no node uses it")
+            if t.get_is_virtual() and id(t) not in produced_by:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE, f"virtual tensor {t.get_name()!r} is read but no node writes it"
+                )
+            if t.get_is_virtual() and id(t) not in consumed:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"tensor {t.get_name()!r} is virtual and never read: mark it set_output(True) to keep it",
+                )
+        self._assign_uids()
+        self._validated = True
+        return self
+
+    def _check_tensor(self, t: TensorAttributes, io_dt: DataType) -> None:
+        name = t.get_name()
+        dims, strides = t.get_dim(), t.get_stride()
+        if not dims:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"tensor {name!r} has no dims")
+        if not strides:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"tensor {name!r} has no strides")
+        if len(dims) != len(strides):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {len(dims)} dims but {len(strides)} strides")
+        if any(d <= 0 for d in dims):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} must be positive")
+        if any(s <= 0 for s in strides):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
+        if t.get_data_type() == DataType.NOT_SET:
+            t.set_data_type(io_dt)
+
+    def _assign_uids(self) -> None:
+        seen: dict[int, str] = {}
+        for t in self._tensors:
+            if t.has_uid():
+                uid = t.get_uid()
+                assert uid is not None
+                if uid in seen:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"uid {uid} is used by both {seen[uid]!r} and {t.get_name()!r}",
+                    )
+                seen[uid] = t.get_name()
+        next_uid = 1
+        for t in self._tensors:
+            if not t.has_uid():
+                while next_uid in seen:
+                    next_uid += 1
+                t._auto_uid(next_uid)
+                seen[next_uid] = t.get_name()
+
+    # -- wire format -------------------------------------------------------------------------
+    def _to_wire(self) -> GraphT:
+        g = GraphT()
+        g.name = self.name
+        g.ioDataType = int(self.io_data_type)
+        g.intermediateDataType = int(self.intermediate_data_type)
+        g.computeDataType = int(self.compute_data_type)
+        g.isOverrideShapeEnabled = self._override_shape_enabled
+        g.preferredEngineId = self.preferred_engine_id
+        g.tensors = []
+        for t in self._tensors:
+            wt = TensorAttributesT()
+            wt.uid = t.get_uid()
+            wt.name = t.get_name()
+            wt.dataType = int(t.get_data_type())
+            wt.dims = t.get_dim()
+            wt.strides = t.get_stride()
+            wt.virtual = t.get_is_virtual()
+            g.tensors.append(wt)
+        g.nodes = []
+        for node in self._nodes:
+            n = NodeT()
+            n.name = node.name
+            n.computeDataType = int(node.compute_data_type)
+            n.attributesType = node.wire_type
+            n.attributes = node.to_wire()
+            g.nodes.append(n)
+        return g
+
+    def serialize(self) -> bytes:
+        """The graph as a hipdnn.wire.Graph FlatBuffer (validating it first if needed)."""
+        if not self._validated:
+            self.validate()
+        builder = flatbuffers.Builder(1024)
+        builder.Finish(self._to_wire().Pack(builder))
+        return bytes(builder.Output())
+
+    @classmethod
+    def deserialize(cls, blob: bytes | bytearray | memoryview) -> Graph:
+        """Rebuild a graph from :meth:`serialize` output. Damaged buffers raise HipdnnError."""
+        data = bytes(blob)
+        if len(data) < 8:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph buffer of {len(data)} bytes is truncated")
+        try:
+            wire = GraphT.InitFromPackedBuf(data, 0)
+        except Exception as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"corrupted graph buffer ({type(exc).__name__}: {exc})"
+            ) from None
+        try:
+            graph = cls._from_wire(wire)
+        except HipdnnError:
+            raise
+        except Exception as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"corrupted graph buffer ({type(exc).__name__}: {exc})"
+            ) from None
+        graph.validate()
+        return graph
+
+    @classmethod
+    def _from_wire(cls, wire: GraphT) -> Graph:
+        def text(v: Any) -> str:
+            return v.decode("utf-8", "replace") if isinstance(v, bytes) else (v or "")
+
+        graph = cls(
+            name=text(wire.name),
+            io_data_type=DataType(wire.ioDataType),
+            intermediate_data_type=DataType(wire.intermediateDataType),
+            compute_data_type=DataType(wire.computeDataType),
+            is_override_shape_enabled=bool(wire.isOverrideShapeEnabled),
+            preferred_engine_id=wire.preferredEngineId,
+        )
+        by_uid: dict[int, TensorAttributes] = {}
+        for wt in wire.tensors or []:
+            uid = int(wt.uid)
+            if uid in by_uid:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph buffer declares uid {uid} twice")
+            t = graph.tensor(
+                name=text(wt.name),
+                dim=[int(d) for d in (wt.dims if wt.dims is not None else [])],
+                stride=[int(s) for s in (wt.strides if wt.strides is not None else [])],
+                data_type=DataType(wt.dataType),
+                uid=uid,
+                is_virtual=bool(wt.virtual),
+            )
+            by_uid[uid] = t
+
+        def resolve(uid: int | None) -> TensorAttributes | None:
+            if uid is None:
+                return None
+            t = by_uid.get(int(uid))
+            if t is None:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"a node refers to uid {uid}, which no tensor has")
+            return t
+
+        for wn in wire.nodes or []:
+            op_cls = OPERATIONS.get(int(wn.attributesType))
+            if op_cls is None or wn.attributes is None:
+                raise HipdnnError(
+                    ErrorCode.UNSUPPORTED_GRAPH_FORMAT, f"node {text(wn.name)!r} has unknown kind {wn.attributesType}"
+                )
+            node = op_cls.from_wire(text(wn.name), DataType(wn.computeDataType), wn.attributes, resolve)
+            for role, t in (("input", node.inputs()), ("output", node.outputs())):
+                if any(x is None for x in t):
+                    raise HipdnnError(ErrorCode.INVALID_VALUE, f"node {node.name!r} lacks a required {role}")
+            graph._nodes.append(node)
+        return graph
+
+    # -- building plans ----------------------------------------------------------------------
+    def build_operation_graph(self, handle: Handle) -> Graph:
+        """Validate, serialize and lower the graph into a backend operation graph on ``handle``."""
+        if not isinstance(handle, Handle):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "build_operation_graph needs a hipdnn.Handle")
+        blob = self.serialize()
+        self._reset_build()
+        desc = OperationGraphDescriptor(blob)
+        try:
+            desc.set_attribute(A.OPERATIONGRAPH_HANDLE, T.HANDLE, handle.backend)
+            desc.set_attribute(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, T.BOOLEAN, self._override_shape_enabled)
+            desc.finalize()
+        except BackendError as exc:
+            raise _backend_error(exc, f"lowering graph {self.name!r}") from None
+        self._op_graph, self._handle, self._serialized = desc, handle, blob
+        self._built_tensors = {
+            t.get_uid(): _BuiltTensor(
+                t.get_uid(), t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual()
+            )  # type: ignore[misc]
+            for t in self._tensors
+        }
+        self._uid_to_tensor = {t.get_uid(): t for t in self._tensors}  # type: ignore[misc]
+        return self
+
+    def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
+        """Ask the handle's plugins which engines apply (plugins below the graph's API version are
+        skipped unasked). GRAPH_NOT_SUPPORTED lists every plugin and its answer when none applies."""
+        if self._op_graph is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "create_execution_plans before build_operation_graph")
+        modes = list(heur_modes) or [HeurMode.FALLBACK]
+        heur = EngineHeurDescriptor()
+        try:
+            heur.set_attribute(A.ENGINEHEUR_OPERATION_GRAPH, T.BACKEND_DESCRIPTOR, self._op_graph)
+            heur.set_attribute(A.ENGINEHEUR_MODE, T.HEUR_MODE, int(HeurMode(modes[0])))
+            heur.finalize()
+            configs = heur.get_attribute(A.ENGINEHEUR_RESULTS)
+        except BackendError as exc:
+            raise _backend_error(exc, "querying engines") from None
+        self._heur, self._configs = heur, configs
+        if not configs:
+            raise HipdnnError(
+                ErrorCode.GRAPH_NOT_SUPPORTED,
+                f"no applicable engines for graph {self.name!r}; plugins consulted: {heur.report()}",
+            )
+        return self
+
+    def check_support(self) -> Graph:
+        if self._heur is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "check_support before create_execution_plans")
+        if not self._configs:
+            raise HipdnnError(
+                ErrorCode.GRAPH_NOT_SUPPORTED, f"no applicable engines; plugins consulted: {self._heur.report()}"
+            )
+        return self
+
+    def build_plans(self) -> Graph:
+        """Create an execution plan from the first engine config that succeeds."""
+        if self._handle is None or not self._configs:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "build_plans before check_support")
+        failures: list[str] = []
+        for config in self._configs:
+            plan = ExecutionPlanDescriptor()
+            try:
+                plan.set_attribute(A.EXECUTION_PLAN_HANDLE, T.HANDLE, self._handle.backend)
+                plan.set_attribute(A.EXECUTION_PLAN_ENGINE_CONFIG, T.BACKEND_DESCRIPTOR, config)
+                plan.finalize()
+            except BackendError as exc:
+                failures.append(f"engine {config.engine_id}: {exc}")
+                continue
+            self._plan = plan
+            return self
+        raise HipdnnError(
+            ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built: " + "; ".join(failures)
+        )
+
+    def build(self, handle: Handle, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
+        """validate -> build_operation_graph -> create_execution_plans -> check_support -> build_plans."""
+        self.validate()
+        self.build_operation_graph(handle)
+        self.create_execution_plans(heur_modes)
+        self.check_support()
+        return self.build_plans()
+
+    def get_workspace_size(self) -> int:
+        return self._require_plan().workspace_size
+
+    def get_engine_id(self) -> int:
+        engine_id = self._require_plan().engine_id
+        assert engine_id is not None
+        return engine_id
+
+    def plugin_report(self) -> str:
+        """What each plugin said about this graph at create_execution_plans."""
+        return self._heur.report() if self._heur is not None else ""
+
+    def _require_plan(self) -> ExecutionPlanDescriptor:
+        if self._plan is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"graph {self.name!r} has no execution plan: build it first")
+        return self._plan
+
+    # -- execution ---------------------------------------------------------------------------
+    def execute(
+        self,
+        handle: Handle,
+        variant_pack: Mapping[TensorAttributes | int, Any],
+        workspace: Any = None,
+        override_uids: Sequence[int | TensorAttributes] | None = None,
+        override_shapes: Sequence[Sequence[int]] | None = None,
+        override_strides: Sequence[Sequence[int]] | None = None,
+        *,
+        overrides: Mapping[TensorAttributes | int, OverrideEntry] | None = None,
+    ) -> None:
+        """Run the built plan. ``variant_pack`` maps tensors (or uids) to buffers. Overrides give tensors
+        a smaller shape (and its strides) for this call only, in the parallel-array form
+        (``override_uids``, ``override_shapes``, ``override_strides``) or the map form
+        (``overrides={tensor: OverrideEntry(shape=..., stride=...)}``)."""
+        plan = self._require_plan()
+        if handle is not self._handle:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "execute on a different handle than the graph was built on")
+        lowered, parallel = lower(override_uids, override_shapes, override_strides, overrides)
+        if lowered and not self._override_shape_enabled:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"graph {self.name!r} was built without set_override_shape_enabled(True); overrides refused",
+            )
+        if lowered:
+            validate(lowered, self._uid_to_tensor, parallel)
+        buffers = self._resolve_variant_pack(variant_pack, lowered)
+        workspace_ptr = self._resolve_workspace(workspace, plan.workspace_size)
+        vp = VariantPackDescriptor()
+        try:
+            vp.set_attribute(A.VARIANT_PACK_UNIQUE_IDS, T.INT64, [u for u, _ in buffers])
+            vp.set_attribute(A.VARIANT_PACK_DATA_POINTERS, T.VOID_PTR, [p for _, p in buffers])
+            vp.set_attribute(A.VARIANT_PACK_WORKSPACE, T.VOID_PTR, workspace_ptr)
+            if lowered:
+                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT, T.INT64, list(lowered.uids))
+                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_SHAPES_EXT, T.INT64, [d for s in lowered.shapes for d in s])
+                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_STRIDES_EXT, T.INT64, [d for s in lowered.strides for d in s])
+                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT, T.INT64, [len(s) for s in lowered.shapes])
+            vp.finalize()
+            backend_execute(handle.backend, plan, vp)
+        except BackendError as exc:
+            raise _backend_error(exc, f"executing graph {self.name!r} on engine {plan.engine_id}") from None
+
+    def _resolve_variant_pack(
+        self, variant_pack: Mapping[TensorAttributes | int, Any], lowered: Overrides
+    ) -> list[tuple[int, int]]:
+        if not isinstance(variant_pack, Mapping):
+            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, "the variant pack must be a mapping {tensor or uid: buffer}")
+        by_uid: dict[int, Any] = {}
+        for key, value in variant_pack.items():
+            if isinstance(key, TensorAttributes):
+                uid = key.get_uid()
+                if uid is None or self._uid_to_tensor.get(uid) is not key:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key.get_name()!r} is not a tensor of this graph"
+                    )
+            elif isinstance(key, int) and not isinstance(key, bool):
+                uid = key
+            else:
+                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key!r} is neither a tensor nor a uid")
+            if uid in by_uid:
+                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"uid {uid} appears twice in the variant pack")
+            by_uid[uid] = value
+        override_map = lowered.as_dict()
+        out: list[tuple[int, int]] = []
+        for uid, value in by_uid.items():
+            info = self._built_tensors.get(uid)
+            if info is None:
+                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"variant pack uid {uid} is not a tensor of this graph")
+            if info.is_virtual:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VARIANT_PACK,
+                    f"tensor {info.name!r} (uid {uid}) is virtual and takes no buffer; set_output(True) to read it",
+                )
+            buf = memory.to_buffer(value, f"tensor {info.name!r} (uid {uid})")
+            dims, strides = override_map.get(uid, (info.dims, info.strides))
+            memory.check_buffer(
+                buf, tensor_name=info.name, uid=uid, data_type=info.data_type,
+                dims=dims, strides=strides, overridden=uid in override_map,
+            )
+            out.append((uid, buf.ptr))
+        missing = [t for u, t in self._built_tensors.items() if not t.is_virtual and u not in by_uid]
+        if missing:
+            names = ", ".join(f"{t.name!r} (uid {t.uid})" for t in missing)
+            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"no buffer for tensor(s) {names}")
+        return out
+
+    @staticmethod
+    def _resolve_workspace(workspace: Any, needed: int) -> int:
+        if workspace is None or (isinstance(workspace, int) and not isinstance(workspace, bool) and workspace == 0):
+            if needed > 0:
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"the plan needs a workspace of {needed} bytes")
+            return 0
+        buf = memory.to_buffer(workspace, "workspace")
+        if buf.high is not None and buf.high - buf.ptr < needed:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"workspace holds {buf.high - buf.ptr} bytes, the plan needs {needed}"
+            )
+        return buf.ptr
+
+    def __repr__(self) -> str:
+        return (
+            f"Graph(name={self.name!r}, tensors={len(self._tensors)}, nodes={[n.name for n in self._nodes]}, "
+            f"override_shape_enabled={self._override_shape_enabled})"
+        )
+
+
+__all__ = ["Graph"]

@@ -1,0 +1,200 @@
+"""Turning variant-pack values into pointers, and proving a tensor fits inside its buffer.
+
+Accepted values: numpy arrays (and anything with ``__array_interface__``), objects with
+``__cuda_array_interface__`` (torch, cupy), objects with ``__dlpack__`` on the CPU, and bare
+int pointers. Everything but a bare int tells its size, so the memory the tensor will address
+at its effective shape and strides is checked to lie inside it. Bare ints cannot be checked:
+the caller vouches for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
+
+#: numpy dtype of each element type that numpy can hold (bfloat16 when ml_dtypes is present)
+_NUMPY_DTYPES: dict[DataType, tuple[str, ...]] = {
+    DataType.FLOAT: ("float32",),
+    DataType.HALF: ("float16",),
+    DataType.DOUBLE: ("float64",),
+    DataType.INT32: ("int32",),
+    DataType.INT64: ("int64",),
+    DataType.INT8: ("int8",),
+    DataType.UINT8: ("uint8",),
+    DataType.BFLOAT16: ("bfloat16",),
+}
+ITEMSIZE: dict[DataType, int] = {
+    DataType.FLOAT: 4, DataType.HALF: 2, DataType.BFLOAT16: 2, DataType.DOUBLE: 8, DataType.INT32: 4,
+    DataType.INT64: 8, DataType.INT8: 1, DataType.UINT8: 1, DataType.FP8_E4M3: 1, DataType.FP8_E5M2: 1,
+    DataType.FP8_E8M0: 1, DataType.FP8_E4M3_FNUZ: 1, DataType.FP8_E5M2_FNUZ: 1,
+}
+
+
+def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
+    """The numpy dtype for ``data_type`` (raises HipdnnError when numpy has none)."""
+    for name in _NUMPY_DTYPES.get(data_type, ()):
+        try:
+            return np.dtype(name)
+        except TypeError:
+            continue
+    raise HipdnnError(ErrorCode.INVALID_VALUE, f"no numpy dtype for {data_type.name}")
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """A variant-pack value reduced to what execute needs."""
+
+    ptr: int
+    #: bytes addressable from ``ptr`` upward and downward; None for a bare int pointer
+    low: int | None = None
+    high: int | None = None
+    dtype: np.dtype[Any] | None = None
+    typestr: str | None = None
+    shape: tuple[int, ...] | None = None
+    strides_elems: tuple[int, ...] | None = None
+    contiguous: bool = False
+    on_device: bool = False
+
+
+def _extent(ptr: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int) -> tuple[int, int]:
+    """[low, high) byte addresses covered by an array view."""
+    if any(d == 0 for d in shape):
+        return ptr, ptr
+    low = high = 0
+    for d, s in zip(shape, byte_strides):
+        span = (d - 1) * s
+        if span < 0:
+            low += span
+        else:
+            high += span
+    return ptr + low, ptr + high + itemsize
+
+
+def _from_interface(iface: dict[str, Any], on_device: bool, what: str) -> Buffer:
+    data = iface.get("data")
+    if not isinstance(data, tuple) or not data or not isinstance(data[0], int):
+        raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: array interface has no data pointer")
+    ptr = data[0]
+    if len(data) > 1 and data[1]:
+        raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: read-only buffer cannot be handed to an engine")
+    dtype = np.dtype(iface["typestr"])
+    shape = tuple(int(d) for d in iface["shape"])
+    strides = iface.get("strides")
+    if strides is None:
+        byte_strides = []
+        step = dtype.itemsize
+        for d in reversed(shape):
+            byte_strides.append(step)
+            step *= max(d, 1)
+        strides = tuple(reversed(byte_strides))
+    strides = tuple(int(s) for s in strides)
+    low, high = _extent(ptr, shape, strides, dtype.itemsize)
+    elems = tuple(s // dtype.itemsize for s in strides) if all(s % dtype.itemsize == 0 for s in strides) else None
+    contiguous = high - low == dtype.itemsize * int(np.prod(shape, dtype=np.int64)) and low == ptr
+    return Buffer(ptr, low, high, dtype, iface["typestr"], shape, elems, contiguous, on_device)
+
+
+def to_buffer(value: Any, what: str) -> Buffer:
+    """Reduce a variant-pack value to a :class:`Buffer`."""
+    if isinstance(value, bool):
+        raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: {value!r} is not a buffer")
+    if isinstance(value, (int, np.integer)):
+        ptr = int(value)
+        if ptr <= 0 or ptr >= 1 << 64:
+            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: pointer {ptr} is not a valid address")
+        return Buffer(ptr)
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:
+            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: array is read-only")
+        return _from_interface(value.__array_interface__, False, what)
+    cai = getattr(value, "__cuda_array_interface__", None)
+    if cai is not None:
+        return _from_interface(dict(cai), True, what)
+    ai = getattr(value, "__array_interface__", None)
+    if ai is not None:
+        return _from_interface(dict(ai), False, what)
+    if hasattr(value, "__dlpack__"):
+        device = value.__dlpack_device__() if hasattr(value, "__dlpack_device__") else (1, 0)
+        if int(device[0]) != 1:  # kDLCPU
+            raise HipdnnError(
+                ErrorCode.INVALID_VARIANT_PACK,
+                f"{what}: __dlpack__ object lives on device type {int(device[0])}; pass it through "
+                "__cuda_array_interface__ or as an int pointer",
+            )
+        try:
+            arr = np.from_dlpack(value)
+        except Exception as exc:
+            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: cannot read __dlpack__: {exc}") from None
+        return _from_interface(arr.__array_interface__, False, what)
+    raise HipdnnError(
+        ErrorCode.INVALID_VARIANT_PACK,
+        f"{what}: {type(value).__name__} is not a buffer (numpy array, __cuda_array_interface__, "
+        "__dlpack__ or int pointer)",
+    )
+
+
+def addressed_bytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) -> int:
+    """Bytes from the base pointer to one past the last element a tensor addresses."""
+    return (sum((d - 1) * s for d, s in zip(dims, strides)) + 1) * itemsize
+
+
+def check_buffer(
+    buf: Buffer,
+    *,
+    tensor_name: str,
+    uid: int,
+    data_type: DataType,
+    dims: Sequence[int],
+    strides: Sequence[int],
+    overridden: bool,
+) -> None:
+    """Raise INVALID_VALUE unless ``buf`` can back the tensor at ``dims``/``strides``.
+
+    A buffer whose shape equals the tensor's (effective) dims must also have its strides. With an
+    override, the buffer may instead be a larger, contiguous backing store (e.g. allocated at the
+    maximum shape). In every case the addressed bytes must lie inside the buffer."""
+    where = f"tensor {tensor_name!r} (uid {uid})"
+    if buf.low is None or buf.high is None:
+        return  # a bare pointer: unchecked by design
+    if buf.dtype is not None:
+        expected: np.dtype[Any] | None
+        try:
+            expected = numpy_dtype(data_type)
+        except HipdnnError:
+            expected = None
+        if expected is not None and buf.dtype != expected:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"{where}: buffer dtype {buf.dtype} disagrees with {data_type.name}"
+            )
+        if expected is None and buf.dtype.itemsize != ITEMSIZE.get(data_type, buf.dtype.itemsize):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"{where}: buffer item size {buf.dtype.itemsize} disagrees with {data_type.name}"
+            )
+    shape = list(buf.shape) if buf.shape is not None else None
+    if shape == list(dims):
+        if buf.strides_elems is not None:
+            mismatched = [i for i, d in enumerate(dims) if d > 1 and buf.strides_elems[i] != strides[i]]
+            if mismatched:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"{where}: buffer strides {list(buf.strides_elems)} disagree with tensor strides {list(strides)}",
+                )
+    elif not (overridden and buf.contiguous):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{where}: buffer shape {shape} disagrees with tensor dims {list(dims)}"
+            + ("" if not overridden else " (a differently shaped backing buffer must be contiguous)"),
+        )
+    itemsize = ITEMSIZE.get(data_type, buf.dtype.itemsize if buf.dtype is not None else 1)
+    need = addressed_bytes(dims, strides, itemsize)
+    if buf.ptr < buf.low or buf.ptr + need > buf.high:
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"{where}: addresses {need} bytes at dims {list(dims)} strides {list(strides)}, but the buffer "
+            f"holds {buf.high - buf.ptr} bytes from its pointer",
+        )

@@ -1,0 +1,76 @@
+"""Elementwise operations with numpy-style broadcasting of the inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hipdnn.frontend.ops.base import Operation, broadcast_shapes, register
+from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.types import POINTWISE_ARITY, DataType, PointwiseMode
+from hipdnn.wire.NodeAttributes import NodeAttributes
+from hipdnn.wire.PointwiseAttributes import PointwiseAttributesT
+
+
+@register
+class PointwiseNode(Operation):
+    wire_type = NodeAttributes.PointwiseAttributes
+    kind = "pointwise"
+
+    def __init__(
+        self,
+        name: str,
+        compute_data_type: DataType,
+        mode: PointwiseMode,
+        in_0: TensorAttributes,
+        in_1: TensorAttributes | None,
+        in_2: TensorAttributes | None,
+        out_0: TensorAttributes,
+    ) -> None:
+        super().__init__(name, compute_data_type)
+        self.mode = PointwiseMode(mode)
+        self.in_0, self.in_1, self.in_2, self.out_0 = in_0, in_1, in_2, out_0
+
+    def inputs(self) -> list[TensorAttributes]:
+        return [t for t in (self.in_0, self.in_1, self.in_2) if t is not None]
+
+    def outputs(self) -> list[TensorAttributes]:
+        return [self.out_0]
+
+    def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
+        arity = POINTWISE_ARITY.get(self.mode, 2)
+        given = len(self.inputs())
+        if given != arity:
+            raise self.fail(f"{self.mode.name} takes {arity} input(s), got {given}")
+        shapes = [t.get_dim() for t in self.inputs()]
+        for t in self.inputs():
+            self.require_rank(t, "input")
+        out = broadcast_shapes(shapes)
+        if out is None:
+            raise self.fail(f"input shapes {shapes} do not broadcast")
+        dt = intermediate_data_type if self.out_0.get_is_virtual() else io_data_type
+        self.fill_output(self.out_0, out, dt)
+        self.check_output_dims(self.out_0, "out_0", out)
+
+    def to_wire(self) -> Any:
+        t = PointwiseAttributesT()
+        t.operation = int(self.mode)
+        t.in0TensorUid = self.in_0.get_uid()
+        t.in1TensorUid = self.in_1.get_uid() if self.in_1 is not None else None
+        t.in2TensorUid = self.in_2.get_uid() if self.in_2 is not None else None
+        t.out0TensorUid = self.out_0.get_uid()
+        return t
+
+    @classmethod
+    def from_wire(
+        cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
+    ) -> Operation:
+        try:
+            mode = PointwiseMode(table.operation)
+        except ValueError:
+            raise ValueError(f"unknown pointwise mode {table.operation}") from None
+        return cls(
+            name, compute_data_type, mode,
+            tensor(table.in0TensorUid), tensor(table.in1TensorUid), tensor(table.in2TensorUid),
+            tensor(table.out0TensorUid),
+        )

@@ -1,0 +1,141 @@
+"""Scaled dot-product attention, forward: o = softmax(scale * q @ k^T + masks) @ v."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from hipdnn.frontend.ops.base import Operation, register, strides_in_order_of
+from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.types import DataType, DiagonalAlignment
+from hipdnn.wire.NodeAttributes import NodeAttributes
+from hipdnn.wire.SdpaAttributes import SdpaAttributesT
+
+
+@register
+class SdpaNode(Operation):
+    """q [B, Hq, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv] -> o [B, Hq, Sq, Dv] and, with
+    ``generate_stats``, stats [B, Hq, Sq, 1] (natural-log log-sum-exp of each row's scores)."""
+
+    wire_type = NodeAttributes.SdpaAttributes
+    kind = "sdpa"
+
+    def __init__(
+        self,
+        name: str,
+        compute_data_type: DataType,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        o: TensorAttributes,
+        stats: TensorAttributes | None,
+        attn_scale: float | TensorAttributes | None,
+        use_causal_mask: bool,
+        diagonal_alignment: DiagonalAlignment,
+        diagonal_band_left_bound: int | None,
+        diagonal_band_right_bound: int | None,
+        use_padding_mask: bool,
+        seq_len_q: TensorAttributes | None,
+        seq_len_kv: TensorAttributes | None,
+        bias: TensorAttributes | None,
+        use_alibi_mask: bool,
+    ) -> None:
+        super().__init__(name, compute_data_type)
+        self.q, self.k, self.v, self.o, self.stats = q, k, v, o, stats
+        self.attn_scale = attn_scale
+        self.use_causal_mask = use_causal_mask
+        self.diagonal_alignment = DiagonalAlignment(diagonal_alignment)
+        self.diagonal_band_left_bound = diagonal_band_left_bound
+        self.diagonal_band_right_bound = diagonal_band_right_bound
+        self.use_padding_mask = use_padding_mask
+        self.seq_len_q, self.seq_len_kv = seq_len_q, seq_len_kv
+        self.bias = bias
+        self.use_alibi_mask = use_alibi_mask
+
+    def inputs(self) -> list[TensorAttributes]:
+        optional = [self.seq_len_q, self.seq_len_kv, self.bias]
+        if isinstance(self.attn_scale, TensorAttributes):
+            optional.append(self.attn_scale)
+        return [self.q, self.k, self.v] + [t for t in optional if t is not None]
+
+    def outputs(self) -> list[TensorAttributes]:
+        return [self.o] + ([self.stats] if self.stats is not None else [])
+
+    def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
+        q, k, v = self.q, self.k, self.v
+        for role, t in (("q", q), ("k", k), ("v", v)):
+            self.require_rank(t, role, rank=4)
+        b, hq, sq, d = q.get_dim()
+        bk, hk, skv, dk = k.get_dim()
+        bv, hv, skv_v, dv = v.get_dim()
+        if not (b == bk == bv):
+            raise self.fail(f"batch sizes differ: q {b}, k {bk}, v {bv}")
+        if d != dk:
+            raise self.fail(f"q head dim {d} differs from k head dim {dk}")
+        if skv != skv_v:
+            raise self.fail(f"k sequence length {skv} differs from v sequence length {skv_v}")
+        if hk != hv:
+            raise self.fail(f"k has {hk} heads but v has {hv}")
+        if hq % hk != 0:
+            raise self.fail(f"q heads {hq} are not a multiple of kv heads {hk}")
+        if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
+            raise self.fail("attn_scale is NaN")
+        for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
+            if bound is not None and bound < 0:
+                raise self.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
+        if self.use_padding_mask and (self.seq_len_q is None or self.seq_len_kv is None):
+            raise self.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
+        o_dims = [b, hq, sq, dv]
+        self.fill_output(self.o, o_dims, io_data_type, strides_in_order_of(q.get_stride(), o_dims))
+        self.check_output_dims(self.o, "o", o_dims)
+        if self.stats is not None:
+            stats_dims = [b, hq, sq, 1]
+            self.fill_output(self.stats, stats_dims, DataType.FLOAT)
+            self.check_output_dims(self.stats, "stats", stats_dims)
+
+    def to_wire(self) -> Any:
+        t = SdpaAttributesT()
+        t.qTensorUid, t.kTensorUid = self.q.get_uid(), self.k.get_uid()
+        t.vTensorUid, t.oTensorUid = self.v.get_uid(), self.o.get_uid()
+        t.statsTensorUid = self.stats.get_uid() if self.stats is not None else None
+        t.generateStats = self.stats is not None
+        if isinstance(self.attn_scale, TensorAttributes):
+            t.scaleTensorUid = self.attn_scale.get_uid()
+        elif self.attn_scale is not None:
+            t.attnScaleValue = float(self.attn_scale)
+        t.causalMask = self.use_causal_mask
+        t.causalMaskBottomRight = self.use_causal_mask and self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT
+        t.diagonalAlignment = int(self.diagonal_alignment)
+        t.leftBound = self.diagonal_band_left_bound
+        t.rightBound = self.diagonal_band_right_bound
+        t.paddingMask = self.use_padding_mask
+        t.seqLenQTensorUid = self.seq_len_q.get_uid() if self.seq_len_q is not None else None
+        t.seqLenKvTensorUid = self.seq_len_kv.get_uid() if self.seq_len_kv is not None else None
+        t.attnMaskTensorUid = self.bias.get_uid() if self.bias is not None else None
+        t.alibiMask = self.use_alibi_mask
+        return t
+
+    @classmethod
+    def from_wire(
+        cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
+    ) -> Operation:
+        alignment = DiagonalAlignment(table.diagonalAlignment)
+        if table.causalMaskBottomRight:
+            alignment = DiagonalAlignment.BOTTOM_RIGHT
+        scale: float | TensorAttributes | None = tensor(table.scaleTensorUid)
+        if scale is None and table.attnScaleValue is not None:
+            scale = float(table.attnScaleValue)
+        return cls(
+            name, compute_data_type,
+            q=tensor(table.qTensorUid), k=tensor(table.kTensorUid), v=tensor(table.vTensorUid),
+            o=tensor(table.oTensorUid), stats=tensor(table.statsTensorUid),
+            attn_scale=scale,
+            use_causal_mask=bool(table.causalMask or table.causalMaskBottomRight),
+            diagonal_alignment=alignment,
+            diagonal_band_left_bound=table.leftBound,
+            diagonal_band_right_bound=table.rightBound,
+            use_padding_mask=bool(table.paddingMask),
+            seq_len_q=tensor(table.seqLenQTensorUid), seq_len_kv=tensor(table.seqLenKvTensorUid),
+            bias=tensor(table.attnMaskTensorUid),
+            use_alibi_mask=bool(table.alibiMask),
+        )

@@ -1,0 +1,131 @@
+"""Graph tensors: chainable attribute objects, as in cudnn-frontend's Python API."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
+
+
+def _int_list(values: Sequence[int], what: str, name: str) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {what} must be a sequence of ints")
+    out: list[int] = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, int):
+            try:
+                import numpy as np
+
+                if isinstance(v, np.integer):
+                    out.append(int(v))
+                    continue
+            except ImportError:  # pragma: no cover
+                pass
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {what} {list(values)!r} must be ints")
+        out.append(v)
+    return out
+
+
+def compact_strides(dims: Sequence[int]) -> list[int]:
+    """Row-major (last dim fastest) strides for ``dims``."""
+    strides = [1] * len(dims)
+    for i in range(len(dims) - 2, -1, -1):
+        strides[i] = strides[i + 1] * max(int(dims[i + 1]), 1)
+    return strides
+
+
+class TensorAttributes:
+    """One tensor of a graph. Setters return the tensor so calls chain:
+    ``o.set_output(True).set_dim([...]).set_stride([...]).set_uid(4)``."""
+
+    def __init__(
+        self,
+        name: str = "",
+        dim: Sequence[int] | None = None,
+        stride: Sequence[int] | None = None,
+        data_type: DataType | None = None,
+        uid: int | None = None,
+        is_virtual: bool = False,
+    ) -> None:
+        self._name = name
+        self._dim: list[int] = _int_list(dim, "dim", name) if dim is not None else []
+        self._stride: list[int] = _int_list(stride, "stride", name) if stride is not None else []
+        self._data_type = DataType(data_type) if data_type is not None else DataType.NOT_SET
+        self._uid: int | None = None
+        self._uid_assigned = False
+        if uid is not None:
+            self.set_uid(uid)
+        self._is_virtual = is_virtual
+
+    # -- setters (chainable) -----------------------------------------------------------------
+    def set_name(self, name: str) -> TensorAttributes:
+        self._name = name
+        return self
+
+    def set_dim(self, dim: Sequence[int]) -> TensorAttributes:
+        self._dim = _int_list(dim, "dim", self._name)
+        return self
+
+    def set_stride(self, stride: Sequence[int]) -> TensorAttributes:
+        self._stride = _int_list(stride, "stride", self._name)
+        return self
+
+    def set_data_type(self, data_type: DataType) -> TensorAttributes:
+        self._data_type = DataType(data_type)
+        return self
+
+    def set_uid(self, uid: int) -> TensorAttributes:
+        if isinstance(uid, bool) or not isinstance(uid, int):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {self._name!r}: uid {uid!r} must be an int")
+        self._uid = uid
+        self._uid_assigned = False
+        return self
+
+    def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
+        self._is_virtual = bool(is_virtual)
+        return self
+
+    def set_output(self, is_output: bool) -> TensorAttributes:
+        """An output the user reads: not virtual, so it gets a pointer in the variant pack."""
+        return self.set_is_virtual(not is_output)
+
+    # -- getters -----------------------------------------------------------------------------
+    def get_name(self) -> str:
+        return self._name
+
+    def get_dim(self) -> list[int]:
+        return list(self._dim)
+
+    def get_stride(self) -> list[int]:
+        return list(self._stride)
+
+    def get_data_type(self) -> DataType:
+        return self._data_type
+
+    def get_uid(self) -> int | None:
+        return self._uid
+
+    def has_uid(self) -> bool:
+        return self._uid is not None and not self._uid_assigned
+
+    def get_is_virtual(self) -> bool:
+        return self._is_virtual
+
+    def is_virtual(self) -> bool:
+        return self._is_virtual
+
+    def get_rank(self) -> int:
+        return len(self._dim)
+
+    def _auto_uid(self, uid: int) -> None:
+        self._uid = uid
+        self._uid_assigned = True
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorAttributes(name={self._name!r}, uid={self._uid}, dim={self._dim}, stride={self._stride}, "
+            f"data_type={self._data_type.name}, virtual={self._is_virtual})"
+        )
+
+    # Tensors are variant-pack keys: identity semantics.
+    __hash__ = object.__hash__

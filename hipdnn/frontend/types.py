@@ -1,0 +1,143 @@
+"""Enumerations and errors of the user-facing API (names as in cudnn-frontend and hipDNN)."""
+
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+
+from hipdnn.backend.enums import HeurMode
+
+
+class DataType(IntEnum):
+    """Element types, numbered as the wire format (and hipDNN's schema) numbers them."""
+
+    NOT_SET = 0
+    FLOAT = 1
+    HALF = 2
+    BFLOAT16 = 3
+    DOUBLE = 4
+    UINT8 = 5
+    INT32 = 6
+    INT8 = 7
+    FP8_E4M3 = 8
+    FP8_E5M2 = 9
+    FP8_E8M0 = 10
+    FP4_E2M1 = 11
+    FP6_E2M3 = 12
+    FP6_E3M2 = 13
+    INT4 = 14
+    INT64 = 15
+    FP8_E4M3_FNUZ = 16
+    FP8_E5M2_FNUZ = 17
+
+
+class PointwiseMode(IntEnum):
+    """Pointwise operations, numbered as hipDNN numbers them."""
+
+    ABS = 1
+    ADD = 2
+    ADD_SQUARE = 3
+    BINARY_SELECT = 4
+    CEIL = 5
+    CMP_EQ = 6
+    CMP_GE = 7
+    CMP_GT = 8
+    CMP_LE = 9
+    CMP_LT = 10
+    CMP_NEQ = 11
+    DIV = 12
+    ELU_BWD = 13
+    ELU_FWD = 14
+    ERF = 15
+    EXP = 16
+    FLOOR = 17
+    GELU_APPROX_TANH_BWD = 18
+    GELU_APPROX_TANH_FWD = 19
+    GELU_BWD = 20
+    GELU_FWD = 21
+    GEN_INDEX = 22
+    IDENTITY = 23
+    LOG = 24
+    LOGICAL_AND = 25
+    LOGICAL_NOT = 26
+    LOGICAL_OR = 27
+    MAX = 28
+    MIN = 29
+    MUL = 30
+    NEG = 31
+    RECIPROCAL = 32
+    RELU_BWD = 33
+    RELU_FWD = 34
+    RSQRT = 35
+    SIGMOID_BWD = 36
+    SIGMOID_FWD = 37
+    SIN = 38
+    SOFTPLUS_BWD = 39
+    SOFTPLUS_FWD = 40
+    SQRT = 41
+    SUB = 42
+    SWISH_BWD = 43
+    SWISH_FWD = 44
+    TAN = 45
+    TANH_BWD = 46
+    TANH_FWD = 47
+
+    # Spellings used by the wire format.
+    MAX_OP = 28
+    MIN_OP = 29
+
+
+#: How many inputs each pointwise mode takes; modes missing here take 2.
+POINTWISE_ARITY: dict[PointwiseMode, int] = {
+    **{m: 1 for m in (
+        PointwiseMode.ABS, PointwiseMode.CEIL, PointwiseMode.ELU_FWD, PointwiseMode.ERF, PointwiseMode.EXP,
+        PointwiseMode.FLOOR, PointwiseMode.GELU_APPROX_TANH_FWD, PointwiseMode.GELU_FWD, PointwiseMode.IDENTITY,
+        PointwiseMode.LOG, PointwiseMode.LOGICAL_NOT, PointwiseMode.NEG, PointwiseMode.RECIPROCAL,
+        PointwiseMode.RELU_FWD, PointwiseMode.RSQRT, PointwiseMode.SIGMOID_FWD, PointwiseMode.SIN,
+        PointwiseMode.SOFTPLUS_FWD, PointwiseMode.SQRT, PointwiseMode.SWISH_FWD, PointwiseMode.TAN,
+        PointwiseMode.TANH_FWD, PointwiseMode.GEN_INDEX,
+    )},
+    PointwiseMode.BINARY_SELECT: 3,
+}
+
+
+class DiagonalAlignment(IntEnum):
+    TOP_LEFT = 0
+    BOTTOM_RIGHT = 1
+
+
+class ErrorCode(Enum):
+    """hipdnn_frontend::ErrorCode."""
+
+    OK = 0
+    INVALID_VALUE = 1
+    HIPDNN_BACKEND_ERROR = 2
+    ATTRIBUTE_NOT_SET = 3
+    GRAPH_NOT_SUPPORTED = 4
+    SHAPE_DEDUCTION_FAILED = 5
+    INVALID_TENSOR_NAME = 6
+    INVALID_VARIANT_PACK = 7
+    GRAPH_EXECUTION_PLAN_CREATION_FAILED = 8
+    GRAPH_EXECUTION_FAILED = 9
+    HEURISTIC_QUERY_FAILED = 10
+    UNSUPPORTED_GRAPH_FORMAT = 11
+
+
+class HipdnnError(Exception):
+    """Every failure of the frontend: ``code`` is an :class:`ErrorCode`, the message names the
+    tensor, node or plugin at fault."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(f"[{code.name}] {message}")
+        self.code = code
+        self.message = message
+
+
+__all__ = [
+    "POINTWISE_ARITY",
+    "DataType",
+    "DiagonalAlignment",
+    "ErrorCode",
+    "HeurMode",
+    "HipdnnError",
+    "PointwiseMode",
+]
