@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from hipdnn.backend import execute as backend_execute
 from hipdnn.frontend import memory
 from hipdnn.frontend.handle import Handle
 from hipdnn.frontend.ops import OPERATIONS, MatmulNode, Operation, PointwiseNode, SdpaNode
-from hipdnn.frontend.overrides import NO_OVERRIDES, OverrideEntry, Overrides, lower, validate
+from hipdnn.frontend.overrides import OverrideEntry, Overrides, lower, validate
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
 from hipdnn.wire.Graph import GraphT
@@ -32,6 +33,7 @@ from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
 T = AttributeType
+_INT64_MAX = (1 << 63) - 1
 
 
 def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
@@ -313,6 +315,10 @@ class Graph:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} must be positive")
         if any(s <= 0 for s in strides):
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
+        if any(v > _INT64_MAX for v in dims + strides):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} or strides {strides} exceed the int64 range"
+            )
         if t.get_data_type() == DataType.NOT_SET:
             t.set_data_type(io_dt)
 
@@ -366,11 +372,15 @@ class Graph:
         return g
 
     def serialize(self) -> bytes:
-        """The graph as a hipdnn.wire.Graph FlatBuffer (validating it first if needed)."""
-        if not self._validated:
-            self.validate()
+        """The graph as a hipdnn.wire.Graph FlatBuffer (validated first: tensors may have changed since)."""
+        self.validate()
         builder = flatbuffers.Builder(1024)
-        builder.Finish(self._to_wire().Pack(builder))
+        try:
+            builder.Finish(self._to_wire().Pack(builder))
+        except (TypeError, OverflowError, struct.error) as exc:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"graph {self.name!r} holds a value the wire format cannot store: {exc}"
+            ) from None
         return bytes(builder.Output())
 
     @classmethod

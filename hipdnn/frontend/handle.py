@@ -41,10 +41,6 @@ def env_plugin_dirs() -> list[Path]:
     return [Path(p) for p in value.split(os.pathsep) if p]
 
 
-def default_plugin_paths() -> list[Path]:
-    return builtin_engine_dirs() + env_plugin_dirs()
-
-
 def log_level_from_env() -> int:
     value = os.environ.get(ENV_LOG_LEVEL, "").strip().upper()
     if not value:
@@ -71,7 +67,13 @@ class Handle:
         if plugin_loading_mode is PluginLoadingMode.ABSOLUTE:
             search = given
         else:
-            search = default_plugin_paths() + given
+            builtin = builtin_engine_dirs()
+            if not builtin:
+                logging.getLogger("hipdnn").warning(
+                    "no built-in engines directory next to the hipdnn package: importing from a source "
+                    "checkout without building? Install with `pip install -e .`"
+                )
+            search = builtin + env_plugin_dirs() + given
         level = log_level_from_env()
         if os.environ.get(ENV_LOG_LEVEL):
             logging.getLogger("hipdnn").setLevel(level)

@@ -25,6 +25,9 @@ class Overrides:
     uids: tuple[int, ...]
     shapes: tuple[tuple[int, ...], ...]
     strides: tuple[tuple[int, ...], ...]
+    #: per entry, the tensor object the caller used as its key (None for a bare uid); rule 3 checks
+    #: that such a tensor is the graph's own and not another graph's tensor sharing the uid
+    key_tensors: tuple[Any, ...] = field(default=(), compare=False, repr=False)
 
     def __bool__(self) -> bool:
         return bool(self.uids)
@@ -80,17 +83,24 @@ def lower(
     if overrides is not None:
         if not isinstance(overrides, Mapping):
             raise _invalid("overrides must be a mapping {tensor or uid: OverrideEntry}")
-        uids, shapes, strides = [], [], []
+        uids, shapes, strides, keys = [], [], [], []
         for key, entry in overrides.items():
             if not isinstance(entry, OverrideEntry):
                 raise _invalid(f"override for {key!r} must be an OverrideEntry, got {type(entry).__name__}")
             uid = _key_uid(key)
             uids.append(uid)
+            keys.append(key if isinstance(key, TensorAttributes) else None)
             shapes.append(_ints(entry.shape, f"override shape of uid {uid}"))
             strides.append(_ints(entry.stride, f"override stride of uid {uid}"))
-        if len(set(uids)) != len(uids):
-            raise _invalid("rule 2 (duplicate uids): a tensor and its uid both appear as override keys")
-        return Overrides(tuple(uids), tuple(shapes), tuple(strides)), False
+        seen: set[int] = set()
+        for uid in uids:
+            if uid in seen:
+                raise _invalid(
+                    f"rule 2 (duplicate uids): uid {uid} is overridden more than once "
+                    "(a tensor and its uid both appear as override keys)"
+                )
+            seen.add(uid)
+        return Overrides(tuple(uids), tuple(shapes), tuple(strides), tuple(keys)), False
     u = list(override_uids or [])
     sh = list(override_shapes or [])
     st = list(override_strides or [])
@@ -103,6 +113,7 @@ def lower(
         tuple(_key_uid(x) for x in u),
         tuple(_ints(s, f"override_shapes[{i}]") for i, s in enumerate(sh)),
         tuple(_ints(s, f"override_strides[{i}]") for i, s in enumerate(st)),
+        tuple(x if isinstance(x, TensorAttributes) else None for x in u),
     )
     return lowered, True
 
@@ -133,10 +144,15 @@ def validate(overrides: Overrides, tensors: Mapping[int, TensorAttributes], used
             if uid in seen:
                 raise _invalid(f"rule 2 (duplicate uids): uid {uid} is overridden more than once")
             seen.add(uid)
-    for uid, shape, stride in zip(overrides.uids, overrides.shapes, overrides.strides):
+    keys = overrides.key_tensors or (None,) * len(overrides.uids)
+    for uid, shape, stride, key in zip(overrides.uids, overrides.shapes, overrides.strides, keys):
         tensor = tensors.get(uid)
         if tensor is None:
             raise _invalid(f"rule 3 (unknown uid): uid {uid} is not a tensor of this graph")
+        if key is not None and key is not tensor:
+            raise _invalid(
+                f"rule 3 (unknown uid): tensor {key.get_name()!r} (uid {uid}) belongs to another graph"
+            )
         if tensor.get_is_virtual():
             raise _invalid(
                 f"rule 3 (unknown uid): uid {uid} ({tensor.get_name()!r}) is virtual; its shape follows "

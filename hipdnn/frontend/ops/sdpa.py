@@ -103,8 +103,10 @@ class SdpaNode(Operation):
             t.scaleTensorUid = self.attn_scale.get_uid()
         elif self.attn_scale is not None:
             t.attnScaleValue = float(self.attn_scale)
-        t.causalMask = self.use_causal_mask
-        t.causalMaskBottomRight = self.use_causal_mask and self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT
+        # The wire format has one flag per alignment; set together they would intersect.
+        bottom_right = self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT
+        t.causalMask = self.use_causal_mask and not bottom_right
+        t.causalMaskBottomRight = self.use_causal_mask and bottom_right
         t.diagonalAlignment = int(self.diagonal_alignment)
         t.leftBound = self.diagonal_band_left_bound
         t.rightBound = self.diagonal_band_right_bound

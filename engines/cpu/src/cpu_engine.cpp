@@ -1,0 +1,1380 @@
+// hipdnn CPU engine plugin: the C ABI of the plugin SDK, graph parsing into an
+// execution plan, workspace layout and per-call shape resolution. The compute
+// kernels live in cpu_kernels.cpp.
+//
+// Error handling: every entry point runs inside guarded(), so no C++
+// exception crosses the ABI; failures record a thread-local message that
+// hipdnnPluginGetLastErrorString returns.
+
+#include "cpu_kernels.hpp"
+
+#include <hipdnn_plugin_sdk/EnginePluginApi.h>
+#include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
+#include <hipdnn_plugin_sdk/wire/graph_generated.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <exception>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace wire = hipdnn::wire;
+using namespace hipdnn_cpu;
+
+namespace
+{
+
+constexpr const char* kPluginName = "hipdnn_cpu_engine";
+constexpr const char* kPluginVersion = "0.1.0";
+constexpr int64_t kEngineId = 101;
+constexpr uint64_t kHandleMagic = 0x68646e6e63707568ull; // "hdnncpuh"
+constexpr uint64_t kContextMagic = 0x68646e6e63707563ull;
+// Upper bound on any tensor's element extent; keeps all offset math far from
+// int64 overflow.
+constexpr int64_t kMaxExtent = int64_t(1) << 48;
+
+// ------------------------------------------------------- errors / logging --
+thread_local std::string t_last_error;
+
+std::atomic<hipdnnCallback_t> g_log_callback{nullptr};
+std::atomic<int> g_log_level{HIPDNN_SEV_WARN};
+
+void set_error(const char* fn, const std::string& msg) noexcept
+{
+    try
+    {
+        t_last_error = std::string(fn) + ": " + msg;
+    }
+    catch(...)
+    {
+        // Keep whatever was there; nothing better to do without memory.
+    }
+}
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    return std::string(buf);
+}
+
+void log_line(hipdnnSeverity_t sev, const std::string& msg) noexcept
+{
+    const hipdnnCallback_t cb = g_log_callback.load();
+    if(cb == nullptr || sev < g_log_level.load() || g_log_level.load() >= HIPDNN_SEV_OFF)
+        return;
+    try
+    {
+        const std::string line = std::string("[") + kPluginName + "] " + msg;
+        cb(sev, line.c_str());
+    }
+    catch(...)
+    {
+    }
+}
+
+// A failure carrying its status; thrown inside entry points only and turned
+// into a status by guarded().
+struct Failure
+{
+    hipdnnPluginStatus_t status;
+    std::string message;
+};
+
+[[noreturn]] void fail(hipdnnPluginStatus_t status, std::string message)
+{
+    throw Failure{status, std::move(message)};
+}
+
+template <class F>
+hipdnnPluginStatus_t guarded(const char* fn, F&& body) noexcept
+{
+    try
+    {
+        return body();
+    }
+    catch(const Failure& f)
+    {
+        set_error(fn, f.message);
+        return f.status;
+    }
+    catch(const std::bad_alloc&)
+    {
+        set_error(fn, "out of memory");
+        return HIPDNN_PLUGIN_STATUS_ALLOC_FAILED;
+    }
+    catch(const std::exception& e)
+    {
+        set_error(fn, std::string("internal error: ") + e.what());
+        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+    }
+    catch(...)
+    {
+        set_error(fn, "internal error: unknown exception");
+        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+    }
+}
+
+// ------------------------------------------------------------------ plan --
+struct TensorInfo
+{
+    int64_t uid = 0;
+    bool is_virtual = false;
+    bool has_dims = false; // virtual tensors may leave dims to inference
+    bool by_value = false; // a scalar carried in the graph (Float32Value)
+    float value = 0.0f;
+    Shape declared;
+    bool used = false;
+    int producer = -1;
+    size_t ws_offset = 0; // virtual: byte offset in the workspace
+    int64_t capacity = 0; // virtual: elements reserved
+};
+
+enum class OpKind
+{
+    Sdpa,
+    Matmul,
+    Pointwise
+};
+
+struct NodeInfo
+{
+    OpKind kind = OpKind::Pointwise;
+    std::string name;
+    // Sdpa: q, k, v / o, stats(-1). Matmul: a, b / c. Pointwise: in0, in1 / out.
+    int in[3] = {-1, -1, -1};
+    int out[2] = {-1, -1};
+    bool has_scale = false;
+    float scale = 1.0f;
+    bool mask_tl = false; // causal, top-left aligned
+    bool mask_br = false; // causal, bottom-right aligned
+    BinaryOp op = BinaryOp::Add;
+    size_t scratch_per_thread = 0;
+};
+
+struct Plan
+{
+    std::string name;
+    std::vector<TensorInfo> tensors;
+    std::vector<NodeInfo> nodes;
+    std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
+    int nthreads = 1;
+    size_t scratch_offset = 0;
+    size_t scratch_per_thread = 0;
+    size_t workspace_size = 0; // includes alignment slack
+
+    int find(int64_t uid) const
+    {
+        auto it = std::lower_bound(
+            by_uid.begin(), by_uid.end(), uid, [](const std::pair<int64_t, int>& e, int64_t u) { return e.first < u; });
+        return (it != by_uid.end() && it->first == uid) ? it->second : -1;
+    }
+};
+
+const char* op_name(OpKind k)
+{
+    switch(k)
+    {
+    case OpKind::Sdpa:
+        return "sdpa_fwd";
+    case OpKind::Matmul:
+        return "matmul";
+    case OpKind::Pointwise:
+        return "pointwise";
+    }
+    return "?";
+}
+
+std::string shape_str(const Shape& s)
+{
+    std::string r = "[";
+    for(int i = 0; i < s.rank; ++i)
+        r += (i ? "," : "") + std::to_string(s.dims[i]);
+    return r + "]";
+}
+
+int64_t elements(const Shape& s)
+{
+    int64_t n = 1;
+    for(int i = 0; i < s.rank; ++i)
+        n *= s.dims[i];
+    return n;
+}
+
+void set_compact(Shape& s)
+{
+    int64_t st = 1;
+    for(int i = s.rank - 1; i >= 0; --i)
+    {
+        s.strides[i] = st;
+        st *= s.dims[i];
+    }
+}
+
+// Largest element offset + 1, or -1 on overflow / over kMaxExtent.
+int64_t extent(const Shape& s)
+{
+    int64_t e = 1;
+    for(int i = 0; i < s.rank; ++i)
+    {
+        int64_t t;
+        if(__builtin_mul_overflow(s.dims[i] - 1, s.strides[i], &t) || __builtin_add_overflow(e, t, &e))
+            return -1;
+    }
+    return e > kMaxExtent ? -1 : e;
+}
+
+// Per-call shape resolution. Messages are written to a fixed buffer so that the
+// success path never allocates.
+struct ShapeError
+{
+    char msg[384];
+};
+
+bool shape_fail(ShapeError& err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+bool shape_fail(ShapeError& err, const char* fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+// Records the inferred shape of a node output: a virtual output takes it (with
+// compact strides); a non-virtual output must already have exactly it.
+bool set_output(const Plan& plan,
+                const NodeInfo& node,
+                int t,
+                const Shape& inferred,
+                bool planning,
+                Shape* eff,
+                ShapeError& err)
+{
+    const TensorInfo& ti = plan.tensors[t];
+    if(ti.is_virtual)
+    {
+        if(!planning && elements(inferred) > ti.capacity)
+            return shape_fail(err,
+                              "node '%s': virtual tensor uid %lld needs %lld elements, more than the %lld "
+                              "reserved at the declared shapes",
+                              node.name.c_str(),
+                              static_cast<long long>(ti.uid),
+                              static_cast<long long>(elements(inferred)),
+                              static_cast<long long>(ti.capacity));
+        eff[t] = inferred;
+        set_compact(eff[t]);
+        return true;
+    }
+    const Shape& cur = eff[t];
+    bool same = cur.rank == inferred.rank;
+    for(int i = 0; same && i < cur.rank; ++i)
+        same = cur.dims[i] == inferred.dims[i];
+    if(!same)
+    {
+        char a[160], b[160];
+        int pa = 0, pb = 0;
+        for(int i = 0; i < cur.rank; ++i)
+            pa += std::snprintf(a + pa, sizeof(a) - pa, "%s%lld", i ? "," : "", static_cast<long long>(cur.dims[i]));
+        for(int i = 0; i < inferred.rank; ++i)
+            pb += std::snprintf(
+                b + pb, sizeof(b) - pb, "%s%lld", i ? "," : "", static_cast<long long>(inferred.dims[i]));
+        return shape_fail(err,
+                          "node '%s' (%s): output tensor uid %lld has shape [%s] but the inputs give [%s]",
+                          node.name.c_str(),
+                          op_name(node.kind),
+                          static_cast<long long>(ti.uid),
+                          a,
+                          b);
+    }
+    return true;
+}
+
+// numpy broadcasting of two shapes into out (rank = max rank).
+bool broadcast(const Shape& a, const Shape& b, Shape& out)
+{
+    out.rank = std::max(a.rank, b.rank);
+    for(int i = 0; i < out.rank; ++i)
+    {
+        const int ia = i - (out.rank - a.rank), ib = i - (out.rank - b.rank);
+        const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+        if(da == db || db == 1)
+            out.dims[i] = da;
+        else if(da == 1)
+            out.dims[i] = db;
+        else
+            return false;
+    }
+    return true;
+}
+
+bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
+{
+    auto uid = [&](int t) { return static_cast<long long>(plan.tensors[t].uid); };
+    switch(node.kind)
+    {
+    case OpKind::Sdpa:
+    {
+        const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
+        if(q.rank != 4 || k.rank != 4 || v.rank != 4)
+            return shape_fail(err, "node '%s' (sdpa_fwd): q, k and v must be rank 4 [B,H,S,D]", node.name.c_str());
+        if(k.dims[0] != q.dims[0] || v.dims[0] != q.dims[0])
+            return shape_fail(err, "node '%s' (sdpa_fwd): batch sizes of q, k, v differ", node.name.c_str());
+        if(k.dims[3] != q.dims[3])
+            return shape_fail(err,
+                              "node '%s' (sdpa_fwd): head dim of k (uid %lld) %lld differs from q's %lld",
+                              node.name.c_str(),
+                              uid(node.in[1]),
+                              static_cast<long long>(k.dims[3]),
+                              static_cast<long long>(q.dims[3]));
+        if(v.dims[1] != k.dims[1] || v.dims[2] != k.dims[2])
+            return shape_fail(err, "node '%s' (sdpa_fwd): k and v heads / sequence lengths differ", node.name.c_str());
+        if(q.dims[1] % k.dims[1] != 0)
+            return shape_fail(err,
+                              "node '%s' (sdpa_fwd): query heads %lld not a multiple of kv heads %lld",
+                              node.name.c_str(),
+                              static_cast<long long>(q.dims[1]),
+                              static_cast<long long>(k.dims[1]));
+        Shape o;
+        o.rank = 4;
+        o.dims[0] = q.dims[0];
+        o.dims[1] = q.dims[1];
+        o.dims[2] = q.dims[2];
+        o.dims[3] = v.dims[3];
+        if(!set_output(plan, node, node.out[0], o, planning, eff, err))
+            return false;
+        if(node.out[1] >= 0)
+        {
+            Shape st = o;
+            st.dims[3] = 1;
+            if(!set_output(plan, node, node.out[1], st, planning, eff, err))
+                return false;
+        }
+        return true;
+    }
+    case OpKind::Matmul:
+    {
+        const Shape &a = eff[node.in[0]], &b = eff[node.in[1]];
+        if(a.rank < 2 || b.rank < 2)
+            return shape_fail(err, "node '%s' (matmul): A and B need rank >= 2", node.name.c_str());
+        if(a.dims[a.rank - 1] != b.dims[b.rank - 2])
+            return shape_fail(err,
+                              "node '%s' (matmul): K of A (uid %lld) is %lld but B (uid %lld) has %lld rows",
+                              node.name.c_str(),
+                              uid(node.in[0]),
+                              static_cast<long long>(a.dims[a.rank - 1]),
+                              uid(node.in[1]),
+                              static_cast<long long>(b.dims[b.rank - 2]));
+        Shape ab = a, bb = b;
+        ab.rank -= 2;
+        bb.rank -= 2;
+        Shape c;
+        if(!broadcast(ab, bb, c))
+            return shape_fail(err, "node '%s' (matmul): batch dims of A and B do not broadcast", node.name.c_str());
+        c.dims[c.rank] = a.dims[a.rank - 2];
+        c.dims[c.rank + 1] = b.dims[b.rank - 1];
+        c.rank += 2;
+        return set_output(plan, node, node.out[0], c, planning, eff, err);
+    }
+    case OpKind::Pointwise:
+    {
+        Shape o;
+        if(!broadcast(eff[node.in[0]], eff[node.in[1]], o))
+            return shape_fail(err,
+                              "node '%s' (pointwise): inputs uid %lld and uid %lld do not broadcast",
+                              node.name.c_str(),
+                              uid(node.in[0]),
+                              uid(node.in[1]));
+        return set_output(plan, node, node.out[0], o, planning, eff, err);
+    }
+    }
+    return shape_fail(err, "unknown node kind");
+}
+
+bool dtype_ok(wire::DataType d)
+{
+    return d == wire::DataType::FLOAT || d == wire::DataType::UNSET;
+}
+
+// Reads one tensor table. Returns "" or why the engine cannot use it.
+std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
+{
+    if(t == nullptr)
+        return "the graph has a null tensor entry";
+    out.uid = t->uid();
+    out.is_virtual = t->virtual_();
+    const auto dt = t->data_type();
+    if(!(dt == wire::DataType::FLOAT || (out.is_virtual && dt == wire::DataType::UNSET)))
+        return format("tensor uid %lld has data type %s; only FLOAT is supported",
+                      static_cast<long long>(out.uid),
+                      wire::EnumNameDataType(dt));
+    const auto* dims = t->dims();
+    const auto* strides = t->strides();
+    const uint32_t rank = dims ? dims->size() : 0;
+    if(t->value_type() != wire::TensorValue::NONE)
+    {
+        const auto* fv = t->value_as_Float32Value();
+        if(fv == nullptr || out.is_virtual)
+            return format("tensor uid %lld: only FLOAT by-value scalars are supported",
+                          static_cast<long long>(out.uid));
+        out.by_value = true;
+        out.value = fv->value();
+        out.has_dims = true;
+        out.declared.rank = rank == 0 ? 1 : static_cast<int>(std::min<uint32_t>(rank, kMaxRank));
+        for(int i = 0; i < out.declared.rank; ++i)
+        {
+            out.declared.dims[i] = rank == 0 ? 1 : dims->Get(i);
+            if(out.declared.dims[i] != 1)
+                return format("by-value tensor uid %lld must have every dim equal to 1",
+                              static_cast<long long>(out.uid));
+            out.declared.strides[i] = 1;
+        }
+        return "";
+    }
+    if(rank == 0)
+    {
+        if(out.is_virtual)
+            return "";
+        return format("tensor uid %lld has no dims", static_cast<long long>(out.uid));
+    }
+    if(rank > static_cast<uint32_t>(kMaxRank))
+        return format("tensor uid %lld has rank %u; at most %d is supported",
+                      static_cast<long long>(out.uid),
+                      rank,
+                      kMaxRank);
+    out.has_dims = true;
+    out.declared.rank = static_cast<int>(rank);
+    for(uint32_t i = 0; i < rank; ++i)
+    {
+        out.declared.dims[i] = dims->Get(i);
+        if(out.declared.dims[i] <= 0)
+            return format("tensor uid %lld has a non-positive dim", static_cast<long long>(out.uid));
+    }
+    if(out.is_virtual)
+    {
+        set_compact(out.declared); // declared strides of virtual tensors are ignored
+    }
+    else
+    {
+        if(strides == nullptr || strides->size() != rank)
+            return format("tensor uid %lld: strides and dims differ in length", static_cast<long long>(out.uid));
+        for(uint32_t i = 0; i < rank; ++i)
+        {
+            out.declared.strides[i] = strides->Get(i);
+            if(out.declared.strides[i] <= 0)
+                return format("tensor uid %lld has a non-positive stride", static_cast<long long>(out.uid));
+        }
+    }
+    if(extent(out.declared) < 0)
+        return format("tensor uid %lld is too large", static_cast<long long>(out.uid));
+    return "";
+}
+
+// Builds the execution plan of a verified graph. Returns "" when the engine
+// can compute every node exactly, else the reason it is not applicable.
+std::string build_plan(const wire::Graph& g, Plan& plan)
+{
+    if(!dtype_ok(g.io_data_type()) || !dtype_ok(g.intermediate_data_type()) || !dtype_ok(g.compute_data_type()))
+        return "graph-level data types other than FLOAT are not supported";
+    if(g.name())
+        plan.name = g.name()->str();
+    const auto* tensors = g.tensors();
+    const auto* nodes = g.nodes();
+    if(tensors == nullptr || tensors->size() == 0)
+        return "the graph has no tensors";
+    if(nodes == nullptr || nodes->size() == 0)
+        return "the graph has no nodes";
+
+    plan.tensors.resize(tensors->size());
+    for(uint32_t i = 0; i < tensors->size(); ++i)
+    {
+        std::string why = read_tensor(tensors->Get(i), plan.tensors[i]);
+        if(!why.empty())
+            return why;
+        plan.by_uid.emplace_back(plan.tensors[i].uid, static_cast<int>(i));
+    }
+    std::sort(plan.by_uid.begin(), plan.by_uid.end());
+    for(size_t i = 1; i < plan.by_uid.size(); ++i)
+        if(plan.by_uid[i].first == plan.by_uid[i - 1].first)
+            return format("tensor uid %lld appears twice", static_cast<long long>(plan.by_uid[i].first));
+
+    plan.nodes.resize(nodes->size());
+    for(uint32_t ni = 0; ni < nodes->size(); ++ni)
+    {
+        const wire::Node* n = nodes->Get(ni);
+        NodeInfo& node = plan.nodes[ni];
+        if(n == nullptr)
+            return "the graph has a null node entry";
+        node.name = n->name() ? n->name()->str() : ("node" + std::to_string(ni));
+        if(!dtype_ok(n->compute_data_type()))
+            return format("node '%s': compute data type %s is not supported",
+                          node.name.c_str(),
+                          wire::EnumNameDataType(n->compute_data_type()));
+
+        // Resolves a uid to a tensor index; ok=false when the uid is unknown.
+        std::string why;
+        auto ref = [&](int64_t uid) -> int {
+            const int t = plan.find(uid);
+            if(t < 0 && why.empty())
+                why = format("node '%s' refers to unknown tensor uid %lld", node.name.c_str(), static_cast<long long>(uid));
+            return t;
+        };
+
+        switch(n->attributes_type())
+        {
+        case wire::NodeAttributes::SdpaAttributes:
+        {
+            const auto* a = n->attributes_as_SdpaAttributes();
+            if(a == nullptr)
+                return format("node '%s' has no attributes", node.name.c_str());
+            node.kind = OpKind::Sdpa;
+            const char* nm = node.name.c_str();
+            // Inputs and outputs beyond q, k, v, o, stats are features this
+            // engine does not implement: not applicable rather than ignored.
+            struct Unsupported
+            {
+                bool present;
+                const char* what;
+            };
+            const Unsupported unsupported[] = {
+                {a->attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
+                {a->scale_tensor_uid().has_value(), "a tensor attention scale"},
+                {a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value() || a->padding_mask(),
+                 "padding masks"},
+                {a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value()
+                     || a->dropout_mask_tensor_uid().has_value() || a->dropout_scale_tensor_uid().has_value()
+                     || a->rng_dump_tensor_uid().has_value()
+                     || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
+                 "dropout"},
+                {a->page_table_k_tensor_uid().has_value() || a->page_table_v_tensor_uid().has_value(),
+                 "paged k/v"},
+                {a->block_mask_tensor_uid().has_value(), "block masks"},
+                {a->sink_token_tensor_uid().has_value(), "sink tokens"},
+                {a->descale_q_tensor_uid().has_value() || a->descale_k_tensor_uid().has_value()
+                     || a->descale_v_tensor_uid().has_value() || a->descale_s_tensor_uid().has_value()
+                     || a->scale_s_tensor_uid().has_value() || a->scale_o_tensor_uid().has_value()
+                     || a->amax_s_tensor_uid().has_value() || a->amax_o_tensor_uid().has_value(),
+                 "fp8 scaling"},
+                {a->max_tensor_uid().has_value() || a->sum_exp_tensor_uid().has_value(),
+                 "separate max / sum-exp outputs"},
+                {a->alibi_mask(), "alibi masks"},
+                {a->left_bound().has_value(), "a left band bound (sliding window)"},
+                {a->right_bound().has_value() && a->right_bound().value() != 0,
+                 "a right band bound other than 0"},
+                {!dtype_ok(a->mma_core_mode()), "an mma core mode other than FLOAT"},
+                {a->generate_stats().has_value() && a->generate_stats().value() && !a->stats_tensor_uid().has_value(),
+                 "generate_stats without a stats tensor"},
+            };
+            for(const Unsupported& u : unsupported)
+                if(u.present)
+                    return format("node '%s' (sdpa_fwd): %s is not supported", nm, u.what);
+            const auto align = a->diagonal_alignment();
+            if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
+                return format("node '%s' (sdpa_fwd): unknown diagonal alignment", nm);
+            // causal_mask: top-left causal; causal_mask_bottom_right: bottom-right
+            // causal; right_bound == 0: causal aligned by diagonal_alignment.
+            // Several at once intersect (the engine keeps the tighter diagonal).
+            node.mask_tl = a->causal_mask();
+            node.mask_br = a->causal_mask_bottom_right();
+            if(a->right_bound().has_value())
+            {
+                if(align == wire::DiagonalAlignment::BOTTOM_RIGHT)
+                    node.mask_br = true;
+                else
+                    node.mask_tl = true;
+            }
+            if(a->attn_scale_value().has_value())
+            {
+                node.has_scale = true;
+                node.scale = a->attn_scale_value().value();
+            }
+            node.in[0] = ref(a->q_tensor_uid());
+            node.in[1] = ref(a->k_tensor_uid());
+            node.in[2] = ref(a->v_tensor_uid());
+            node.out[0] = ref(a->o_tensor_uid());
+            if(a->stats_tensor_uid().has_value())
+                node.out[1] = ref(a->stats_tensor_uid().value());
+            break;
+        }
+        case wire::NodeAttributes::MatmulAttributes:
+        {
+            const auto* a = n->attributes_as_MatmulAttributes();
+            if(a == nullptr)
+                return format("node '%s' has no attributes", node.name.c_str());
+            node.kind = OpKind::Matmul;
+            node.in[0] = ref(a->a_tensor_uid());
+            node.in[1] = ref(a->b_tensor_uid());
+            node.out[0] = ref(a->c_tensor_uid());
+            break;
+        }
+        case wire::NodeAttributes::PointwiseAttributes:
+        {
+            const auto* a = n->attributes_as_PointwiseAttributes();
+            if(a == nullptr)
+                return format("node '%s' has no attributes", node.name.c_str());
+            node.kind = OpKind::Pointwise;
+            switch(a->operation())
+            {
+            case wire::PointwiseMode::ADD:
+                node.op = BinaryOp::Add;
+                break;
+            case wire::PointwiseMode::SUB:
+                node.op = BinaryOp::Sub;
+                break;
+            case wire::PointwiseMode::MUL:
+                node.op = BinaryOp::Mul;
+                break;
+            case wire::PointwiseMode::DIV:
+                node.op = BinaryOp::Div;
+                break;
+            case wire::PointwiseMode::MAX_OP:
+                node.op = BinaryOp::Max;
+                break;
+            case wire::PointwiseMode::MIN_OP:
+                node.op = BinaryOp::Min;
+                break;
+            default:
+                return format("node '%s': pointwise mode %s is not supported",
+                              node.name.c_str(),
+                              wire::EnumNamePointwiseMode(a->operation()));
+            }
+            if(a->axis_tensor_uid().has_value())
+                return format("node '%s': a pointwise axis tensor is not supported", node.name.c_str());
+            if(!a->in_1_tensor_uid().has_value())
+                return format("node '%s': pointwise mode needs two inputs", node.name.c_str());
+            if(a->in_2_tensor_uid().has_value())
+                return format("node '%s': a third pointwise input is not supported", node.name.c_str());
+            node.in[0] = ref(a->in_0_tensor_uid());
+            node.in[1] = ref(a->in_1_tensor_uid().value());
+            node.out[0] = ref(a->out_0_tensor_uid());
+            break;
+        }
+        default:
+            return format("node '%s': operation type %d is not supported",
+                          node.name.c_str(),
+                          static_cast<int>(n->attributes_type()));
+        }
+        if(!why.empty())
+            return why;
+
+        // Data flow: virtual inputs must come from an earlier node, each tensor
+        // is written once, and no node reads what it writes.
+        for(int t : node.in)
+        {
+            if(t < 0)
+                continue;
+            TensorInfo& ti = plan.tensors[t];
+            if(ti.is_virtual && ti.producer < 0)
+                return format("node '%s' reads virtual tensor uid %lld before any node produces it",
+                              node.name.c_str(),
+                              static_cast<long long>(ti.uid));
+            ti.used = true;
+        }
+        for(int o : node.out)
+        {
+            if(o < 0)
+                continue;
+            for(int t : node.in)
+                if(t == o)
+                    return format("node '%s' reads and writes tensor uid %lld",
+                                  node.name.c_str(),
+                                  static_cast<long long>(plan.tensors[o].uid));
+            TensorInfo& to = plan.tensors[o];
+            if(to.by_value)
+                return format("node '%s' writes by-value tensor uid %lld",
+                              node.name.c_str(),
+                              static_cast<long long>(to.uid));
+            if(to.producer >= 0)
+                return format("tensor uid %lld is produced by more than one node", static_cast<long long>(to.uid));
+            to.producer = static_cast<int>(ni);
+            to.used = true;
+        }
+        if(node.out[1] >= 0 && node.out[1] == node.out[0])
+            return format("node '%s': o and stats are the same tensor", node.name.c_str());
+    }
+
+    // Shapes at the declared (maximum) sizes.
+    std::vector<Shape> eff(plan.tensors.size());
+    for(size_t t = 0; t < plan.tensors.size(); ++t)
+        eff[t] = plan.tensors[t].declared;
+    ShapeError err{};
+    for(const NodeInfo& node : plan.nodes)
+        if(!infer_node(plan, node, true, eff.data(), err))
+            return err.msg;
+
+    size_t off = 0;
+    for(size_t t = 0; t < plan.tensors.size(); ++t)
+    {
+        TensorInfo& ti = plan.tensors[t];
+        if(!ti.is_virtual)
+            continue;
+        if(ti.producer < 0)
+            continue; // declared but never used: nothing to place
+        if(ti.has_dims)
+        {
+            bool same = ti.declared.rank == eff[t].rank;
+            for(int i = 0; same && i < eff[t].rank; ++i)
+                same = ti.declared.dims[i] == eff[t].dims[i];
+            if(!same)
+                return format("virtual tensor uid %lld is declared %s but its producer gives %s",
+                              static_cast<long long>(ti.uid),
+                              shape_str(ti.declared).c_str(),
+                              shape_str(eff[t]).c_str());
+        }
+        if(extent(eff[t]) < 0)
+            return format("virtual tensor uid %lld is too large", static_cast<long long>(ti.uid));
+        ti.capacity = elements(eff[t]);
+        ti.ws_offset = off;
+        off += align_up(static_cast<size_t>(ti.capacity) * sizeof(float));
+    }
+
+    size_t per_thread = 0;
+    for(NodeInfo& node : plan.nodes)
+    {
+        if(node.kind == OpKind::Sdpa)
+        {
+            const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
+            node.scratch_per_thread = sdpa_scratch_per_thread(q.dims[2], k.dims[2], q.dims[3], v.dims[3]);
+        }
+        else if(node.kind == OpKind::Matmul)
+        {
+            const Shape &a = eff[node.in[0]], &b = eff[node.in[1]];
+            node.scratch_per_thread
+                = matmul_scratch_per_thread(a.dims[a.rank - 2], b.dims[b.rank - 1], a.dims[a.rank - 1]);
+        }
+        per_thread = std::max(per_thread, node.scratch_per_thread);
+    }
+    plan.nthreads = max_threads();
+    plan.scratch_offset = off;
+    plan.scratch_per_thread = per_thread;
+    const size_t total = off + per_thread * static_cast<size_t>(plan.nthreads);
+    plan.workspace_size = total == 0 ? 0 : total + kAlign; // slack to align the caller's pointer
+    return "";
+}
+
+std::string describe(const Plan& plan)
+{
+    std::string s = format("engine %lld, graph '%s': %zu node(s):",
+                           static_cast<long long>(kEngineId),
+                           plan.name.c_str(),
+                           plan.nodes.size());
+    for(const NodeInfo& n : plan.nodes)
+    {
+        s += " " + n.name + "=" + op_name(n.kind);
+        if(n.kind == OpKind::Sdpa)
+        {
+            s += "(q" + shape_str(plan.tensors[n.in[0]].declared) + " k" + shape_str(plan.tensors[n.in[1]].declared);
+            if(n.mask_tl)
+                s += " causal top-left";
+            if(n.mask_br)
+                s += " causal bottom-right";
+            s += n.out[1] >= 0 ? " +stats)" : ")";
+        }
+        else if(n.kind == OpKind::Matmul)
+        {
+            s += "(" + shape_str(plan.tensors[n.in[0]].declared) + "x" + shape_str(plan.tensors[n.in[1]].declared)
+                 + ")";
+        }
+    }
+    s += format("; workspace %zu bytes, %d thread(s)", plan.workspace_size, plan.nthreads);
+    return s;
+}
+
+// ------------------------------------------------------------- buffers ----
+const wire::Graph* verified_graph(const hipdnnPluginConstData_t* g)
+{
+    if(g == nullptr)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is NULL");
+    if(g->ptr == nullptr || g->size == 0)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph buffer is empty");
+    flatbuffers::Verifier v(static_cast<const uint8_t*>(g->ptr), g->size);
+    if(!wire::VerifyGraphBuffer(v))
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is not a valid serialized hipdnn.wire.Graph");
+    return wire::GetGraph(g->ptr);
+}
+
+const wire::EngineConfig* verified_config(const hipdnnPluginConstData_t* c)
+{
+    if(c == nullptr)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is NULL");
+    if(c->ptr == nullptr || c->size == 0)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config buffer is empty");
+    flatbuffers::Verifier v(static_cast<const uint8_t*>(c->ptr), c->size);
+    if(!wire::VerifyEngineConfigBuffer(v))
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is not a valid serialized hipdnn.wire.EngineConfig");
+    const wire::EngineConfig* cfg = wire::GetEngineConfig(c->ptr);
+    if(cfg->engine_id() != kEngineId)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
+             format("engine id %lld is not an engine of this plugin (only %lld)",
+                    static_cast<long long>(cfg->engine_id()),
+                    static_cast<long long>(kEngineId)));
+    if(cfg->knobs() != nullptr && cfg->knobs()->size() > 0)
+    {
+        const auto* k = cfg->knobs()->Get(0);
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
+             format("engine %lld has no knobs, but the config sets '%s'",
+                    static_cast<long long>(kEngineId),
+                    (k && k->knob_id()) ? k->knob_id()->c_str() : "?"));
+    }
+    return cfg;
+}
+
+// Plans a graph for execution; a graph the engine cannot run is NOT_APPLICABLE.
+void plan_or_fail(const wire::Graph* g, Plan& plan)
+{
+    const std::string why = build_plan(*g, plan);
+    if(!why.empty())
+        fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "engine 101 cannot run this graph: " + why);
+}
+
+} // namespace
+
+// ------------------------------------------------------ opaque objects ----
+struct HipdnnEnginePluginHandle
+{
+    uint64_t magic = kHandleMagic;
+};
+
+struct HipdnnEnginePluginExecutionContext
+{
+    uint64_t magic = kContextMagic;
+    Plan plan;
+    // Per-call state, sized once here so that execute never allocates.
+    std::mutex mutex;
+    std::vector<Shape> eff;
+    std::vector<void*> ptrs;
+    std::vector<char> overridden;
+};
+
+namespace
+{
+
+void check_handle(hipdnnEnginePluginHandle_t h)
+{
+    if(h == nullptr)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
+    if(h->magic != kHandleMagic)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is not a hipdnn_cpu_engine handle");
+}
+
+void check_context(hipdnnEnginePluginExecutionContext_t c)
+{
+    if(c == nullptr)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
+    if(c->magic != kContextMagic)
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is not a hipdnn_cpu_engine context");
+}
+
+// Failure on the execute path: the message is built only when failing.
+[[noreturn]] void bad_param(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+[[noreturn]] void bad_param(const char* fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, buf);
+}
+
+hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
+                             hipdnnEnginePluginExecutionContext_t ctx,
+                             void* workspace,
+                             const hipdnnPluginDeviceBuffer_t* buffers,
+                             uint32_t num_buffers,
+                             uint32_t num_overrides,
+                             const int64_t* ov_uids,
+                             const uint32_t* ov_lengths,
+                             const int64_t* const* ov_shapes,
+                             const int64_t* const* ov_strides)
+{
+    check_handle(handle);
+    check_context(ctx);
+    const Plan& plan = ctx->plan;
+    if(num_buffers > 0 && buffers == nullptr)
+        bad_param("device_buffers is NULL but num_device_buffers is %u", num_buffers);
+    if(num_overrides > 0
+       && (ov_uids == nullptr || ov_lengths == nullptr || ov_shapes == nullptr || ov_strides == nullptr))
+        bad_param("an override array is NULL with num_overrides = %u", num_overrides);
+    if(plan.workspace_size > 0 && workspace == nullptr)
+        bad_param("workspace is NULL but the engine needs %zu bytes", plan.workspace_size);
+
+    std::lock_guard<std::mutex> lock(ctx->mutex);
+    Shape* eff = ctx->eff.data();
+    void** ptrs = ctx->ptrs.data();
+    char* overridden = ctx->overridden.data();
+    const size_t nt = plan.tensors.size();
+    for(size_t t = 0; t < nt; ++t)
+    {
+        eff[t] = plan.tensors[t].declared;
+        ptrs[t] = nullptr;
+        overridden[t] = 0;
+    }
+
+    for(uint32_t i = 0; i < num_buffers; ++i)
+    {
+        const long long uid = static_cast<long long>(buffers[i].uid);
+        const int t = plan.find(buffers[i].uid);
+        if(t < 0)
+            bad_param("device buffer %u has uid %lld, which is not a tensor of the graph", i, uid);
+        if(plan.tensors[t].is_virtual)
+            bad_param("device buffer %u has uid %lld, a virtual tensor (the engine places it)", i, uid);
+        if(plan.tensors[t].by_value)
+            continue; // the graph carries the value; a buffer for it is ignored
+        if(buffers[i].ptr == nullptr)
+            bad_param("device buffer for tensor uid %lld is NULL", uid);
+        if(ptrs[t] != nullptr)
+            bad_param("tensor uid %lld has more than one device buffer", uid);
+        ptrs[t] = buffers[i].ptr;
+    }
+    for(size_t t = 0; t < nt; ++t)
+        if(plan.tensors[t].by_value)
+            ptrs[t] = const_cast<float*>(&plan.tensors[t].value); // read only
+    for(size_t t = 0; t < nt; ++t)
+        if(plan.tensors[t].used && !plan.tensors[t].is_virtual && ptrs[t] == nullptr)
+            bad_param("no device buffer for tensor uid %lld", static_cast<long long>(plan.tensors[t].uid));
+
+    for(uint32_t i = 0; i < num_overrides; ++i)
+    {
+        const long long uid = static_cast<long long>(ov_uids[i]);
+        const int t = plan.find(ov_uids[i]);
+        if(t < 0)
+            bad_param("override %u names uid %lld, which is not a tensor of the graph", i, uid);
+        const TensorInfo& ti = plan.tensors[t];
+        if(overridden[t])
+            bad_param("tensor uid %lld is overridden more than once", uid);
+        overridden[t] = 1;
+        if(ti.is_virtual || ti.by_value)
+            continue; // virtual shapes are re-inferred from the node inputs; scalars stay scalars
+        if(ov_lengths[i] != static_cast<uint32_t>(ti.declared.rank))
+            bad_param("override of tensor uid %lld has rank %u, declared rank is %d", uid, ov_lengths[i], ti.declared.rank);
+        if(ov_shapes[i] == nullptr || ov_strides[i] == nullptr)
+            bad_param("override of tensor uid %lld has NULL dims or strides", uid);
+        Shape s;
+        s.rank = ti.declared.rank;
+        for(int d = 0; d < s.rank; ++d)
+        {
+            s.dims[d] = ov_shapes[i][d];
+            s.strides[d] = ov_strides[i][d];
+            if(s.dims[d] <= 0 || s.dims[d] > ti.declared.dims[d])
+                bad_param("override of tensor uid %lld: dim %d is %lld, outside 1..%lld",
+                          uid,
+                          d,
+                          static_cast<long long>(s.dims[d]),
+                          static_cast<long long>(ti.declared.dims[d]));
+            if(s.strides[d] <= 0)
+                bad_param("override of tensor uid %lld: stride %d is %lld, must be positive",
+                          uid,
+                          d,
+                          static_cast<long long>(s.strides[d]));
+        }
+        if(extent(s) < 0)
+            bad_param("override of tensor uid %lld: strides too large", uid);
+        eff[t] = s;
+    }
+
+    // Resolve every node's shapes before any node runs, so a bad call writes nothing.
+    ShapeError err{};
+    for(const NodeInfo& node : plan.nodes)
+        if(!infer_node(plan, node, false, eff, err))
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, err.msg);
+
+    char* base = nullptr;
+    if(plan.workspace_size > 0)
+    {
+        const uintptr_t p = reinterpret_cast<uintptr_t>(workspace);
+        base = reinterpret_cast<char*>((p + kAlign - 1) / kAlign * kAlign);
+    }
+    for(size_t t = 0; t < nt; ++t)
+        if(plan.tensors[t].is_virtual && plan.tensors[t].producer >= 0)
+            ptrs[t] = base + plan.tensors[t].ws_offset;
+    char* scratch = base ? base + plan.scratch_offset : nullptr;
+
+    for(const NodeInfo& node : plan.nodes)
+    {
+        bool ok = true;
+        switch(node.kind)
+        {
+        case OpKind::Sdpa:
+        {
+            SdpaProblem p;
+            p.q = static_cast<const float*>(ptrs[node.in[0]]);
+            p.k = static_cast<const float*>(ptrs[node.in[1]]);
+            p.v = static_cast<const float*>(ptrs[node.in[2]]);
+            p.o = static_cast<float*>(ptrs[node.out[0]]);
+            p.qs = eff[node.in[0]];
+            p.ks = eff[node.in[1]];
+            p.vs = eff[node.in[2]];
+            p.os = eff[node.out[0]];
+            if(node.out[1] >= 0)
+            {
+                p.stats = static_cast<float*>(ptrs[node.out[1]]);
+                p.ss = eff[node.out[1]];
+            }
+            p.scale = node.has_scale ? node.scale : 1.0f / std::sqrt(static_cast<float>(p.qs.dims[3]));
+            p.causal = node.mask_tl || node.mask_br;
+            if(node.mask_br)
+                p.diag = p.ks.dims[2] - p.qs.dims[2]; // Skv - Sq at this call's shapes
+            if(node.mask_tl)
+                p.diag = std::min<int64_t>(p.diag, 0);
+            ok = run_sdpa(p, scratch, plan.scratch_per_thread, plan.nthreads);
+            break;
+        }
+        case OpKind::Matmul:
+        {
+            const Shape &a = eff[node.in[0]], &b = eff[node.in[1]], &c = eff[node.out[0]];
+            MatmulProblem p;
+            p.a = static_cast<const float*>(ptrs[node.in[0]]);
+            p.b = static_cast<const float*>(ptrs[node.in[1]]);
+            p.c = static_cast<float*>(ptrs[node.out[0]]);
+            p.m = a.dims[a.rank - 2];
+            p.k = a.dims[a.rank - 1];
+            p.n = b.dims[b.rank - 1];
+            p.a_sm = a.strides[a.rank - 2];
+            p.a_sk = a.strides[a.rank - 1];
+            p.b_sk = b.strides[b.rank - 2];
+            p.b_sn = b.strides[b.rank - 1];
+            p.c_sm = c.strides[c.rank - 2];
+            p.c_sn = c.strides[c.rank - 1];
+            p.batch_rank = c.rank - 2;
+            for(int i = 0; i < p.batch_rank; ++i)
+            {
+                p.batch_dims[i] = c.dims[i];
+                p.c_bs[i] = c.strides[i];
+                const int ia = i - (c.rank - a.rank), ib = i - (c.rank - b.rank);
+                p.a_bs[i] = (ia >= 0 && a.dims[ia] != 1) ? a.strides[ia] : 0;
+                p.b_bs[i] = (ib >= 0 && b.dims[ib] != 1) ? b.strides[ib] : 0;
+            }
+            ok = run_matmul(p, scratch, plan.scratch_per_thread, plan.nthreads);
+            break;
+        }
+        case OpKind::Pointwise:
+        {
+            const Shape &a = eff[node.in[0]], &b = eff[node.in[1]], &o = eff[node.out[0]];
+            PointwiseProblem p;
+            p.a = static_cast<const float*>(ptrs[node.in[0]]);
+            p.b = static_cast<const float*>(ptrs[node.in[1]]);
+            p.out = static_cast<float*>(ptrs[node.out[0]]);
+            p.op = node.op;
+            p.rank = o.rank;
+            for(int i = 0; i < o.rank; ++i)
+            {
+                p.dims[i] = o.dims[i];
+                p.o_st[i] = o.strides[i];
+                const int ia = i - (o.rank - a.rank), ib = i - (o.rank - b.rank);
+                p.a_st[i] = (ia >= 0 && a.dims[ia] != 1) ? a.strides[ia] : 0;
+                p.b_st[i] = (ib >= 0 && b.dims[ib] != 1) ? b.strides[ib] : 0;
+            }
+            run_pointwise(p, plan.nthreads);
+            break;
+        }
+        }
+        if(!ok)
+            fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
+                 "node '" + node.name + "': scratch space smaller than the kernel needs");
+    }
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+} // namespace
+
+// ================================================================ C ABI ====
+extern "C" {
+
+hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
+{
+    return guarded(__func__, [&] {
+        if(name == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "name is NULL");
+        *name = kPluginName;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
+{
+    return guarded(__func__, [&] {
+        if(version == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
+        *version = kPluginVersion;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
+{
+    return guarded(__func__, [&] {
+        if(version == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
+        *version = HIPDNN_PLUGIN_API_VERSION;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
+{
+    return guarded(__func__, [&] {
+        if(type == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "type is NULL");
+        *type = HIPDNN_PLUGIN_TYPE_ENGINE;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+void hipdnnPluginGetLastErrorString(const char** error_str)
+{
+    if(error_str != nullptr)
+        *error_str = t_last_error.c_str();
+}
+
+hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
+{
+    g_log_callback.store(callback);
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
+{
+    return guarded(__func__, [&] {
+        if(static_cast<int>(level) < HIPDNN_SEV_INFO || static_cast<int>(level) > HIPDNN_SEV_OFF)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, format("unknown log level %d", static_cast<int>(level)));
+        g_log_level.store(level);
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
+{
+    return guarded(__func__, [&] {
+        if(num_engines == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
+        if(max_engines > 0 && engine_ids == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
+        if(max_engines > 0)
+            engine_ids[0] = kEngineId;
+        *num_engines = 1;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle)
+{
+    return guarded(__func__, [&] {
+        if(handle == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
+        *handle = new HipdnnEnginePluginHandle();
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t handle)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        handle->magic = 0;
+        delete handle;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t handle, hipStream_t stream)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        (void)stream; // CPU engine: streams do not apply
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t handle,
+                                                              const hipdnnPluginConstData_t* op_graph,
+                                                              int64_t* engine_ids,
+                                                              uint32_t max_engines,
+                                                              uint32_t* num_engines)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        if(num_engines == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
+        if(max_engines > 0 && engine_ids == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
+        const wire::Graph* g = verified_graph(op_graph);
+        Plan plan;
+        const std::string why = build_plan(*g, plan);
+        if(!why.empty())
+        {
+            log_line(HIPDNN_SEV_INFO, "engine 101 not applicable: " + why);
+            *num_engines = 0;
+            return HIPDNN_PLUGIN_STATUS_SUCCESS;
+        }
+        if(max_engines > 0)
+            engine_ids[0] = kEngineId;
+        *num_engines = 1;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t handle,
+                                                        int64_t engine_id,
+                                                        const hipdnnPluginConstData_t* op_graph,
+                                                        hipdnnPluginConstData_t* engine_details)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        if(engine_details == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
+        if(engine_id != kEngineId)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
+                 format("engine id %lld is not an engine of this plugin", static_cast<long long>(engine_id)));
+        (void)verified_graph(op_graph);
+        // No knobs and no notes: a zero-size buffer.
+        engine_details->ptr = nullptr;
+        engine_details->size = 0;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t handle,
+                                                            hipdnnPluginConstData_t* engine_details)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        if(engine_details == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
+        // GetEngineDetails never hands out memory, so there is nothing to free.
+        engine_details->ptr = nullptr;
+        engine_details->size = 0;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t handle,
+                                                        const hipdnnPluginConstData_t* engine_config,
+                                                        const hipdnnPluginConstData_t* op_graph,
+                                                        size_t* workspace_size)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        if(workspace_size == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
+        (void)verified_config(engine_config);
+        const wire::Graph* g = verified_graph(op_graph);
+        Plan plan;
+        plan_or_fail(g, plan);
+        *workspace_size = plan.workspace_size;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t handle,
+                                                              const hipdnnPluginConstData_t* engine_config,
+                                                              const hipdnnPluginConstData_t* op_graph,
+                                                              hipdnnEnginePluginExecutionContext_t* execution_context)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        if(execution_context == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
+        (void)verified_config(engine_config);
+        const wire::Graph* g = verified_graph(op_graph);
+        auto* ctx = new HipdnnEnginePluginExecutionContext();
+        try
+        {
+            plan_or_fail(g, ctx->plan);
+            const size_t n = ctx->plan.tensors.size();
+            ctx->eff.resize(n);
+            ctx->ptrs.resize(n);
+            ctx->overridden.resize(n);
+            log_line(HIPDNN_SEV_INFO, "execution context: " + describe(ctx->plan));
+        }
+        catch(...)
+        {
+            delete ctx;
+            throw;
+        }
+        *execution_context = ctx;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t handle,
+                                                               hipdnnEnginePluginExecutionContext_t execution_context)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        check_context(execution_context);
+        execution_context->magic = 0;
+        delete execution_context;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
+    hipdnnEnginePluginHandle_t handle, hipdnnEnginePluginExecutionContext_t execution_context, size_t* workspace_size)
+{
+    return guarded(__func__, [&] {
+        check_handle(handle);
+        check_context(execution_context);
+        if(workspace_size == nullptr)
+            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
+        *workspace_size = execution_context->plan.workspace_size;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t handle,
+                                                      hipdnnEnginePluginExecutionContext_t execution_context,
+                                                      void* workspace,
+                                                      const hipdnnPluginDeviceBuffer_t* device_buffers,
+                                                      uint32_t num_device_buffers)
+{
+    return guarded(__func__, [&] {
+        return execute(handle,
+                       execution_context,
+                       workspace,
+                       device_buffers,
+                       num_device_buffers,
+                       0,
+                       nullptr,
+                       nullptr,
+                       nullptr,
+                       nullptr);
+    });
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraphWithOverrides(hipdnnEnginePluginHandle_t handle,
+                                                                   hipdnnEnginePluginExecutionContext_t execution_context,
+                                                                   void* workspace,
+                                                                   const hipdnnPluginDeviceBuffer_t* device_buffers,
+                                                                   uint32_t num_device_buffers,
+                                                                   uint32_t num_overrides,
+                                                                   const int64_t* override_unique_ids,
+                                                                   const uint32_t* override_lengths,
+                                                                   const int64_t* const* override_shapes,
+                                                                   const int64_t* const* override_strides)
+{
+    return guarded(__func__, [&] {
+        return execute(handle,
+                       execution_context,
+                       workspace,
+                       device_buffers,
+                       num_device_buffers,
+                       num_overrides,
+                       override_unique_ids,
+                       override_lengths,
+                       override_shapes,
+                       override_strides);
+    });
+}
+
+} // extern "C"

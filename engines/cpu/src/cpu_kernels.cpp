@@ -1,0 +1,657 @@
+// fp32 compute kernels of the CPU engine: flash-style SDPA forward, a tiled
+// batched matmul and broadcasting binary pointwise ops.
+//
+// The hot per-tile routines are written once as templates and instantiated
+// twice: a baseline build (whatever -march the library is compiled for) and,
+// on x86-64, an AVX2+FMA build picked at run time when the CPU has it. The
+// OpenMP loops stay in baseline code and call the chosen per-tile routine.
+//
+// Nothing here allocates: scratch comes from the caller's workspace slice.
+
+#include "cpu_kernels.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define HIPDNN_CPU_HAVE_AVX2_PATH 1
+#define HIPDNN_CPU_AVX2_FN __attribute__((target("avx2,fma"), flatten))
+#else
+#define HIPDNN_CPU_HAVE_AVX2_PATH 0
+#endif
+
+namespace hipdnn_cpu
+{
+
+int max_threads()
+{
+#ifdef _OPENMP
+    return std::max(1, omp_get_max_threads());
+#else
+    return 1;
+#endif
+}
+
+namespace
+{
+
+inline int thread_num()
+{
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
+bool cpu_has_avx2()
+{
+#if HIPDNN_CPU_HAVE_AVX2_PATH
+    // HIPDNN_CPU_ENGINE_BASELINE=1 forces the baseline kernels (for testing).
+    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
+                            && std::getenv("HIPDNN_CPU_ENGINE_BASELINE") == nullptr;
+    return has;
+#else
+    return false;
+#endif
+}
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// ------------------------------------------------------------ GEMM tile ----
+// Register-blocked MR x NR micro kernel; the compiler keeps the accumulators
+// in vector registers once the fixed-size loops are unrolled.
+template <int MR, int NR>
+inline void micro_full(int64_t k,
+                       const float* a,
+                       int64_t lda,
+                       const float* b,
+                       int64_t ldb,
+                       float* c,
+                       int64_t ldc,
+                       bool accumulate)
+{
+    float r[MR][NR];
+    for(int i = 0; i < MR; ++i)
+        for(int j = 0; j < NR; ++j)
+            r[i][j] = accumulate ? c[i * ldc + j] : 0.0f;
+    for(int64_t p = 0; p < k; ++p)
+    {
+        const float* bp = b + p * ldb;
+        for(int i = 0; i < MR; ++i)
+        {
+            const float av = a[i * lda + p];
+            for(int j = 0; j < NR; ++j)
+                r[i][j] += av * bp[j];
+        }
+    }
+    for(int i = 0; i < MR; ++i)
+        for(int j = 0; j < NR; ++j)
+            c[i * ldc + j] = r[i][j];
+}
+
+// Partial tile: mr <= MR rows, nr < NR columns.
+template <int NR>
+inline void micro_edge(int64_t mr,
+                       int64_t nr,
+                       int64_t k,
+                       const float* a,
+                       int64_t lda,
+                       const float* b,
+                       int64_t ldb,
+                       float* c,
+                       int64_t ldc,
+                       bool accumulate)
+{
+    for(int64_t i = 0; i < mr; ++i)
+    {
+        float r[NR];
+        for(int64_t j = 0; j < nr; ++j)
+            r[j] = accumulate ? c[i * ldc + j] : 0.0f;
+        for(int64_t p = 0; p < k; ++p)
+        {
+            const float av = a[i * lda + p];
+            const float* bp = b + p * ldb;
+            for(int64_t j = 0; j < nr; ++j)
+                r[j] += av * bp[j];
+        }
+        for(int64_t j = 0; j < nr; ++j)
+            c[i * ldc + j] = r[j];
+    }
+}
+
+// Column strips outermost so that one NR-wide strip of B stays in L1 while
+// every row block of A passes over it.
+template <int MR, int NR>
+inline void gemm_impl(int64_t m,
+                      int64_t n,
+                      int64_t k,
+                      const float* a,
+                      int64_t lda,
+                      const float* b,
+                      int64_t ldb,
+                      float* c,
+                      int64_t ldc,
+                      bool accumulate)
+{
+    int64_t j0 = 0;
+    for(; j0 + NR <= n; j0 += NR)
+    {
+        int64_t i0 = 0;
+        for(; i0 + MR <= m; i0 += MR)
+            micro_full<MR, NR>(k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
+        for(; i0 < m; ++i0)
+            micro_full<1, NR>(k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
+    }
+    if(j0 < n)
+    {
+        micro_edge<NR>(m, n - j0, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+    }
+}
+
+// --------------------------------------------------------- exp(x), x<=0 ----
+// Branch-free so that the softmax loop vectorizes. exp(x) = 2^n * exp(r),
+// |r| <= ln2/2, degree-7 Taylor polynomial (relative error < 1e-7).
+// x = -inf or x < -87 gives 0; NaN propagates.
+inline float exp_nonpos(float x)
+{
+    const float xn = (x >= -87.0f) ? x : -87.0f;
+    const float n = std::floor(xn * 1.44269504088896341f + 0.5f);
+    const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof(scale));
+    const float res = p * scale;
+    return (x < -87.0f) ? 0.0f : res;
+}
+
+// ----------------------------------------------------------------- SDPA ----
+constexpr int64_t kSdpaBq = 64; // query rows per tile
+constexpr int64_t kSdpaBk = 64; // keys per tile
+
+inline int64_t round16(int64_t n)
+{
+    return (n + 15) / 16 * 16;
+}
+
+struct SdpaLayout
+{
+    int64_t bq, bk;
+    int64_t off_q, off_kt, off_v, off_s, off_acc, off_m, off_l, total; // in floats
+};
+
+SdpaLayout sdpa_layout(int64_t sq, int64_t skv, int64_t d, int64_t dv)
+{
+    SdpaLayout l{};
+    l.bq = std::min(kSdpaBq, sq);
+    l.bk = std::min(kSdpaBk, skv);
+    int64_t o = 0;
+    l.off_q = o;
+    o += round16(l.bq * d);
+    l.off_kt = o;
+    o += round16(d * l.bk);
+    l.off_v = o;
+    o += round16(l.bk * dv);
+    l.off_s = o;
+    o += round16(l.bq * l.bk);
+    l.off_acc = o;
+    o += round16(l.bq * dv);
+    l.off_m = o;
+    o += round16(l.bq);
+    l.off_l = o;
+    o += round16(l.bq);
+    l.total = o;
+    return l;
+}
+
+struct SdpaRun
+{
+    const SdpaProblem* p;
+    SdpaLayout lay;
+    int64_t hq, hk, sq, skv, d, dv, group, nqb;
+    int64_t diag; // query i sees keys j <= i + diag (causal only)
+};
+
+// One (batch, head, query block) work item.
+template <int MR, int NR>
+inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
+{
+    const SdpaProblem& p = *run.p;
+    const SdpaLayout& lay = run.lay;
+    const int64_t qb = run.nqb - 1 - (w % run.nqb); // heavy causal blocks first
+    const int64_t bh = w / run.nqb;
+    const int64_t h = bh % run.hq;
+    const int64_t b = bh / run.hq;
+    const int64_t hk = h / run.group;
+    const int64_t d = run.d, dv = run.dv, bk = lay.bk;
+
+    const float* qbase = p.q + b * p.qs.strides[0] + h * p.qs.strides[1];
+    const float* kbase = p.k + b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const float* vbase = p.v + b * p.vs.strides[0] + hk * p.vs.strides[1];
+    float* obase = p.o + b * p.os.strides[0] + h * p.os.strides[1];
+
+    float* qs = ws + lay.off_q;
+    float* kt = ws + lay.off_kt;
+    float* vt = ws + lay.off_v;
+    float* s = ws + lay.off_s;
+    float* acc = ws + lay.off_acc;
+    float* mrow = ws + lay.off_m;
+    float* lrow = ws + lay.off_l;
+
+    const int64_t q0 = qb * lay.bq;
+    const int64_t nq = std::min(lay.bq, run.sq - q0);
+
+    const int64_t qs2 = p.qs.strides[2], qs3 = p.qs.strides[3];
+    for(int64_t i = 0; i < nq; ++i)
+    {
+        const float* row = qbase + (q0 + i) * qs2;
+        float* dst = qs + i * d;
+        if(qs3 == 1)
+            for(int64_t e = 0; e < d; ++e)
+                dst[e] = row[e] * p.scale;
+        else
+            for(int64_t e = 0; e < d; ++e)
+                dst[e] = row[e * qs3] * p.scale;
+        mrow[i] = kNegInf;
+        lrow[i] = 0.0f;
+    }
+    std::fill(acc, acc + nq * dv, 0.0f);
+
+    int64_t kend = run.skv;
+    if(p.causal)
+        kend = std::max<int64_t>(0, std::min(run.skv, q0 + nq + run.diag));
+
+    const int64_t ks2 = p.ks.strides[2], ks3 = p.ks.strides[3];
+    const int64_t vs2 = p.vs.strides[2], vs3 = p.vs.strides[3];
+    for(int64_t k0 = 0; k0 < kend; k0 += bk)
+    {
+        const int64_t nk = std::min(bk, kend - k0);
+        // K tile transposed to [d][key] so the score GEMM runs along keys.
+        for(int64_t j = 0; j < nk; ++j)
+        {
+            const float* row = kbase + (k0 + j) * ks2;
+            for(int64_t e = 0; e < d; ++e)
+                kt[e * bk + j] = row[e * ks3];
+        }
+        for(int64_t j = 0; j < nk; ++j)
+        {
+            const float* row = vbase + (k0 + j) * vs2;
+            float* dst = vt + j * dv;
+            if(vs3 == 1)
+                for(int64_t e = 0; e < dv; ++e)
+                    dst[e] = row[e];
+            else
+                for(int64_t e = 0; e < dv; ++e)
+                    dst[e] = row[e * vs3];
+        }
+
+        gemm_impl<MR, NR>(nq, nk, d, qs, d, kt, bk, s, bk, false);
+
+        for(int64_t i = 0; i < nq; ++i)
+        {
+            float* srow = s + i * bk;
+            int64_t valid = nk;
+            if(p.causal)
+            {
+                // keys k0 + j with k0 + j <= q0 + i + diag are visible
+                valid = std::min(nk, std::max<int64_t>(0, q0 + i + run.diag - k0 + 1));
+            }
+            if(valid == 0)
+            {
+                std::fill(srow, srow + nk, 0.0f);
+                continue;
+            }
+            float mx = srow[0];
+            for(int64_t j = 1; j < valid; ++j)
+                mx = std::max(mx, srow[j]);
+            const float mold = mrow[i];
+            const float mnew = std::max(mold, mx);
+            float sum = 0.0f;
+            for(int64_t j = 0; j < valid; ++j)
+            {
+                const float e = exp_nonpos(srow[j] - mnew);
+                srow[j] = e;
+                sum += e;
+            }
+            for(int64_t j = valid; j < nk; ++j)
+                srow[j] = 0.0f;
+            const float alpha = (mold == kNegInf) ? 0.0f : exp_nonpos(mold - mnew);
+            lrow[i] = lrow[i] * alpha + sum;
+            if(alpha != 1.0f)
+            {
+                float* arow = acc + i * dv;
+                for(int64_t e = 0; e < dv; ++e)
+                    arow[e] *= alpha;
+            }
+            mrow[i] = mnew;
+        }
+
+        gemm_impl<MR, NR>(nq, dv, nk, s, bk, vt, dv, acc, dv, true);
+    }
+
+    const int64_t os2 = p.os.strides[2], os3 = p.os.strides[3];
+    for(int64_t i = 0; i < nq; ++i)
+    {
+        float* orow = obase + (q0 + i) * os2;
+        const float* arow = acc + i * dv;
+        const float l = lrow[i];
+        const float inv = (l > 0.0f) ? 1.0f / l : 0.0f;
+        for(int64_t e = 0; e < dv; ++e)
+            orow[e * os3] = arow[e] * inv;
+        if(p.stats != nullptr)
+        {
+            float* st = p.stats + b * p.ss.strides[0] + h * p.ss.strides[1] + (q0 + i) * p.ss.strides[2];
+            *st = (l > 0.0f) ? mrow[i] + std::log(l) : kNegInf;
+        }
+    }
+}
+
+void sdpa_item_base(const SdpaRun& run, int64_t w, float* ws)
+{
+    sdpa_item_impl<4, 8>(run, w, ws);
+}
+
+#if HIPDNN_CPU_HAVE_AVX2_PATH
+HIPDNN_CPU_AVX2_FN void sdpa_item_avx2(const SdpaRun& run, int64_t w, float* ws)
+{
+    sdpa_item_impl<4, 16>(run, w, ws);
+}
+#endif
+
+// --------------------------------------------------------------- Matmul ----
+constexpr int64_t kMmMb = 64;
+constexpr int64_t kMmNb = 128;
+constexpr int64_t kMmKb = 256;
+
+struct MmLayout
+{
+    int64_t mb, nb, kb;
+    int64_t off_a, off_b, off_c, total; // floats
+};
+
+MmLayout mm_layout(int64_t m, int64_t n, int64_t k)
+{
+    MmLayout l{};
+    l.mb = std::min(kMmMb, m);
+    l.nb = std::min(kMmNb, n);
+    l.kb = std::min(kMmKb, k);
+    l.off_a = 0;
+    l.off_b = round16(l.mb * l.kb);
+    l.off_c = l.off_b + round16(l.kb * l.nb);
+    l.total = l.off_c + round16(l.mb * l.nb);
+    return l;
+}
+
+struct MmRun
+{
+    const MatmulProblem* p;
+    MmLayout lay;
+    int64_t mt, nt;
+};
+
+template <int MR, int NR>
+inline void mm_item_impl(const MmRun& run, int64_t w, float* ws)
+{
+    const MatmulProblem& p = *run.p;
+    const MmLayout& lay = run.lay;
+    const int64_t tiles = run.mt * run.nt;
+    int64_t batch = w / tiles;
+    const int64_t rem = w % tiles;
+    const int64_t i0 = (rem / run.nt) * lay.mb;
+    const int64_t j0 = (rem % run.nt) * lay.nb;
+    const int64_t mm = std::min(lay.mb, p.m - i0);
+    const int64_t nn = std::min(lay.nb, p.n - j0);
+
+    const float* a = p.a;
+    const float* b = p.b;
+    float* c = p.c;
+    for(int r = p.batch_rank - 1; r >= 0; --r)
+    {
+        const int64_t idx = batch % p.batch_dims[r];
+        batch /= p.batch_dims[r];
+        a += idx * p.a_bs[r];
+        b += idx * p.b_bs[r];
+        c += idx * p.c_bs[r];
+    }
+
+    float* ap = ws + lay.off_a;
+    float* bp = ws + lay.off_b;
+    float* cp = ws + lay.off_c;
+    for(int64_t k0 = 0; k0 < p.k; k0 += lay.kb)
+    {
+        const int64_t kk = std::min(lay.kb, p.k - k0);
+        for(int64_t i = 0; i < mm; ++i)
+        {
+            const float* src = a + (i0 + i) * p.a_sm + k0 * p.a_sk;
+            float* dst = ap + i * lay.kb;
+            if(p.a_sk == 1)
+                for(int64_t q = 0; q < kk; ++q)
+                    dst[q] = src[q];
+            else
+                for(int64_t q = 0; q < kk; ++q)
+                    dst[q] = src[q * p.a_sk];
+        }
+        for(int64_t q = 0; q < kk; ++q)
+        {
+            const float* src = b + (k0 + q) * p.b_sk + j0 * p.b_sn;
+            float* dst = bp + q * lay.nb;
+            if(p.b_sn == 1)
+                for(int64_t j = 0; j < nn; ++j)
+                    dst[j] = src[j];
+            else
+                for(int64_t j = 0; j < nn; ++j)
+                    dst[j] = src[j * p.b_sn];
+        }
+        gemm_impl<MR, NR>(mm, nn, kk, ap, lay.kb, bp, lay.nb, cp, lay.nb, k0 > 0);
+    }
+    for(int64_t i = 0; i < mm; ++i)
+    {
+        float* dst = c + (i0 + i) * p.c_sm + j0 * p.c_sn;
+        const float* src = cp + i * lay.nb;
+        if(p.c_sn == 1)
+            for(int64_t j = 0; j < nn; ++j)
+                dst[j] = src[j];
+        else
+            for(int64_t j = 0; j < nn; ++j)
+                dst[j * p.c_sn] = src[j];
+    }
+}
+
+void mm_item_base(const MmRun& run, int64_t w, float* ws)
+{
+    mm_item_impl<4, 8>(run, w, ws);
+}
+
+#if HIPDNN_CPU_HAVE_AVX2_PATH
+HIPDNN_CPU_AVX2_FN void mm_item_avx2(const MmRun& run, int64_t w, float* ws)
+{
+    mm_item_impl<4, 16>(run, w, ws);
+}
+#endif
+
+// ------------------------------------------------------------ Pointwise ----
+template <class F>
+inline void pw_row(const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t so, int64_t n, F f)
+{
+    if(sa == 1 && sb == 1 && so == 1)
+        for(int64_t j = 0; j < n; ++j)
+            o[j] = f(a[j], b[j]);
+    else if(sa == 1 && sb == 0 && so == 1)
+    {
+        const float bv = *b;
+        for(int64_t j = 0; j < n; ++j)
+            o[j] = f(a[j], bv);
+    }
+    else if(sa == 0 && sb == 1 && so == 1)
+    {
+        const float av = *a;
+        for(int64_t j = 0; j < n; ++j)
+            o[j] = f(av, b[j]);
+    }
+    else
+        for(int64_t j = 0; j < n; ++j)
+            o[j * so] = f(a[j * sa], b[j * sb]);
+}
+
+template <class F>
+void pw_run(const PointwiseProblem& p, int nthreads, F f)
+{
+    const int r = p.rank;
+    const int64_t inner = p.dims[r - 1];
+    int64_t outer = 1;
+    for(int i = 0; i < r - 1; ++i)
+        outer *= p.dims[i];
+    constexpr int64_t kChunk = 8192;
+    const int64_t nchunks = (inner + kChunk - 1) / kChunk;
+    const int64_t items = outer * nchunks;
+    const bool par = outer * inner >= (int64_t(1) << 15);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(nthreads) if(par)
+#endif
+    for(int64_t w = 0; w < items; ++w)
+    {
+        int64_t row = w / nchunks;
+        const int64_t j0 = (w % nchunks) * kChunk;
+        const int64_t n = std::min(kChunk, inner - j0);
+        const float* a = p.a + j0 * p.a_st[r - 1];
+        const float* b = p.b + j0 * p.b_st[r - 1];
+        float* o = p.out + j0 * p.o_st[r - 1];
+        for(int i = r - 2; i >= 0; --i)
+        {
+            const int64_t idx = row % p.dims[i];
+            row /= p.dims[i];
+            a += idx * p.a_st[i];
+            b += idx * p.b_st[i];
+            o += idx * p.o_st[i];
+        }
+        pw_row(a, p.a_st[r - 1], b, p.b_st[r - 1], o, p.o_st[r - 1], n, f);
+    }
+    (void)nthreads;
+    (void)par;
+}
+
+} // namespace
+
+// ================================================================ public ====
+
+size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
+{
+    return align_up(static_cast<size_t>(sdpa_layout(sq, skv, d, dv).total) * sizeof(float));
+}
+
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads)
+{
+    SdpaRun run{};
+    run.p = &p;
+    const int64_t bsz = p.qs.dims[0];
+    run.hq = p.qs.dims[1];
+    run.sq = p.qs.dims[2];
+    run.d = p.qs.dims[3];
+    run.hk = p.ks.dims[1];
+    run.skv = p.ks.dims[2];
+    run.dv = p.vs.dims[3];
+    run.group = run.hq / run.hk;
+    run.lay = sdpa_layout(run.sq, run.skv, run.d, run.dv);
+    if(static_cast<size_t>(run.lay.total) * sizeof(float) > per_thread)
+        return false;
+    run.nqb = (run.sq + run.lay.bq - 1) / run.lay.bq;
+    run.diag = p.diag;
+
+    void (*item)(const SdpaRun&, int64_t, float*) = sdpa_item_base;
+#if HIPDNN_CPU_HAVE_AVX2_PATH
+    if(cpu_has_avx2())
+        item = sdpa_item_avx2;
+#endif
+    const int64_t total = bsz * run.hq * run.nqb;
+    const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for(int64_t w = 0; w < total; ++w)
+    {
+        float* ws = reinterpret_cast<float*>(scratch + static_cast<size_t>(thread_num()) * per_thread);
+        item(run, w, ws);
+    }
+    (void)nt;
+    return true;
+}
+
+size_t matmul_scratch_per_thread(int64_t m, int64_t n, int64_t k)
+{
+    return align_up(static_cast<size_t>(mm_layout(m, n, k).total) * sizeof(float));
+}
+
+bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads)
+{
+    MmRun run{};
+    run.p = &p;
+    run.lay = mm_layout(p.m, p.n, p.k);
+    if(static_cast<size_t>(run.lay.total) * sizeof(float) > per_thread)
+        return false;
+    run.mt = (p.m + run.lay.mb - 1) / run.lay.mb;
+    run.nt = (p.n + run.lay.nb - 1) / run.lay.nb;
+    int64_t batches = 1;
+    for(int i = 0; i < p.batch_rank; ++i)
+        batches *= p.batch_dims[i];
+    const int64_t total = batches * run.mt * run.nt;
+
+    void (*item)(const MmRun&, int64_t, float*) = mm_item_base;
+#if HIPDNN_CPU_HAVE_AVX2_PATH
+    if(cpu_has_avx2())
+        item = mm_item_avx2;
+#endif
+    const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
+#endif
+    for(int64_t w = 0; w < total; ++w)
+    {
+        float* ws = reinterpret_cast<float*>(scratch + static_cast<size_t>(thread_num()) * per_thread);
+        item(run, w, ws);
+    }
+    (void)nt;
+    return true;
+}
+
+void run_pointwise(const PointwiseProblem& p, int nthreads)
+{
+    switch(p.op)
+    {
+    case BinaryOp::Add:
+        pw_run(p, nthreads, [](float x, float y) { return x + y; });
+        break;
+    case BinaryOp::Sub:
+        pw_run(p, nthreads, [](float x, float y) { return x - y; });
+        break;
+    case BinaryOp::Mul:
+        pw_run(p, nthreads, [](float x, float y) { return x * y; });
+        break;
+    case BinaryOp::Div:
+        pw_run(p, nthreads, [](float x, float y) { return x / y; });
+        break;
+    case BinaryOp::Max:
+        // NaN in either input gives NaN, like numpy.maximum.
+        pw_run(p, nthreads, [](float x, float y) { return (x != x || x > y) ? x : y; });
+        break;
+    case BinaryOp::Min:
+        pw_run(p, nthreads, [](float x, float y) { return (x != x || x < y) ? x : y; });
+        break;
+    }
+}
+
+} // namespace hipdnn_cpu

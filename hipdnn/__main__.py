@@ -1,0 +1,5 @@
+import sys
+
+from hipdnn.cli import main
+
+sys.exit(main())
