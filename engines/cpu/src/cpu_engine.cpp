@@ -999,6 +999,9 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
         if(plan.tensors[t].is_virtual && plan.tensors[t].producer >= 0)
             ptrs[t] = base + plan.tensors[t].ws_offset;
     char* scratch = base ? base + plan.scratch_offset : nullptr;
+    // Scratch was sized for plan.nthreads; use fewer if the caller lowered
+    // the OpenMP thread count since.
+    const int nthreads = std::max(1, std::min(plan.nthreads, max_threads()));
 
     for(const NodeInfo& node : plan.nodes)
     {
@@ -1027,7 +1030,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                 p.diag = p.ks.dims[2] - p.qs.dims[2]; // Skv - Sq at this call's shapes
             if(node.mask_tl)
                 p.diag = std::min<int64_t>(p.diag, 0);
-            ok = run_sdpa(p, scratch, plan.scratch_per_thread, plan.nthreads);
+            ok = run_sdpa(p, scratch, plan.scratch_per_thread, nthreads);
             break;
         }
         case OpKind::Matmul:
@@ -1055,7 +1058,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                 p.a_bs[i] = (ia >= 0 && a.dims[ia] != 1) ? a.strides[ia] : 0;
                 p.b_bs[i] = (ib >= 0 && b.dims[ib] != 1) ? b.strides[ib] : 0;
             }
-            ok = run_matmul(p, scratch, plan.scratch_per_thread, plan.nthreads);
+            ok = run_matmul(p, scratch, plan.scratch_per_thread, nthreads);
             break;
         }
         case OpKind::Pointwise:
@@ -1075,7 +1078,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                 p.a_st[i] = (ia >= 0 && a.dims[ia] != 1) ? a.strides[ia] : 0;
                 p.b_st[i] = (ib >= 0 && b.dims[ib] != 1) ? b.strides[ib] : 0;
             }
-            run_pointwise(p, plan.nthreads);
+            run_pointwise(p, nthreads);
             break;
         }
         }

@@ -66,70 +66,157 @@ bool cpu_has_avx2()
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ------------------------------------------------------------ GEMM tile ----
-// Register-blocked MR x NR micro kernel; the compiler keeps the accumulators
-// in vector registers once the fixed-size loops are unrolled.
-template <int MR, int NR>
-inline void micro_full(int64_t k,
-                       const float* a,
-                       int64_t lda,
-                       const float* b,
-                       int64_t ldb,
-                       float* c,
-                       int64_t ldc,
-                       bool accumulate)
+// Register-blocked micro kernels written with GCC vector extensions: W-wide
+// float vectors (4 for the baseline SSE build, 8 for the AVX2 build), MR rows
+// by NV vectors of accumulators held in registers across the whole k loop.
+template <int W>
+struct VecOf;
+template <>
+struct VecOf<4>
 {
-    float r[MR][NR];
+    typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct VecOf<8>
+{
+    typedef float type __attribute__((vector_size(32)));
+};
+
+// c[MR x NV*W] (+)= a[MR x k] * b[k x NV*W]
+template <int W, int MR, int NV>
+inline void micro(int64_t k,
+                  const float* __restrict a,
+                  int64_t lda,
+                  const float* __restrict b,
+                  int64_t ldb,
+                  float* __restrict c,
+                  int64_t ldc,
+                  bool accumulate)
+{
+    typedef typename VecOf<W>::type V;
+    V r[MR][NV];
     for(int i = 0; i < MR; ++i)
-        for(int j = 0; j < NR; ++j)
-            r[i][j] = accumulate ? c[i * ldc + j] : 0.0f;
+        for(int v = 0; v < NV; ++v)
+        {
+            r[i][v] = V{};
+            if(accumulate)
+                std::memcpy(&r[i][v], c + i * ldc + v * W, sizeof(V)); // unaligned load
+        }
     for(int64_t p = 0; p < k; ++p)
     {
-        const float* bp = b + p * ldb;
+        V bv[NV];
+        for(int v = 0; v < NV; ++v)
+            std::memcpy(&bv[v], b + p * ldb + v * W, sizeof(V));
         for(int i = 0; i < MR; ++i)
         {
             const float av = a[i * lda + p];
-            for(int j = 0; j < NR; ++j)
-                r[i][j] += av * bp[j];
+            for(int v = 0; v < NV; ++v)
+                r[i][v] += av * bv[v];
         }
     }
     for(int i = 0; i < MR; ++i)
-        for(int j = 0; j < NR; ++j)
-            c[i * ldc + j] = r[i][j];
+        for(int v = 0; v < NV; ++v)
+            std::memcpy(c + i * ldc + v * W, &r[i][v], sizeof(V));
 }
 
-// Partial tile: mr <= MR rows, nr < NR columns.
-template <int NR>
-inline void micro_edge(int64_t mr,
-                       int64_t nr,
-                       int64_t k,
-                       const float* a,
-                       int64_t lda,
-                       const float* b,
-                       int64_t ldb,
-                       float* c,
-                       int64_t ldc,
-                       bool accumulate)
+// Scalar tail: mr rows, nr (< W) columns.
+inline void micro_scalar(int64_t mr,
+                         int64_t nr,
+                         int64_t k,
+                         const float* a,
+                         int64_t lda,
+                         const float* b,
+                         int64_t ldb,
+                         float* c,
+                         int64_t ldc,
+                         bool accumulate)
 {
     for(int64_t i = 0; i < mr; ++i)
-    {
-        float r[NR];
         for(int64_t j = 0; j < nr; ++j)
-            r[j] = accumulate ? c[i * ldc + j] : 0.0f;
-        for(int64_t p = 0; p < k; ++p)
         {
-            const float av = a[i * lda + p];
-            const float* bp = b + p * ldb;
-            for(int64_t j = 0; j < nr; ++j)
-                r[j] += av * bp[j];
+            float r = accumulate ? c[i * ldc + j] : 0.0f;
+            for(int64_t p = 0; p < k; ++p)
+                r += a[i * lda + p] * b[p * ldb + j];
+            c[i * ldc + j] = r;
         }
-        for(int64_t j = 0; j < nr; ++j)
-            c[i * ldc + j] = r[j];
+}
+
+// sum a[i] * b[i], both contiguous; W-wide partial sums.
+template <int W>
+inline float dot(const float* __restrict a, const float* __restrict b, int64_t n)
+{
+    typedef typename VecOf<W>::type V;
+    V s0{}, s1{};
+    int64_t i = 0;
+    for(; i + 2 * W <= n; i += 2 * W)
+    {
+        V a0, a1, b0, b1;
+        std::memcpy(&a0, a + i, sizeof(V));
+        std::memcpy(&a1, a + i + W, sizeof(V));
+        std::memcpy(&b0, b + i, sizeof(V));
+        std::memcpy(&b1, b + i + W, sizeof(V));
+        s0 += a0 * b0;
+        s1 += a1 * b1;
+    }
+    for(; i + W <= n; i += W)
+    {
+        V a0, b0;
+        std::memcpy(&a0, a + i, sizeof(V));
+        std::memcpy(&b0, b + i, sizeof(V));
+        s0 += a0 * b0;
+    }
+    s0 += s1;
+    float r = 0.0f;
+    for(int l = 0; l < W; ++l)
+        r += s0[l];
+    for(; i < n; ++i)
+        r += a[i] * b[i];
+    return r;
+}
+
+// All rows of one column strip of width NV*W.
+template <int W, int MR, int NV>
+inline void strip(int64_t m,
+                  int64_t k,
+                  const float* a,
+                  int64_t lda,
+                  const float* b,
+                  int64_t ldb,
+                  float* c,
+                  int64_t ldc,
+                  bool accumulate)
+{
+    int64_t i0 = 0;
+    for(; i0 + MR <= m; i0 += MR)
+        micro<W, MR, NV>(k, a + i0 * lda, lda, b, ldb, c + i0 * ldc, ldc, accumulate);
+    const float* ar = a + i0 * lda;
+    float* cr = c + i0 * ldc;
+    switch(m - i0) // remainder rows, always fewer than MR
+    {
+    case 5:
+        micro<W, 5, NV>(k, ar, lda, b, ldb, cr, ldc, accumulate);
+        break;
+    case 4:
+        micro<W, 4, NV>(k, ar, lda, b, ldb, cr, ldc, accumulate);
+        break;
+    case 3:
+        micro<W, 3, NV>(k, ar, lda, b, ldb, cr, ldc, accumulate);
+        break;
+    case 2:
+        micro<W, 2, NV>(k, ar, lda, b, ldb, cr, ldc, accumulate);
+        break;
+    case 1:
+        micro<W, 1, NV>(k, ar, lda, b, ldb, cr, ldc, accumulate);
+        break;
+    default:
+        break;
     }
 }
 
-// Column strips outermost so that one NR-wide strip of B stays in L1 while
-// every row block of A passes over it.
-template <int MR, int NR>
+// C[m x n] (+)= A[m x k] * B[k x n], row-major, unit column stride.
+// Column strips outermost so that one strip of B stays in L1 while every row
+// block of A passes over it.
+template <int W, int MR, int NV>
 inline void gemm_impl(int64_t m,
                       int64_t n,
                       int64_t k,
@@ -142,19 +229,17 @@ inline void gemm_impl(int64_t m,
                       bool accumulate)
 {
     int64_t j0 = 0;
-    for(; j0 + NR <= n; j0 += NR)
-    {
-        int64_t i0 = 0;
-        for(; i0 + MR <= m; i0 += MR)
-            micro_full<MR, NR>(k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
-        for(; i0 < m; ++i0)
-            micro_full<1, NR>(k, a + i0 * lda, lda, b + j0, ldb, c + i0 * ldc + j0, ldc, accumulate);
-    }
+    for(; j0 + NV * W <= n; j0 += NV * W)
+        strip<W, MR, NV>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
+    for(; j0 + W <= n; j0 += W)
+        strip<W, MR, 1>(m, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
     if(j0 < n)
-    {
-        micro_edge<NR>(m, n - j0, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
-    }
+        micro_scalar(m, n - j0, k, a, lda, b + j0, ldb, c + j0, ldc, accumulate);
 }
+
+// Kernel shapes of the two builds.
+#define HIPDNN_CPU_GEMM_BASE 4, 4, 2 // SSE: 4 rows x 8 floats, 8 accumulators
+#define HIPDNN_CPU_GEMM_AVX2 8, 6, 2 // AVX2: 6 rows x 16 floats, 12 accumulators
 
 // --------------------------------------------------------- exp(x), x<=0 ----
 // Branch-free so that the softmax loop vectorizes. exp(x) = 2^n * exp(r),
@@ -181,8 +266,9 @@ inline float exp_nonpos(float x)
 }
 
 // ----------------------------------------------------------------- SDPA ----
-constexpr int64_t kSdpaBq = 64; // query rows per tile
+constexpr int64_t kSdpaBq = 96; // query rows per tile
 constexpr int64_t kSdpaBk = 64; // keys per tile
+constexpr int64_t kSdpaDotRows = 4; // below this many query rows, skip the K transpose
 
 inline int64_t round16(int64_t n)
 {
@@ -228,7 +314,7 @@ struct SdpaRun
 };
 
 // One (batch, head, query block) work item.
-template <int MR, int NR>
+template <int W, int MR, int NV>
 inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
 {
     const SdpaProblem& p = *run.p;
@@ -281,26 +367,39 @@ inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
     for(int64_t k0 = 0; k0 < kend; k0 += bk)
     {
         const int64_t nk = std::min(bk, kend - k0);
-        // K tile transposed to [d][key] so the score GEMM runs along keys.
-        for(int64_t j = 0; j < nk; ++j)
+        if(nq < kSdpaDotRows && ks3 == 1)
         {
-            const float* row = kbase + (k0 + j) * ks2;
-            for(int64_t e = 0; e < d; ++e)
-                kt[e * bk + j] = row[e * ks3];
+            // Few query rows (decode): dot products straight from the K rows.
+            for(int64_t i = 0; i < nq; ++i)
+                for(int64_t j = 0; j < nk; ++j)
+                    s[i * bk + j] = dot<W>(qs + i * d, kbase + (k0 + j) * ks2, d);
         }
-        for(int64_t j = 0; j < nk; ++j)
+        else
         {
-            const float* row = vbase + (k0 + j) * vs2;
-            float* dst = vt + j * dv;
-            if(vs3 == 1)
-                for(int64_t e = 0; e < dv; ++e)
-                    dst[e] = row[e];
-            else
+            // K tile transposed to [d][key] so the score GEMM runs along keys.
+            for(int64_t j = 0; j < nk; ++j)
+            {
+                const float* row = kbase + (k0 + j) * ks2;
+                for(int64_t e = 0; e < d; ++e)
+                    kt[e * bk + j] = row[e * ks3];
+            }
+            gemm_impl<W, MR, NV>(nq, nk, d, qs, d, kt, bk, s, bk, false);
+        }
+        // V rows are used in place when contiguous, else copied to the tile.
+        const float* vsrc = vbase + k0 * vs2;
+        int64_t ldv = vs2;
+        if(vs3 != 1)
+        {
+            for(int64_t j = 0; j < nk; ++j)
+            {
+                const float* row = vbase + (k0 + j) * vs2;
+                float* dst = vt + j * dv;
                 for(int64_t e = 0; e < dv; ++e)
                     dst[e] = row[e * vs3];
+            }
+            vsrc = vt;
+            ldv = dv;
         }
-
-        gemm_impl<MR, NR>(nq, nk, d, qs, d, kt, bk, s, bk, false);
 
         for(int64_t i = 0; i < nq; ++i)
         {
@@ -341,7 +440,7 @@ inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
             mrow[i] = mnew;
         }
 
-        gemm_impl<MR, NR>(nq, dv, nk, s, bk, vt, dv, acc, dv, true);
+        gemm_impl<W, MR, NV>(nq, dv, nk, s, bk, vsrc, ldv, acc, dv, true);
     }
 
     const int64_t os2 = p.os.strides[2], os3 = p.os.strides[3];
@@ -363,13 +462,13 @@ inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
 
 void sdpa_item_base(const SdpaRun& run, int64_t w, float* ws)
 {
-    sdpa_item_impl<4, 8>(run, w, ws);
+    sdpa_item_impl<HIPDNN_CPU_GEMM_BASE>(run, w, ws);
 }
 
 #if HIPDNN_CPU_HAVE_AVX2_PATH
 HIPDNN_CPU_AVX2_FN void sdpa_item_avx2(const SdpaRun& run, int64_t w, float* ws)
 {
-    sdpa_item_impl<4, 16>(run, w, ws);
+    sdpa_item_impl<HIPDNN_CPU_GEMM_AVX2>(run, w, ws);
 }
 #endif
 
@@ -404,7 +503,7 @@ struct MmRun
     int64_t mt, nt;
 };
 
-template <int MR, int NR>
+template <int W, int MR, int NV>
 inline void mm_item_impl(const MmRun& run, int64_t w, float* ws)
 {
     const MatmulProblem& p = *run.p;
@@ -457,7 +556,7 @@ inline void mm_item_impl(const MmRun& run, int64_t w, float* ws)
                 for(int64_t j = 0; j < nn; ++j)
                     dst[j] = src[j * p.b_sn];
         }
-        gemm_impl<MR, NR>(mm, nn, kk, ap, lay.kb, bp, lay.nb, cp, lay.nb, k0 > 0);
+        gemm_impl<W, MR, NV>(mm, nn, kk, ap, lay.kb, bp, lay.nb, cp, lay.nb, k0 > 0);
     }
     for(int64_t i = 0; i < mm; ++i)
     {
@@ -474,13 +573,13 @@ inline void mm_item_impl(const MmRun& run, int64_t w, float* ws)
 
 void mm_item_base(const MmRun& run, int64_t w, float* ws)
 {
-    mm_item_impl<4, 8>(run, w, ws);
+    mm_item_impl<HIPDNN_CPU_GEMM_BASE>(run, w, ws);
 }
 
 #if HIPDNN_CPU_HAVE_AVX2_PATH
 HIPDNN_CPU_AVX2_FN void mm_item_avx2(const MmRun& run, int64_t w, float* ws)
 {
-    mm_item_impl<4, 16>(run, w, ws);
+    mm_item_impl<HIPDNN_CPU_GEMM_AVX2>(run, w, ws);
 }
 #endif
 
