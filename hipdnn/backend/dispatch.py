@@ -37,6 +37,14 @@ def execute(handle: BackendHandle, plan: ExecutionPlanDescriptor, variant_pack: 
                     f"plugin {plugin.name!r} reports api {plugin.api_version} but does not export "
                     "hipdnnEnginePluginExecuteOpGraphWithOverrides",
                 )
+            if not plan.is_override_shape_enabled:
+                # The engine was chosen for a graph whose shapes are fixed; it was never asked
+                # whether it can serve other shapes.
+                raise BackendError(
+                    Status.BAD_PARAM,
+                    "override attributes on a plan whose graph was built without "
+                    "IS_OVERRIDE_SHAPE_ENABLED_EXT",
+                )
             plugin.execute_with_overrides(
                 plan.context,
                 variant_pack.workspace,

@@ -93,6 +93,10 @@ def _from_interface(iface: dict[str, Any], on_device: bool, what: str) -> Buffer
             step *= max(d, 1)
         strides = tuple(reversed(byte_strides))
     strides = tuple(int(s) for s in strides)
+    if len(strides) != len(shape):
+        raise HipdnnError(
+            ErrorCode.INVALID_VARIANT_PACK, f"{what}: array interface has {len(shape)} dims but {len(strides)} strides"
+        )
     low, high = _extent(ptr, shape, strides, dtype.itemsize)
     elems = tuple(s // dtype.itemsize for s in strides) if all(s % dtype.itemsize == 0 for s in strides) else None
     contiguous = high - low == dtype.itemsize * int(np.prod(shape, dtype=np.int64)) and low == ptr
@@ -101,6 +105,15 @@ def _from_interface(iface: dict[str, Any], on_device: bool, what: str) -> Buffer
 
 def to_buffer(value: Any, what: str) -> Buffer:
     """Reduce a variant-pack value to a :class:`Buffer`."""
+    try:
+        return _to_buffer(value, what)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:  # a malformed interface dict or device tuple
+        raise HipdnnError(
+            ErrorCode.INVALID_VARIANT_PACK, f"{what}: malformed buffer description ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def _to_buffer(value: Any, what: str) -> Buffer:
     if isinstance(value, bool):
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: {value!r} is not a buffer")
     if isinstance(value, (int, np.integer)):

@@ -1,0 +1,163 @@
+"""Property tests: whatever valid overrides a caller passes reach the plugin's override entry exactly
+(uids, ranks, shapes, strides, in the caller's order), for graphs of several tensors of rank 2-5."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hipdnn
+
+from .support import FLOAT, execute_calls, ptr
+
+OVERRIDE = "fake_override_v110"
+ODD_DIMS = [1, 2, 3, 5, 7, 37, 129]
+
+
+def layout_strides(dims, order):
+    """Compact strides for ``dims`` laid out with ``order`` (outermost axis first)."""
+    strides = [0] * len(dims)
+    step = 1
+    for axis in reversed(order):
+        strides[axis] = step
+        step *= dims[axis]
+    return strides
+
+
+def declared_order(strides):
+    """Outermost to innermost axis of a declared layout (ties by axis index, as the spec's
+    'stride order' reading of a layout gives no other tie-break)."""
+    return sorted(range(len(strides)), key=lambda i: (-strides[i], i))
+
+
+@st.composite
+def tensor_decl(draw, budget):
+    rank = draw(st.integers(2, 5))
+    dims = []
+    for _ in range(rank):
+        room = budget // max(math.prod(dims), 1)
+        dims.append(draw(st.sampled_from([d for d in ODD_DIMS if d <= room] or [1])))
+    order = draw(st.permutations(range(rank)))
+    return dims, layout_strides(dims, list(order))
+
+
+@st.composite
+def override_for(draw, dims, strides, *, huge=False):
+    """A valid override of a tensor declared (dims, strides): each dim within its maximum, strides
+    keeping the declared axis order, possibly padded."""
+    shape = [draw(st.sampled_from(sorted({1, d, max(1, d // 2)} | {draw(st.integers(1, d))}))) for d in dims]
+    out = [0] * len(dims)
+    step = draw(st.integers(1, 3))
+    pads = st.integers(0, 1 << 20) if huge else st.sampled_from([0, 0, 0, 1, 2, 7])
+    for axis in reversed(declared_order(strides)):
+        out[axis] = step
+        step = step * shape[axis] + draw(pads)
+    return shape, out
+
+
+def relu_graph(decls, *, uid_base):
+    """One RELU node per declared input: x_i (declared layout) -> y_i (output, row-major)."""
+    g = hipdnn.Graph(name="fidelity", io_data_type=FLOAT, is_override_shape_enabled=True)
+    tensors = []
+    for i, (dims, strides) in enumerate(decls):
+        x = g.tensor(name=f"x{i}", dim=dims, stride=strides, uid=uid_base + 2 * i)
+        y = g.pointwise(hipdnn.PointwiseMode.RELU_FWD, x, name=f"relu{i}")
+        y.set_output(True).set_uid(uid_base + 2 * i + 1)
+        tensors += [x, y]
+    return g, tensors
+
+
+def addressed_elems(shape, stride):
+    return sum((d - 1) * s for d, s in zip(shape, stride)) + 1
+
+
+def test_payload_is_delivered_bit_for_bit(fakes, fake_handle_factory):
+    h = fake_handle_factory(OVERRIDE)
+
+    @settings(max_examples=50, deadline=None, database=None)
+    @given(data=st.data())
+    def check(data):
+        decls = data.draw(st.lists(tensor_decl(1 << 15), min_size=1, max_size=3))
+        uid_base = data.draw(st.sampled_from([1, 17, 1000, 1 << 40]))
+        g, tensors = relu_graph(decls, uid_base=uid_base)
+        g.build(h)
+        chosen = data.draw(st.permutations(tensors))
+        chosen = chosen[: data.draw(st.integers(1, len(tensors)))]
+        entries = []
+        for t in chosen:
+            shape, stride = data.draw(override_for(t.get_dim(), t.get_stride()))
+            entries.append((t, shape, stride))
+        over = {id(t): (s, st_) for t, s, st_ in entries}
+        vp = {}
+        for t in tensors:
+            if id(t) in over:
+                n = max(math.prod(t.get_dim()), addressed_elems(*over[id(t)]))
+                vp[t] = np.zeros(n, np.float32)  # a contiguous backing store
+            else:
+                base = np.zeros(math.prod(t.get_dim()), np.float32)
+                vp[t] = np.lib.stride_tricks.as_strided(
+                    base, shape=t.get_dim(), strides=[4 * s for s in t.get_stride()]
+                )
+        fakes[OVERRIDE].reset()
+        g.execute(
+            h, vp, None,
+            override_uids=[t.get_uid() for t, _, _ in entries],
+            override_shapes=[s for _, s, _ in entries],
+            override_strides=[s for _, _, s in entries],
+        )
+        calls = execute_calls(fakes, [OVERRIDE])
+        assert [r["entry"] for _, r in calls] == ["ExecuteOpGraphWithOverrides"]
+        rec = calls[0][1]
+        assert rec["num_overrides"] == len(entries)
+        assert rec["override_uids"] == [t.get_uid() for t, _, _ in entries]
+        assert rec["override_lengths"] == [t.get_rank() for t, _, _ in entries]
+        assert rec["override_shapes"] == [s for _, s, _ in entries]
+        assert rec["override_strides"] == [s for _, _, s in entries]
+        assert rec["buffers"] == [[t.get_uid(), ptr(a)] for t, a in vp.items()]
+
+    check()
+
+
+def test_large_values_survive_through_bare_pointers(fakes, fake_handle_factory):
+    """Bare int pointers are not bounds-checked, so declared maxima and strides can be far beyond
+    any real allocation: the int64 values must still arrive unchanged."""
+    h = fake_handle_factory(OVERRIDE)
+    anchor = np.zeros(1, np.float32)
+    big_dims = [1, 3, 37, 129, (1 << 31) - 1, 1 << 33]
+
+    @settings(max_examples=30, deadline=None, database=None)
+    @given(data=st.data())
+    def check(data):
+        decls = []
+        for _ in range(data.draw(st.integers(1, 3))):
+            dims: list[int] = []
+            for _ in range(data.draw(st.integers(2, 5))):
+                room = (1 << 62) // max(math.prod(dims), 1)  # keep every stride inside int64
+                dims.append(data.draw(st.sampled_from([d for d in big_dims if d <= room])))
+            order = list(data.draw(st.permutations(range(len(dims)))))
+            decls.append((dims, layout_strides(dims, order)))
+        g, tensors = relu_graph(decls, uid_base=data.draw(st.sampled_from([5, (1 << 62) + 3])))
+        g.build(h)
+        chosen = list(data.draw(st.permutations(tensors)))[: data.draw(st.integers(1, len(tensors)))]
+        entries = []
+        for t in chosen:
+            shape, stride = data.draw(override_for(t.get_dim(), t.get_stride(), huge=True))
+            if max(stride) >= (1 << 62):
+                stride = layout_strides(shape, declared_order(t.get_stride()))
+            entries.append((t, shape, stride))
+        vp = {t: ptr(anchor) for t in tensors}
+        fakes[OVERRIDE].reset()
+        g.execute(
+            h, vp, None,
+            overrides={t: hipdnn.OverrideEntry(shape=s, stride=st_) for t, s, st_ in entries},
+        )
+        rec = fakes[OVERRIDE].calls("ExecuteOpGraphWithOverrides")[0]
+        assert rec["override_uids"] == [t.get_uid() for t, _, _ in entries]
+        assert rec["override_lengths"] == [len(s) for _, s, _ in entries]
+        assert rec["override_shapes"] == [s for _, s, _ in entries]
+        assert rec["override_strides"] == [s for _, _, s in entries]
+
+    check()
