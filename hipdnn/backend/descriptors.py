@@ -58,6 +58,17 @@ def _check_element(attr_type: AttributeType, value: Any, name: AttributeName) ->
     return value
 
 
+def _fast_integers(attr_type: AttributeType, items: list[Any]) -> bool:
+    """True when every item is a plain int in range for an integer attribute (the common case, checked
+    without a Python call per element); False sends the caller to the per-element check."""
+    if attr_type not in (T.INT64, T.VOID_PTR) or not items:
+        return False
+    if not all(type(v) is int for v in items):
+        return False
+    low, high = (_INT64_MIN, _INT64_MAX) if attr_type is T.INT64 else (0, (1 << 64) - 1)
+    return low <= min(items) and max(items) <= high
+
+
 class Descriptor:
     """Base of every backend descriptor."""
 
@@ -81,7 +92,10 @@ class Descriptor:
         if spec.many:
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
                 raise BackendError(Status.BAD_PARAM, f"{name.name} takes a sequence of {spec.attr_type.name}")
-            items = [_check_element(spec.attr_type, v, name) for v in values]
+            items = list(values)
+            if not _fast_integers(spec.attr_type, items):
+                for v in items:
+                    _check_element(spec.attr_type, v, name)
         else:
             if isinstance(values, (list, tuple)):
                 if len(values) != 1:

@@ -12,6 +12,8 @@ def execute(handle: BackendHandle, plan: ExecutionPlanDescriptor, variant_pack: 
     """Run ``plan`` with ``variant_pack``. Override attributes present -> the plugin's override entry;
     absent -> the plain entry. A plugin that cannot take overrides is refused (NOT_SUPPORTED), never
     silently handed the plain entry."""
+    if handle.closed:
+        raise BackendError(Status.BAD_PARAM, "the handle is closed")
     if not plan.finalized or plan.context is None or plan.plugin is None:
         raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, "execution plan is not finalized (or was destroyed)")
     if not variant_pack.finalized:

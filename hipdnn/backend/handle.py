@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hipdnn.backend.plan_cache import PlanCache
 from hipdnn.plugins import EnginePlugin, PluginError, SkippedPlugin, instantiate
 
 log = logging.getLogger("hipdnn.backend")
@@ -30,6 +31,12 @@ class BackendHandle:
         self._contexts: dict[int, tuple[EnginePlugin, Any]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        self.plan_cache = PlanCache()
+        self.fingerprints = tuple(p.library.fingerprint() for p in self.plugins)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def set_stream(self, stream: int) -> None:
         """hipdnnSetStream: every plugin of the handle gets the stream through SetStream."""
@@ -61,6 +68,7 @@ class BackendHandle:
         if self._closed:
             return
         self._closed = True
+        self.plan_cache.clear()
         for key in list(self._contexts):
             self.destroy_context(key)
         for plugin in self.plugins:

@@ -21,7 +21,9 @@ from hipdnn.backend import (
     VariantPackDescriptor,
 )
 from hipdnn.backend import execute as backend_execute
+from hipdnn.backend.plan_cache import PlanKey
 from hipdnn.frontend import memory
+from hipdnn.frontend.bound import BoundExecute
 from hipdnn.frontend.handle import Handle
 from hipdnn.frontend.ops import OPERATIONS, MatmulNode, Operation, PointwiseNode, SdpaNode
 from hipdnn.frontend.overrides import OverrideEntry, Overrides, lower, validate
@@ -241,8 +243,7 @@ class Graph:
         self._reset_build()
 
     def _reset_build(self) -> None:
-        if getattr(self, "_plan", None) is not None:
-            self._plan.destroy()  # type: ignore[has-type]
+        # Plans may be shared through the handle's plan cache: drop the reference, never destroy here.
         self._op_graph: OperationGraphDescriptor | None = None
         self._heur: EngineHeurDescriptor | None = None
         self._configs: list[EngineConfigDescriptor] = []
@@ -460,7 +461,9 @@ class Graph:
         """Validate, serialize and lower the graph into a backend operation graph on ``handle``."""
         if not isinstance(handle, Handle):
             raise HipdnnError(ErrorCode.INVALID_VALUE, "build_operation_graph needs a hipdnn.Handle")
-        blob = self.serialize()
+        return self._lower(handle, self.serialize())
+
+    def _lower(self, handle: Handle, blob: bytes) -> Graph:
         self._reset_build()
         desc = OperationGraphDescriptor(blob)
         try:
@@ -470,14 +473,20 @@ class Graph:
         except BackendError as exc:
             raise _backend_error(exc, f"lowering graph {self.name!r}") from None
         self._op_graph, self._handle, self._serialized = desc, handle, blob
-        self._built_tensors = {
-            t.get_uid(): _BuiltTensor(
-                t.get_uid(), t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual()
-            )  # type: ignore[misc]
-            for t in self._tensors
-        }
-        self._uid_to_tensor = {t.get_uid(): t for t in self._tensors}  # type: ignore[misc]
+        self._snapshot_tensors()
         return self
+
+    def _snapshot_tensors(self) -> None:
+        """Freeze what the plugin was told about each tensor; execute checks against this."""
+        self._built_tensors = {}
+        self._uid_to_tensor = {}
+        for t in self._tensors:
+            uid = t.get_uid()
+            assert uid is not None  # validate() assigned every uid
+            self._built_tensors[uid] = _BuiltTensor(
+                uid, t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual()
+            )
+            self._uid_to_tensor[uid] = t
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
@@ -531,12 +540,42 @@ class Graph:
         )
 
     def build(self, handle: Handle, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
-        """validate -> build_operation_graph -> create_execution_plans -> check_support -> build_plans."""
-        self.validate()
-        self.build_operation_graph(handle)
-        self.create_execution_plans(heur_modes)
+        """validate -> build_operation_graph -> create_execution_plans -> check_support -> build_plans,
+        unless the handle's plan cache already holds a plan for this exact graph (same serialized
+        bytes, heuristic mode and plugin fingerprints): then that plan is reused."""
+        if not isinstance(handle, Handle):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "build needs a hipdnn.Handle")
+        blob = self.serialize()
+        mode = HeurMode((list(heur_modes) or [HeurMode.FALLBACK])[0])
+        key = PlanKey.for_graph(blob, int(mode), handle.backend.fingerprints)
+        cached = handle.backend.plan_cache.get(key)
+        if cached is not None and cached.graph is not None:
+            self._reset_build()
+            self._op_graph, self._handle, self._serialized, self._plan = cached.graph, handle, blob, cached
+            self._snapshot_tensors()
+            return self
+        self._lower(handle, blob)
+        self.create_execution_plans([mode])
         self.check_support()
-        return self.build_plans()
+        self.build_plans()
+        assert self._plan is not None
+        handle.backend.plan_cache.put(key, self._plan)
+        return self
+
+    def bind(
+        self,
+        handle: Handle,
+        uids: Sequence[int | TensorAttributes],
+        override_uids: Sequence[int | TensorAttributes] = (),
+    ) -> BoundExecute:
+        """A pre-bound execute for the serving loop: ``bound(ptrs, workspace, override_shapes=...,
+        override_strides=...)`` with pointers in the order of ``uids`` and overrides for
+        ``override_uids``. Everything that does not depend on the call is resolved here; pointers are
+        trusted (no bounds checks), overrides are still checked against the declared maxima."""
+        plan = self._require_plan()
+        if handle is not self._handle:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, "bind on a different handle than the graph was built on")
+        return BoundExecute(self, plan, handle.backend, uids, override_uids)
 
     def get_workspace_size(self) -> int:
         return self._require_plan().workspace_size

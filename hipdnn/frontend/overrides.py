@@ -44,6 +44,8 @@ def _invalid(message: str) -> HipdnnError:
 
 
 def _ints(values: Any, what: str) -> tuple[int, ...]:
+    if type(values) in (list, tuple) and all(type(v) is int for v in values):
+        return tuple(values)  # the common case, without a call per element
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         try:
             values = list(values)
