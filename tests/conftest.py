@@ -17,7 +17,8 @@ from tests.fake_abi.fake_build import FAKE_VARIANTS, build_fake_plugins, load_fa
 @pytest.fixture(scope="session")
 def fake_plugin_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """name -> path of every fake plugin variant (see fake_plugins/README.md)."""
-    build_dir = Path(os.environ.get("HIPDNN_FAKE_BUILD_DIR", "")) or tmp_path_factory.mktemp("fake_build")
+    env_dir = os.environ.get("HIPDNN_FAKE_BUILD_DIR")
+    build_dir = Path(env_dir) if env_dir else tmp_path_factory.mktemp("fake_build")
     return build_fake_plugins(build_dir)
 
 
@@ -45,10 +46,15 @@ class FakeControl:
         self.lib.fakePluginSetWorkspaceSize(nbytes)
 
 
+@pytest.fixture(scope="session")
+def _fake_controls(fake_plugin_paths: dict[str, Path]) -> dict[str, FakeControl]:
+    return {name: FakeControl(path) for name, path in fake_plugin_paths.items()}
+
+
 @pytest.fixture
-def fakes(fake_plugin_paths: dict[str, Path]) -> Iterator[dict[str, FakeControl]]:
-    """Controls for every fake, reset before and after each test."""
-    controls = {name: FakeControl(path) for name, path in fake_plugin_paths.items()}
+def fakes(_fake_controls: dict[str, FakeControl]) -> Iterator[dict[str, FakeControl]]:
+    """Controls for every fake (shared across the session), reset before and after each test."""
+    controls = _fake_controls
     for c in controls.values():
         c.reset()
     yield controls

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,24 +11,6 @@ import pytest
 import hipdnn.frontend.graph  # noqa: F401  (make sure the module is in sys.modules)
 from hipdnn.backend import descriptors
 from hipdnn.backend.enums import AttributeName
-from tests.conftest import FakeControl
-
-
-@pytest.fixture(scope="session")
-def _fake_controls(fake_plugin_paths: dict[str, Path]) -> dict[str, FakeControl]:
-    """One FakeControl per fake for the whole session (building each one parses the hook header)."""
-    return {name: FakeControl(path) for name, path in fake_plugin_paths.items()}
-
-
-@pytest.fixture
-def fakes(_fake_controls: dict[str, FakeControl]) -> Iterator[dict[str, FakeControl]]:
-    """Same contract as tests/conftest.py's ``fakes`` (reset before and after each test), but the
-    controls are shared across the session so that setup stays cheap."""
-    for c in _fake_controls.values():
-        c.reset()
-    yield _fake_controls
-    for c in _fake_controls.values():
-        c.reset()
 
 
 @dataclass
