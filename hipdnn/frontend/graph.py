@@ -53,6 +53,7 @@ class _BuiltTensor:
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     is_virtual: bool
+    label: str = ""  # "tensor 'q' (uid 1)", formatted once for error messages
 
 
 class Graph:
@@ -484,7 +485,8 @@ class Graph:
             uid = t.get_uid()
             assert uid is not None  # validate() assigned every uid
             self._built_tensors[uid] = _BuiltTensor(
-                uid, t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual()
+                uid, t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual(),
+                f"tensor {t.get_name()!r} (uid {uid})",
             )
             self._uid_to_tensor[uid] = t
 
@@ -669,11 +671,11 @@ class Graph:
                     ErrorCode.INVALID_VARIANT_PACK,
                     f"tensor {info.name!r} (uid {uid}) is virtual and takes no buffer; set_output(True) to read it",
                 )
-            buf = memory.to_buffer(value, f"tensor {info.name!r} (uid {uid})")
+            buf = memory.to_buffer(value, info.label)
             dims, strides = override_map.get(uid, (info.dims, info.strides))
             memory.check_buffer(
-                buf, tensor_name=info.name, uid=uid, data_type=info.data_type,
-                dims=dims, strides=strides, overridden=uid in override_map,
+                buf, where=info.label, data_type=info.data_type, dims=dims, strides=strides,
+                overridden=uid in override_map,
             )
             out.append((uid, buf.ptr))
         missing = [t for u, t in self._built_tensors.items() if not t.is_virtual and u not in by_uid]

@@ -45,6 +45,19 @@ def numpy_dtype(data_type: DataType) -> np.dtype[Any]:
     raise HipdnnError(ErrorCode.INVALID_VALUE, f"no numpy dtype for {data_type.name}")
 
 
+_EXPECTED_DTYPES: dict[DataType, np.dtype[Any] | None] = {}
+
+
+def _expected_dtype(data_type: DataType) -> np.dtype[Any] | None:
+    """numpy_dtype, memoized, None where numpy has no such type."""
+    if data_type not in _EXPECTED_DTYPES:
+        try:
+            _EXPECTED_DTYPES[data_type] = numpy_dtype(data_type)
+        except HipdnnError:
+            _EXPECTED_DTYPES[data_type] = None
+    return _EXPECTED_DTYPES[data_type]
+
+
 @dataclass(frozen=True)
 class Buffer:
     """A variant-pack value reduced to what execute needs."""
@@ -113,6 +126,24 @@ def to_buffer(value: Any, what: str) -> Buffer:
         ) from None
 
 
+def _from_ndarray(arr: np.ndarray[Any, Any], what: str) -> Buffer:
+    """The numpy fast path: read the array's own attributes instead of building its interface dict."""
+    flags = arr.flags
+    if not flags.writeable:
+        raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: array is read-only")
+    ptr = arr.__array_interface__["data"][0]
+    dtype = arr.dtype
+    itemsize = dtype.itemsize
+    shape = arr.shape
+    byte_strides = arr.strides
+    if flags.c_contiguous:
+        low, high = ptr, ptr + arr.nbytes
+    else:
+        low, high = _extent(ptr, shape, byte_strides, itemsize)
+    elems = tuple(b // itemsize for b in byte_strides) if all(b % itemsize == 0 for b in byte_strides) else None
+    return Buffer(ptr, low, high, dtype, dtype.str, shape, elems, bool(flags.c_contiguous), False)
+
+
 def _to_buffer(value: Any, what: str) -> Buffer:
     if isinstance(value, bool):
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: {value!r} is not a buffer")
@@ -122,9 +153,7 @@ def _to_buffer(value: Any, what: str) -> Buffer:
             raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: pointer {ptr} is not a valid address")
         return Buffer(ptr)
     if isinstance(value, np.ndarray):
-        if not value.flags.writeable:
-            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: array is read-only")
-        return _from_interface(value.__array_interface__, False, what)
+        return _from_ndarray(value, what)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_interface(dict(cai), True, what)
@@ -159,8 +188,7 @@ def addressed_bytes(dims: Sequence[int], strides: Sequence[int], itemsize: int) 
 def check_buffer(
     buf: Buffer,
     *,
-    tensor_name: str,
-    uid: int,
+    where: str,
     data_type: DataType,
     dims: Sequence[int],
     strides: Sequence[int],
@@ -171,15 +199,10 @@ def check_buffer(
     A buffer whose shape equals the tensor's (effective) dims must also have its strides. With an
     override, the buffer may instead be a larger, contiguous backing store (e.g. allocated at the
     maximum shape). In every case the addressed bytes must lie inside the buffer."""
-    where = f"tensor {tensor_name!r} (uid {uid})"
     if buf.low is None or buf.high is None:
         return  # a bare pointer: unchecked by design
     if buf.dtype is not None:
-        expected: np.dtype[Any] | None
-        try:
-            expected = numpy_dtype(data_type)
-        except HipdnnError:
-            expected = None
+        expected = _expected_dtype(data_type)
         if expected is not None and buf.dtype != expected:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"{where}: buffer dtype {buf.dtype} disagrees with {data_type.name}"
