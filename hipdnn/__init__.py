@@ -7,6 +7,7 @@
 """
 
 from hipdnn.frontend import (
+    DYNAMIC_DIM,
     DataType,
     DiagonalAlignment,
     ErrorCode,
@@ -24,6 +25,7 @@ from hipdnn.plugins import LoadedPlugin, PluginFingerprint, SkippedPlugin
 __version__ = "0.1.0"
 
 __all__ = [
+    "DYNAMIC_DIM",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",

@@ -16,10 +16,11 @@ import flatbuffers
 from packaging.version import Version
 
 from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, DescriptorType, HeurMode, Status
-from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, summarize, with_override_flag
+from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorInfo, summarize, with_override_flag
 from hipdnn.backend.handle import BackendHandle
 from hipdnn.plugins import EnginePlugin, PluginError, required_api_version
 from hipdnn.wire.EngineConfig import EngineConfigT
+from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
 T = AttributeType
@@ -161,6 +162,7 @@ class TensorDescriptor(Descriptor):
         A.TENSOR_DIMENSIONS: _Spec(T.INT64, many=True),
         A.TENSOR_STRIDES: _Spec(T.INT64, many=True),
         A.TENSOR_IS_VIRTUAL: _Spec(T.BOOLEAN),
+        A.TENSOR_IS_DYNAMIC_EXT: _Spec(T.BOOLEAN),
     }
 
     def _finalize(self) -> None:
@@ -170,10 +172,45 @@ class TensorDescriptor(Descriptor):
         strides = self._require(A.TENSOR_STRIDES)
         if len(dims) != len(strides) or not dims:
             raise BackendError(Status.BAD_PARAM, f"rank mismatch: {len(dims)} dims, {len(strides)} strides")
-        if any(d <= 0 for d in dims) or any(s <= 0 for s in strides):
+        if self._get(A.TENSOR_IS_DYNAMIC_EXT, False):
+            # dims: positive or -1 (given at execute); strides: an axis order, lower = inner
+            if any(d <= 0 and d != -1 for d in dims):
+                raise BackendError(Status.BAD_PARAM, f"dynamic dims {dims} must be positive or -1")
+            if sorted(strides) != list(range(len(strides))):
+                raise BackendError(Status.BAD_PARAM, f"dynamic strides {strides} must be an axis order 0..{len(strides) - 1}")
+        elif any(d <= 0 for d in dims) or any(s <= 0 for s in strides):
             raise BackendError(Status.BAD_PARAM, f"dims {dims} and strides {strides} must be positive")
         self._values.setdefault(A.TENSOR_IS_VIRTUAL, [False])
+        self._values.setdefault(A.TENSOR_IS_DYNAMIC_EXT, [False])
         self._values.setdefault(A.TENSOR_NAME_EXT, [""])
+
+    def to_wire(self) -> TensorAttributesT:
+        """The finalized tensor as a wire table (what a graph buffer carries)."""
+        if not self.finalized:
+            raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, "TENSOR_DESCRIPTOR is not finalized")
+        t = TensorAttributesT()
+        t.uid = self._get(A.TENSOR_UNIQUE_ID)
+        t.name = self._get(A.TENSOR_NAME_EXT)
+        t.dataType = self._get(A.TENSOR_DATA_TYPE)
+        t.dims = self._get(A.TENSOR_DIMENSIONS)
+        t.strides = self._get(A.TENSOR_STRIDES)
+        t.virtual = self._get(A.TENSOR_IS_VIRTUAL)
+        t.isDynamic = self._get(A.TENSOR_IS_DYNAMIC_EXT)
+        return t
+
+    @classmethod
+    def from_info(cls, info: TensorInfo) -> TensorDescriptor:
+        """A finalized descriptor for a tensor read from a graph buffer."""
+        desc = cls()
+        desc.set_attribute(A.TENSOR_UNIQUE_ID, T.INT64, info.uid)
+        desc.set_attribute(A.TENSOR_NAME_EXT, T.CHAR, info.name)
+        desc.set_attribute(A.TENSOR_DATA_TYPE, T.DATA_TYPE, info.data_type)
+        desc.set_attribute(A.TENSOR_DIMENSIONS, T.INT64, list(info.dims))
+        desc.set_attribute(A.TENSOR_STRIDES, T.INT64, list(info.strides))
+        desc.set_attribute(A.TENSOR_IS_VIRTUAL, T.BOOLEAN, info.is_virtual)
+        desc.set_attribute(A.TENSOR_IS_DYNAMIC_EXT, T.BOOLEAN, info.is_dynamic)
+        desc.finalize()
+        return desc
 
 
 # -- operation graph -------------------------------------------------------------------------
@@ -204,6 +241,12 @@ class OperationGraphDescriptor(Descriptor):
         handle: BackendHandle = self._require(A.OPERATIONGRAPH_HANDLE)
         return handle
 
+    def tensor_descriptors(self) -> list[TensorDescriptor]:
+        """The graph's tensors as finalized backend tensor descriptors, in buffer order."""
+        if self.summary is None:
+            raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, "OPERATIONGRAPH_DESCRIPTOR is not finalized")
+        return [TensorDescriptor.from_info(info) for info in self.summary.tensors.values()]
+
     def _finalize(self) -> None:
         handle = self.handle
         try:
@@ -217,7 +260,8 @@ class OperationGraphDescriptor(Descriptor):
             summary = summarize(self.serialized_graph)
         self.summary = summary
         self.required_api_version = required_api_version(
-            is_override_shape_enabled=summary.is_override_shape_enabled
+            is_override_shape_enabled=summary.is_override_shape_enabled,
+            has_dynamic_tensors=summary.has_dynamic_tensors,
         )
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, summary.is_override_shape_enabled)
         self._set_computed(A.OPERATIONGRAPH_NAME_EXT, summary.name)

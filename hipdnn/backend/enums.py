@@ -94,6 +94,10 @@ class AttributeName(IntEnum):
     TENSOR_DIMENSIONS = 1303
     TENSOR_STRIDES = 1304
     TENSOR_IS_VIRTUAL = 1305
+    TENSOR_VALUE_EXT = 1306
+    TENSOR_IS_BY_VALUE = 1307
+    #: Phase 2; hipDNN had not numbered it in the headers we read, so we take the next free id.
+    TENSOR_IS_DYNAMIC_EXT = 1308
 
 
 class HeurMode(IntEnum):

@@ -18,6 +18,7 @@ class TensorInfo:
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     is_virtual: bool
+    is_dynamic: bool = False
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class GraphSummary:
     preferred_engine_id: int | None
     tensors: dict[int, TensorInfo]
     node_count: int
+
+    @property
+    def has_dynamic_tensors(self) -> bool:
+        return any(t.is_dynamic for t in self.tensors.values())
 
 
 class GraphDecodeError(ValueError):
@@ -60,6 +65,7 @@ def summarize(blob: bytes) -> GraphSummary:
                 dims=dims,
                 strides=strides,
                 is_virtual=bool(t.Virtual()),
+                is_dynamic=bool(t.IsDynamic()),
             )
         name = g.Name()
         return GraphSummary(

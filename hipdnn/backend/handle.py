@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Sequence
@@ -9,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from hipdnn.backend.plan_cache import PlanCache
-from hipdnn.plugins import EnginePlugin, PluginError, SkippedPlugin, instantiate
+from hipdnn.plugins import EnginePlugin, PluginCandidate, PluginError, SkippedPlugin, instantiate
 
 log = logging.getLogger("hipdnn.backend")
 
@@ -18,10 +19,17 @@ class BackendHandle:
     """Owns this handle's plugin instances (nothing is shared with other handles but the opened
     library files). Plans created on the handle are destroyed before the plugins are."""
 
-    def __init__(self, candidates: Sequence[Path], log_level: int = logging.WARNING) -> None:
+    def __init__(
+        self,
+        candidates: Sequence[Path | PluginCandidate],
+        log_level: int = logging.WARNING,
+        rejected: Sequence[SkippedPlugin] = (),
+    ) -> None:
+        """``candidates`` are opened in order; ``rejected`` (what discovery refused) is reported
+        with the plugins that fail to load."""
         self.plugins: list[EnginePlugin]
         self.skipped: list[SkippedPlugin]
-        self.plugins, self.skipped = instantiate(candidates, log_level)
+        self.plugins, self.skipped = instantiate(candidates, log_level, rejected)
         self.engine_to_plugin: dict[int, EnginePlugin] = {
             engine_id: plugin for plugin in self.plugins for engine_id in plugin.engine_ids
         }
@@ -75,10 +83,8 @@ class BackendHandle:
             plugin.destroy()
 
     def __del__(self) -> None:
-        try:
+        with contextlib.suppress(Exception):  # never raise from a finalizer
             self.close()
-        except Exception:  # never raise from a finalizer
-            pass
 
     def plugin_for(self, engine_id: int) -> Any:
         return self.engine_to_plugin.get(engine_id)

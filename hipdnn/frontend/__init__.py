@@ -3,10 +3,11 @@
 from hipdnn.frontend.graph import Graph
 from hipdnn.frontend.handle import Handle, PluginLoadingMode
 from hipdnn.frontend.overrides import OverrideEntry
-from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
 
 __all__ = [
+    "DYNAMIC_DIM",
     "DataType",
     "DiagonalAlignment",
     "ErrorCode",

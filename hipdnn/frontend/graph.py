@@ -27,7 +27,7 @@ from hipdnn.frontend.bound import BoundExecute
 from hipdnn.frontend.handle import Handle
 from hipdnn.frontend.ops import OPERATIONS, MatmulNode, Operation, PointwiseNode, SdpaNode
 from hipdnn.frontend.overrides import OverrideEntry, Overrides, lower, validate
-from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.Node import NodeT
@@ -53,6 +53,7 @@ class _BuiltTensor:
     dims: tuple[int, ...]
     strides: tuple[int, ...]
     is_virtual: bool
+    is_dynamic: bool
     label: str = ""  # "tensor 'q' (uid 1)", formatted once for error messages
 
 
@@ -253,6 +254,7 @@ class Graph:
         self._serialized: bytes | None = None
         self._built_tensors: dict[int, _BuiltTensor] = {}
         self._uid_to_tensor: dict[int, TensorAttributes] = {}
+        self._has_dynamic = False
 
     def validate(self) -> Graph:
         """Check the graph (unique uids, topological order, no orphans, per-op rules), infer the shapes
@@ -313,10 +315,34 @@ class Graph:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"tensor {name!r} has no strides")
         if len(dims) != len(strides):
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {len(dims)} dims but {len(strides)} strides")
-        if any(d <= 0 for d in dims):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} must be positive")
-        if any(s <= 0 for s in strides):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
+        if t.is_dynamic():
+            # Dims: positive maxima or -1 (given at execute). Strides: an axis order, 0 = innermost.
+            if any(d <= 0 and d != DYNAMIC_DIM for d in dims):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE, f"dynamic tensor {name!r}: dims {dims} must be positive or DYNAMIC_DIM (-1)"
+                )
+            if sorted(strides) != list(range(len(strides))):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"dynamic tensor {name!r}: strides {strides} must be an axis order, a permutation of "
+                    f"0..{len(strides) - 1} (0 = innermost)",
+                )
+            if not self._override_shape_enabled:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"dynamic tensor {name!r} needs the graph's override flag: call "
+                    "set_override_shape_enabled(True) (spec 6.4)",
+                )
+        else:
+            if DYNAMIC_DIM in dims:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"tensor {name!r}: dims {dims} contain -1 but the tensor is static; call mark_dynamic()",
+                )
+            if any(d <= 0 for d in dims):
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} must be positive")
+            if any(s <= 0 for s in strides):
+                raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
         if any(v > _INT64_MAX for v in dims + strides):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} or strides {strides} exceed the int64 range"
@@ -362,6 +388,7 @@ class Graph:
             wt.dims = t.get_dim()
             wt.strides = t.get_stride()
             wt.virtual = t.get_is_virtual()
+            wt.isDynamic = t.is_dynamic()
             g.tensors.append(wt)
         g.nodes = []
         for node in self._nodes:
@@ -434,6 +461,7 @@ class Graph:
                 uid=uid,
                 is_virtual=bool(wt.virtual),
             )
+            t.set_is_dynamic(bool(wt.isDynamic))
             by_uid[uid] = t
 
         def resolve(uid: int | None) -> TensorAttributes | None:
@@ -486,9 +514,10 @@ class Graph:
             assert uid is not None  # validate() assigned every uid
             self._built_tensors[uid] = _BuiltTensor(
                 uid, t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual(),
-                f"tensor {t.get_name()!r} (uid {uid})",
+                t.is_dynamic(), f"tensor {t.get_name()!r} (uid {uid})",
             )
             self._uid_to_tensor[uid] = t
+        self._has_dynamic = any(t.is_dynamic for t in self._built_tensors.values())
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
@@ -623,6 +652,8 @@ class Graph:
             )
         if lowered:
             validate(lowered, self._uid_to_tensor, parallel)
+        if lowered or self._has_dynamic:
+            self._check_effective_shapes(lowered)
         buffers = self._resolve_variant_pack(variant_pack, lowered)
         workspace_ptr = self._resolve_workspace(workspace, plan.workspace_size)
         vp = VariantPackDescriptor()
@@ -639,6 +670,42 @@ class Graph:
             backend_execute(handle.backend, plan, vp)
         except BackendError as exc:
             raise _backend_error(exc, f"executing graph {self.name!r} on engine {plan.engine_id}") from None
+
+    def _check_effective_shapes(self, lowered: Overrides) -> None:
+        """With overrides, shapes change per call: every dynamic tensor must be given one, and the
+        nodes' shape rules are re-run on the effective shapes, so that incompatible overrides (and
+        broadcasts of dynamic operands, spec 6.5) fail here with a message rather than in a plugin."""
+        overridden = lowered.as_dict()
+        for uid, info in self._built_tensors.items():
+            if info.is_dynamic and not info.is_virtual and uid not in overridden:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"dynamic {info.label} needs an override (shape and strides) at every execute",
+                )
+        computed: dict[int, list[int]] = {}
+
+        def effective(t: TensorAttributes) -> list[int]:
+            uid = t.get_uid()
+            assert uid is not None
+            if uid in computed:
+                return computed[uid]
+            if uid in overridden:
+                return list(overridden[uid][0])
+            return list(self._built_tensors[uid].dims)
+
+        for node in self._nodes:
+            for t, dims in zip(node.outputs(), node.infer_dims(effective)):
+                uid = t.get_uid()
+                assert uid is not None
+                info = self._built_tensors[uid]
+                if info.is_virtual:
+                    computed[uid] = dims
+                elif effective(t) != dims:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"{info.label} has shape {effective(t)} for this call, but node {node.name!r} produces "
+                        f"{dims} from its inputs' shapes",
+                    )
 
     def _resolve_variant_pack(
         self, variant_pack: Mapping[TensorAttributes | int, Any], lowered: Overrides

@@ -5,57 +5,53 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 
 from hipdnn.backend import BackendHandle
-from hipdnn.plugins import LoadedPlugin, SkippedPlugin, describe, discover
+from hipdnn.plugins import LoadedPlugin, SkippedPlugin, describe
+from hipdnn.plugins.discovery import (
+    ENV_PLUGIN_DIR,
+    Discovery,
+    PluginLoadingMode,
+    builtin_engine_dirs,
+    discover_candidates,
+    env_plugin_dirs,
+)
 
-ENV_PLUGIN_DIR = "HIPDNN_PLUGIN_DIR"
 ENV_LOG_LEVEL = "HIPDNN_LOG_LEVEL"
 
-
-class PluginLoadingMode(Enum):
-    #: the given paths come after the defaults (built-in engines, then HIPDNN_PLUGIN_DIR)
-    ADDITIVE = "additive"
-    #: only the given paths are searched
-    ABSOLUTE = "absolute"
-
-
-def builtin_engine_dirs() -> list[Path]:
-    """The engines shipped inside the package. In an editable install the package's Python files stay
-    in the source tree while built plugins land in site-packages, so every directory of the package's
-    search path is considered."""
-    import hipdnn
-
-    dirs: list[Path] = []
-    for root in getattr(hipdnn, "__path__", []):
-        candidate = Path(root) / "engines"
-        if candidate.is_dir() and candidate not in dirs:
-            dirs.append(candidate)
-    return dirs
-
-
-def env_plugin_dirs() -> list[Path]:
-    value = os.environ.get(ENV_PLUGIN_DIR, "")
-    return [Path(p) for p in value.split(os.pathsep) if p]
+__all__ = [
+    "ENV_LOG_LEVEL",
+    "ENV_PLUGIN_DIR",
+    "Handle",
+    "PluginLoadingMode",
+    "builtin_engine_dirs",
+    "env_plugin_dirs",
+    "log_level_from_env",
+]
 
 
 def log_level_from_env() -> int:
+    """HIPDNN_LOG_LEVEL (a logging level name or number); unset: the ``hipdnn`` logger's level."""
     value = os.environ.get(ENV_LOG_LEVEL, "").strip().upper()
     if not value:
         return logging.getLogger("hipdnn").getEffectiveLevel()
     if value.isdigit():
         return int(value)
     level = logging.getLevelName(value)
-    return level if isinstance(level, int) else logging.WARNING
+    if isinstance(level, int):
+        return level
+    logging.getLogger("hipdnn").warning("%s=%r is not a logging level; using WARNING", ENV_LOG_LEVEL, value)
+    return logging.WARNING
 
 
 class Handle:
-    """Loads engine plugins when created, in this order: built-in engines, ``HIPDNN_PLUGIN_DIR``
-    (os.pathsep-separated directories), then ``plugin_paths`` (ADDITIVE) — or ``plugin_paths`` alone
-    (ABSOLUTE). A directory is scanned non-recursively in name order; a file is taken as is.
-    Plugin instances belong to this handle alone."""
+    """Loads engine plugins when created. Search order (see ``hipdnn.plugins.discovery``): built-in
+    engines, ``HIPDNN_PLUGIN_DIR`` (os.pathsep-separated directories), packages registered under the
+    ``hipdnn.engine_plugins`` entry-point group, then ``plugin_paths`` (ADDITIVE) — or ``plugin_paths``
+    alone (ABSOLUTE). A directory is scanned non-recursively in name order; a file is taken as is.
+    Plugin instances, engine-id claims and the skipped list belong to this handle alone; only the
+    opened library files are shared with other handles."""
 
     def __init__(
         self,
@@ -63,24 +59,23 @@ class Handle:
         plugin_loading_mode: PluginLoadingMode = PluginLoadingMode.ADDITIVE,
         stream: int | None = None,
     ) -> None:
-        given = [Path(p) for p in (plugin_paths or [])]
-        if plugin_loading_mode is PluginLoadingMode.ABSOLUTE:
-            search = given
-        else:
-            builtin = builtin_engine_dirs()
-            if not builtin:
-                logging.getLogger("hipdnn").warning(
-                    "no built-in engines directory next to the hipdnn package: importing from a source "
-                    "checkout without building? Install with `pip install -e .`"
-                )
-            search = builtin + env_plugin_dirs() + given
         level = log_level_from_env()
         if os.environ.get(ENV_LOG_LEVEL):
             logging.getLogger("hipdnn").setLevel(level)
-        self.plugin_search_paths = search
-        self._backend = BackendHandle(discover(search), level)
+        self.discovery: Discovery = discover_candidates(plugin_paths, plugin_loading_mode)
+        self.plugin_search_paths: list[Path] = [s.path for s in self.discovery.search_paths]
+        self._backend = BackendHandle(self.discovery.candidates, level, self.discovery.rejected)
         if stream is not None:
             self.set_stream(stream)
+
+    @staticmethod
+    def discover(
+        plugin_paths: Sequence[str | os.PathLike[str]] | None = None,
+        plugin_loading_mode: PluginLoadingMode = PluginLoadingMode.ADDITIVE,
+    ) -> Discovery:
+        """What ``Handle(plugin_paths, plugin_loading_mode)`` would try to load, in order, with where
+        each file came from, and what it would refuse up front. Opens nothing."""
+        return discover_candidates(plugin_paths, plugin_loading_mode)
 
     @property
     def backend(self) -> BackendHandle:

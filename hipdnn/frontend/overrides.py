@@ -128,8 +128,18 @@ def axis_order(strides: Sequence[int]) -> list[int]:
 def check_order_preserved(declared_strides: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
     """Rule 8: walking the declared axis order outermost to innermost, the override strides of axes
     longer than 1 never grow (a size-1 axis has no meaningful stride)."""
+    return _non_increasing_in(axis_order(declared_strides), dims, strides)
+
+
+def check_axis_order(declared_order: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
+    """Rule 8 for a dynamic tensor, whose declared strides are an axis order (0 = innermost, spec 6.3):
+    the execute-time strides must not grow from outer to inner axes (axes of length 1 ignored)."""
+    return _non_increasing_in(sorted(range(len(declared_order)), key=lambda i: -declared_order[i]), dims, strides)
+
+
+def _non_increasing_in(outer_first: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
     previous: int | None = None
-    for axis in axis_order(declared_strides):
+    for axis in outer_first:
         if dims[axis] == 1:
             continue
         if previous is not None and strides[axis] > previous:
@@ -177,7 +187,12 @@ def validate(overrides: Overrides, tensors: Mapping[int, TensorAttributes], used
                 f"rule 7 (max shape exceeded): uid {uid} override shape {list(shape)} exceeds the declared "
                 f"maximum {declared} at axis {over[0]}"
             )
-        if not check_order_preserved(tensor.get_stride(), shape, stride):
+        ordered = (
+            check_axis_order(tensor.get_stride(), shape, stride)
+            if tensor.is_dynamic()
+            else check_order_preserved(tensor.get_stride(), shape, stride)
+        )
+        if not ordered:
             raise _invalid(
                 f"rule 8 (stride order): uid {uid} override strides {list(stride)} reorder the declared "
                 f"layout {tensor.get_stride()}"

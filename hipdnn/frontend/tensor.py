@@ -26,6 +26,10 @@ def _int_list(values: Sequence[int], what: str, name: str) -> list[int]:
     return out
 
 
+#: A dim whose value is given at execute time (dynamic tensors only; spec section 6.3).
+DYNAMIC_DIM = -1
+
+
 def compact_strides(dims: Sequence[int]) -> list[int]:
     """Row-major (last dim fastest) strides for ``dims``."""
     strides = [1] * len(dims)
@@ -56,6 +60,9 @@ class TensorAttributes:
         if uid is not None:
             self.set_uid(uid)
         self._is_virtual = is_virtual
+        self._is_dynamic = False
+
+    DYNAMIC_DIM = DYNAMIC_DIM
 
     # -- setters (chainable) -----------------------------------------------------------------
     def set_name(self, name: str) -> TensorAttributes:
@@ -84,6 +91,16 @@ class TensorAttributes:
     def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
         self._is_virtual = bool(is_virtual)
         return self
+
+    def set_is_dynamic(self, is_dynamic: bool) -> TensorAttributes:
+        self._is_dynamic = bool(is_dynamic)
+        return self
+
+    def mark_dynamic(self) -> TensorAttributes:
+        """Declare the tensor dynamic (spec section 6): its ``-1`` dims (``hipdnn.DYNAMIC_DIM``) are given
+        at execute time through overrides, and its strides are an axis order (0 = innermost) that the
+        execute-time strides must respect. The graph must have the override flag set."""
+        return self.set_is_dynamic(True)
 
     def set_output(self, is_output: bool) -> TensorAttributes:
         """An output the user reads: not virtual, so it gets a pointer in the variant pack."""
@@ -114,6 +131,12 @@ class TensorAttributes:
     def is_virtual(self) -> bool:
         return self._is_virtual
 
+    def is_dynamic(self) -> bool:
+        return self._is_dynamic
+
+    def get_is_dynamic(self) -> bool:
+        return self._is_dynamic
+
     def get_rank(self) -> int:
         return len(self._dim)
 
@@ -124,7 +147,7 @@ class TensorAttributes:
     def __repr__(self) -> str:
         return (
             f"TensorAttributes(name={self._name!r}, uid={self._uid}, dim={self._dim}, stride={self._stride}, "
-            f"data_type={self._data_type.name}, virtual={self._is_virtual})"
+            f"data_type={self._data_type.name}, virtual={self._is_virtual}, dynamic={self._is_dynamic})"
         )
 
     # Tensors are variant-pack keys: identity semantics.

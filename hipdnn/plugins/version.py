@@ -10,6 +10,8 @@ from packaging.version import Version
 DEFAULT_API_VERSION = Version("1.0.0")
 #: The first API version with hipdnnEnginePluginExecuteOpGraphWithOverrides.
 OVERRIDE_API_VERSION = Version("1.1.0")
+#: The first API version that understands dynamic tensors (is_dynamic, -1 dims, stride order).
+DYNAMIC_API_VERSION = Version("1.2.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
@@ -23,6 +25,8 @@ def parse_api_version(text: str) -> Version:
     return Version(text)
 
 
-def required_api_version(*, is_override_shape_enabled: bool) -> Version:
+def required_api_version(*, is_override_shape_enabled: bool, has_dynamic_tensors: bool = False) -> Version:
     """The lowest plugin API version allowed to serve a graph using these features."""
+    if has_dynamic_tensors:
+        return DYNAMIC_API_VERSION
     return OVERRIDE_API_VERSION if is_override_shape_enabled else DEFAULT_API_VERSION

@@ -123,8 +123,15 @@ class TensorAttributes(object):
             return obj
         return None
 
+    # TensorAttributes
+    def IsDynamic(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(20))
+        if o != 0:
+            return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
+        return False
+
 def TensorAttributesStart(builder):
-    builder.StartObject(8)
+    builder.StartObject(9)
 
 def Start(builder):
     TensorAttributesStart(builder)
@@ -189,6 +196,12 @@ def TensorAttributesAddValue(builder, value):
 def AddValue(builder, value):
     TensorAttributesAddValue(builder, value)
 
+def TensorAttributesAddIsDynamic(builder, isDynamic):
+    builder.PrependBoolSlot(8, isDynamic, 0)
+
+def AddIsDynamic(builder, isDynamic):
+    TensorAttributesAddIsDynamic(builder, isDynamic)
+
 def TensorAttributesEnd(builder):
     return builder.EndObject()
 
@@ -222,6 +235,7 @@ class TensorAttributesT(object):
         virtual = False,
         valueType = 0,
         value = None,
+        isDynamic = False,
     ):
         self.uid = uid  # type: int
         self.name = name  # type: Optional[str]
@@ -231,6 +245,7 @@ class TensorAttributesT(object):
         self.virtual = virtual  # type: bool
         self.valueType = valueType  # type: int
         self.value = value  # type: Union[None, 'hipdnn.wire.Float32Value.Float32ValueT', 'hipdnn.wire.Float16Value.Float16ValueT', 'hipdnn.wire.BFloat16Value.BFloat16ValueT', 'hipdnn.wire.Float8Value.Float8ValueT', 'hipdnn.wire.Int32Value.Int32ValueT', 'hipdnn.wire.Float64Value.Float64ValueT', 'hipdnn.wire.Int64Value.Int64ValueT', 'hipdnn.wire.BoolValue.BoolValueT']
+        self.isDynamic = isDynamic  # type: bool
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -273,6 +288,7 @@ class TensorAttributesT(object):
         self.virtual = tensorAttributes.Virtual()
         self.valueType = tensorAttributes.ValueType()
         self.value = hipdnn.wire.TensorValue.TensorValueCreator(self.valueType, tensorAttributes.Value())
+        self.isDynamic = tensorAttributes.IsDynamic()
 
     # TensorAttributesT
     def Pack(self, builder):
@@ -309,5 +325,6 @@ class TensorAttributesT(object):
         TensorAttributesAddValueType(builder, self.valueType)
         if self.value is not None:
             TensorAttributesAddValue(builder, value)
+        TensorAttributesAddIsDynamic(builder, self.isDynamic)
         tensorAttributes = TensorAttributesEnd(builder)
         return tensorAttributes

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
-from hipdnn.frontend.tensor import TensorAttributes, compact_strides
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
 
 
@@ -36,6 +36,12 @@ class Operation(ABC):
         """Check the node's rules and fill in unset output dims, strides and data types."""
 
     @abstractmethod
+    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
+        """Output dims (in ``outputs()`` order) from concrete input dims ``dims(tensor)``; raises
+        through :meth:`fail` when the inputs are incompatible. Used at execute time, when overrides
+        (and dynamic tensors) give the real shapes."""
+
+    @abstractmethod
     def to_wire(self) -> Any:
         """The node's attributes as a generated object-API table (``...AttributesT``)."""
 
@@ -62,35 +68,76 @@ class Operation(ABC):
         tensor: TensorAttributes,
         dims: Sequence[int],
         default_data_type: DataType,
-        strides: Sequence[int] | None = None,
+        order_reference: Sequence[int] | None = None,
     ) -> None:
-        """Give an output its inferred dims (and compact or given strides, and a data type) where the
-        user did not set them; a user-set shape must agree with the inferred one."""
+        """Give an output its inferred dims, strides and data type where the user did not set them.
+        Strides follow the axis order of ``order_reference`` (an input's strides), else row-major.
+        Inferred wildcard dims make the output dynamic, with an axis order for strides (spec 6.3)."""
         if not tensor.get_dim():
             tensor.set_dim(list(dims))
+        if DYNAMIC_DIM in tensor.get_dim():
+            tensor.set_is_dynamic(True)
         if not tensor.get_stride():
-            tensor.set_stride(list(strides) if strides is not None else compact_strides(tensor.get_dim()))
+            rank = len(tensor.get_dim())
+            reference = list(order_reference) if order_reference is not None else list(range(rank, 0, -1))
+            if tensor.is_dynamic():
+                tensor.set_stride(axis_order_values(reference))
+            else:
+                tensor.set_stride(strides_in_order_of(reference, tensor.get_dim()))
         if tensor.get_data_type() == DataType.NOT_SET:
             tensor.set_data_type(default_data_type)
 
     def check_output_dims(self, tensor: TensorAttributes, role: str, dims: Sequence[int]) -> None:
-        if tensor.get_dim() != list(dims):
-            raise self.fail(f"{role} {tensor.get_name()!r} has dims {tensor.get_dim()}, inferred {list(dims)}")
+        """A user-set output shape must agree with the inferred one (wildcards agree with anything)."""
+        have = tensor.get_dim()
+        if len(have) != len(dims) or any(
+            a != b and DYNAMIC_DIM not in (a, b) for a, b in zip(have, dims)
+        ):
+            raise self.fail(f"{role} {tensor.get_name()!r} has dims {have}, inferred {list(dims)}")
+
+    @staticmethod
+    def any_dynamic(*tensors: TensorAttributes | None) -> bool:
+        """Value-dependent checks are skipped when an operand involved is dynamic (spec 6.5)."""
+        return any(t is not None and t.is_dynamic() for t in tensors)
+
+    def check_broadcast(self, shapes: Sequence[Sequence[int]], what: str) -> list[int]:
+        out = broadcast_shapes(shapes)
+        if out is None:
+            raise self.fail(f"{what} {[list(s) for s in shapes]} do not broadcast")
+        return out
 
 
 def broadcast_shapes(shapes: Sequence[Sequence[int]]) -> list[int] | None:
-    """numpy-style broadcast of ``shapes`` (right-aligned; 1 stretches); None when incompatible."""
+    """numpy-style broadcast of ``shapes`` (right-aligned; 1 stretches); None when incompatible.
+    A wildcard (-1) is compatible with anything; it survives unless a concrete dim > 1 decides."""
     rank = max(len(s) for s in shapes)
     out = [1] * rank
     for shape in shapes:
         offset = rank - len(shape)
         for i, d in enumerate(shape):
             j = offset + i
-            if out[j] == 1:
+            if d == DYNAMIC_DIM:
+                if out[j] == 1:
+                    out[j] = DYNAMIC_DIM
+            elif out[j] == DYNAMIC_DIM:
+                if d != 1:
+                    out[j] = d
+            elif out[j] == 1:
                 out[j] = d
             elif d not in (1, out[j]):
                 return None
     return out
+
+
+def axis_order_values(reference_strides: Sequence[int]) -> list[int]:
+    """The axis order of ``reference_strides`` written as a dynamic tensor's strides: each axis's
+    position counted from the innermost (0), larger reference stride = outer, ties by axis index."""
+    rank = len(reference_strides)
+    outer_first = sorted(range(rank), key=lambda i: (-reference_strides[i], i))
+    order = [0] * rank
+    for position, axis in enumerate(outer_first):
+        order[axis] = rank - 1 - position
+    return order
 
 
 def strides_in_order_of(reference_strides: Sequence[int], dims: Sequence[int]) -> list[int]:

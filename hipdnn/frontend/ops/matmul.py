@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, broadcast_shapes, register
-from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType
 from hipdnn.wire.MatmulAttributes import MatmulAttributesT
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -32,18 +32,26 @@ class MatmulNode(Operation):
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
         self.require_rank(self.a, "a", min_rank=2)
         self.require_rank(self.b, "b", min_rank=2)
-        a_dims, b_dims = self.a.get_dim(), self.b.get_dim()
-        m, k = a_dims[-2:]
-        k2, n = b_dims[-2:]
-        if k != k2:
-            raise self.fail(f"inner dims disagree: a {a_dims} has K={k}, b {b_dims} has K={k2}")
-        batch = broadcast_shapes([a_dims[:-2], b_dims[:-2]])
-        if batch is None:
-            raise self.fail(f"batch dims of a {a_dims[:-2]} and b {b_dims[:-2]} do not broadcast")
-        c_dims = batch + [m, n]
+        # K and batch compatibility are value-dependent: skipped for dynamic operands (spec 6.5).
+        c_dims = self._c_dims(self.a.get_dim(), self.b.get_dim(), check=not self.any_dynamic(self.a, self.b))
         dt = intermediate_data_type if self.c.get_is_virtual() else io_data_type
         self.fill_output(self.c, c_dims, dt)
         self.check_output_dims(self.c, "c", c_dims)
+
+    def _c_dims(self, a_dims: list[int], b_dims: list[int], check: bool) -> list[int]:
+        m, k = a_dims[-2:]
+        k2, n = b_dims[-2:]
+        if check and k != k2:
+            raise self.fail(f"inner dims disagree: a {a_dims} has K={k}, b {b_dims} has K={k2}")
+        batch = broadcast_shapes([a_dims[:-2], b_dims[:-2]])
+        if batch is None:
+            if check:
+                raise self.fail(f"batch dims of a {a_dims[:-2]} and b {b_dims[:-2]} do not broadcast")
+            batch = [DYNAMIC_DIM] * (max(len(a_dims), len(b_dims)) - 2)
+        return batch + [m, n]
+
+    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
+        return [self._c_dims(list(dims(self.a)), list(dims(self.b)), check=True)]
 
     def to_wire(self) -> Any:
         t = MatmulAttributesT()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, broadcast_shapes, register
@@ -42,15 +42,21 @@ class PointwiseNode(Operation):
         given = len(self.inputs())
         if given != arity:
             raise self.fail(f"{self.mode.name} takes {arity} input(s), got {given}")
-        shapes = [t.get_dim() for t in self.inputs()]
         for t in self.inputs():
             self.require_rank(t, "input")
-        out = broadcast_shapes(shapes)
-        if out is None:
-            raise self.fail(f"input shapes {shapes} do not broadcast")
+        shapes = [t.get_dim() for t in self.inputs()]
+        if self.any_dynamic(*self.inputs()):
+            # Broadcast compatibility of dynamic operands is checked at execute (spec 6.5).
+            out = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in self.inputs()])
+            assert out is not None  # wildcards are compatible with everything
+        else:
+            out = self.check_broadcast(shapes, "input shapes")
         dt = intermediate_data_type if self.out_0.get_is_virtual() else io_data_type
         self.fill_output(self.out_0, out, dt)
         self.check_output_dims(self.out_0, "out_0", out)
+
+    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
+        return [self.check_broadcast([list(dims(t)) for t in self.inputs()], "input shapes")]
 
     def to_wire(self) -> Any:
         t = PointwiseAttributesT()

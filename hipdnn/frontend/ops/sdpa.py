@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from hipdnn.frontend.ops.base import Operation, register, strides_in_order_of
+from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -65,19 +65,10 @@ class SdpaNode(Operation):
         q, k, v = self.q, self.k, self.v
         for role, t in (("q", q), ("k", k), ("v", v)):
             self.require_rank(t, role, rank=4)
-        b, hq, sq, d = q.get_dim()
-        bk, hk, skv, dk = k.get_dim()
-        bv, hv, skv_v, dv = v.get_dim()
-        if not (b == bk == bv):
-            raise self.fail(f"batch sizes differ: q {b}, k {bk}, v {bv}")
-        if d != dk:
-            raise self.fail(f"q head dim {d} differs from k head dim {dk}")
-        if skv != skv_v:
-            raise self.fail(f"k sequence length {skv} differs from v sequence length {skv_v}")
-        if hk != hv:
-            raise self.fail(f"k has {hk} heads but v has {hv}")
-        if hq % hk != 0:
-            raise self.fail(f"q heads {hq} are not a multiple of kv heads {hk}")
+        # Value-dependent checks are skipped when an operand they involve is dynamic (spec 6.5);
+        # execute checks them again with the real shapes (infer_dims).
+        self._check_shapes(q.get_dim(), k.get_dim(), v.get_dim(), dynamic={
+            "q": q.is_dynamic(), "k": k.is_dynamic(), "v": v.is_dynamic()})
         if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
             raise self.fail("attn_scale is NaN")
         for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
@@ -85,13 +76,46 @@ class SdpaNode(Operation):
                 raise self.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
         if self.use_padding_mask and (self.seq_len_q is None or self.seq_len_kv is None):
             raise self.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
-        o_dims = [b, hq, sq, dv]
-        self.fill_output(self.o, o_dims, io_data_type, strides_in_order_of(q.get_stride(), o_dims))
+        o_dims, stats_dims = self._output_dims(q.get_dim(), v.get_dim())
+        self.fill_output(self.o, o_dims, io_data_type, order_reference=q.get_stride())
         self.check_output_dims(self.o, "o", o_dims)
         if self.stats is not None:
-            stats_dims = [b, hq, sq, 1]
             self.fill_output(self.stats, stats_dims, DataType.FLOAT)
             self.check_output_dims(self.stats, "stats", stats_dims)
+
+    def _check_shapes(
+        self, q: list[int], k: list[int], v: list[int], dynamic: dict[str, bool] | None = None
+    ) -> None:
+        dyn = dynamic or {}
+
+        def involved(*roles: str) -> bool:
+            return any(dyn.get(r, False) for r in roles)
+
+        b, hq, _, d = q
+        bk, hk, skv, dk = k
+        bv, hv, skv_v, _ = v
+        if not involved("q", "k", "v") and not (b == bk == bv):
+            raise self.fail(f"batch sizes differ: q {b}, k {bk}, v {bv}")
+        if not involved("q", "k") and d != dk:
+            raise self.fail(f"q head dim {d} differs from k head dim {dk}")
+        if not involved("k", "v") and skv != skv_v:
+            raise self.fail(f"k sequence length {skv} differs from v sequence length {skv_v}")
+        if not involved("k", "v") and hk != hv:
+            raise self.fail(f"k has {hk} heads but v has {hv}")
+        if not involved("q", "k") and hq % hk != 0:
+            raise self.fail(f"q heads {hq} are not a multiple of kv heads {hk}")
+
+    @staticmethod
+    def _output_dims(q: list[int], v: list[int]) -> tuple[list[int], list[int]]:
+        b, hq, sq, _ = q
+        dv = v[3]
+        return [b, hq, sq, dv], [b, hq, sq, 1]
+
+    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
+        q, k, v = (list(dims(t)) for t in (self.q, self.k, self.v))
+        self._check_shapes(q, k, v)
+        o_dims, stats_dims = self._output_dims(q, v)
+        return [o_dims] + ([stats_dims] if self.stats is not None else [])
 
     def to_wire(self) -> Any:
         t = SdpaAttributesT()

@@ -17,11 +17,13 @@
 #include <stdint.h>
 
 /* The plugin API version this SDK describes, as MAJOR.MINOR.PATCH.
- * 1.0.0 baseline; 1.1.0 adds hipdnnEnginePluginExecuteOpGraphWithOverrides. */
+ * 1.0.0 baseline; 1.1.0 adds hipdnnEnginePluginExecuteOpGraphWithOverrides; 1.2.0 adds dynamic
+ * tensors (TensorAttributes.is_dynamic: -1 dims given at execute, strides read as an axis order).
+ * A plugin reports the version whose contract it implements, which may be older than this. */
 #define HIPDNN_PLUGIN_API_VERSION_MAJOR 1
-#define HIPDNN_PLUGIN_API_VERSION_MINOR 1
+#define HIPDNN_PLUGIN_API_VERSION_MINOR 2
 #define HIPDNN_PLUGIN_API_VERSION_PATCH 0
-#define HIPDNN_PLUGIN_API_VERSION "1.1.0"
+#define HIPDNN_PLUGIN_API_VERSION "1.2.0"
 
 #if defined(_WIN32)
 #define HIPDNN_PLUGIN_EXPORT __declspec(dllexport)

@@ -483,7 +483,8 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
     VT_DIMS = 12,
     VT_VIRTUAL_ = 14,
     VT_VALUE_TYPE = 16,
-    VT_VALUE = 18
+    VT_VALUE = 18,
+    VT_IS_DYNAMIC = 20
   };
   int64_t uid() const {
     return GetField<int64_t>(VT_UID, 0);
@@ -534,6 +535,9 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   const hipdnn::wire::BoolValue *value_as_BoolValue() const {
     return value_type() == hipdnn::wire::TensorValue::BoolValue ? static_cast<const hipdnn::wire::BoolValue *>(value()) : nullptr;
   }
+  bool is_dynamic() const {
+    return GetField<uint8_t>(VT_IS_DYNAMIC, 0) != 0;
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -549,6 +553,7 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<uint8_t>(verifier, VT_VALUE_TYPE, 1) &&
            VerifyOffset(verifier, VT_VALUE) &&
            VerifyTensorValue(verifier, value(), value_type()) &&
+           VerifyField<uint8_t>(verifier, VT_IS_DYNAMIC, 1) &&
            verifier.EndTable();
   }
 };
@@ -613,6 +618,9 @@ struct TensorAttributesBuilder {
   void add_value(::flatbuffers::Offset<void> value) {
     fbb_.AddOffset(TensorAttributes::VT_VALUE, value);
   }
+  void add_is_dynamic(bool is_dynamic) {
+    fbb_.AddElement<uint8_t>(TensorAttributes::VT_IS_DYNAMIC, static_cast<uint8_t>(is_dynamic), 0);
+  }
   explicit TensorAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -633,13 +641,15 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributes(
     ::flatbuffers::Offset<::flatbuffers::Vector<int64_t>> dims = 0,
     bool virtual_ = false,
     hipdnn::wire::TensorValue value_type = hipdnn::wire::TensorValue::NONE,
-    ::flatbuffers::Offset<void> value = 0) {
+    ::flatbuffers::Offset<void> value = 0,
+    bool is_dynamic = false) {
   TensorAttributesBuilder builder_(_fbb);
   builder_.add_uid(uid);
   builder_.add_value(value);
   builder_.add_dims(dims);
   builder_.add_strides(strides);
   builder_.add_name(name);
+  builder_.add_is_dynamic(is_dynamic);
   builder_.add_value_type(value_type);
   builder_.add_virtual_(virtual_);
   builder_.add_data_type(data_type);
@@ -655,7 +665,8 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributesDirect(
     const std::vector<int64_t> *dims = nullptr,
     bool virtual_ = false,
     hipdnn::wire::TensorValue value_type = hipdnn::wire::TensorValue::NONE,
-    ::flatbuffers::Offset<void> value = 0) {
+    ::flatbuffers::Offset<void> value = 0,
+    bool is_dynamic = false) {
   auto name__ = name ? _fbb.CreateString(name) : 0;
   auto strides__ = strides ? _fbb.CreateVector<int64_t>(*strides) : 0;
   auto dims__ = dims ? _fbb.CreateVector<int64_t>(*dims) : 0;
@@ -668,7 +679,8 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributesDirect(
       dims__,
       virtual_,
       value_type,
-      value);
+      value,
+      is_dynamic);
 }
 
 template <bool B>
