@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import ctypes.util
 import json
+import shutil
+import stat
+import subprocess
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict
+from enum import Enum, IntEnum
+from pathlib import Path
+from typing import Any, TextIO
 
 import numpy as np
 
 import hipdnn
 from hipdnn import reference
+from hipdnn.backend.graph_summary import summarize
+from hipdnn.plugins import required_api_version
+from hipdnn.wire.Graph import GraphT
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -93,6 +105,174 @@ def _demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+class Stage(IntEnum):
+    """Pipeline stages ``inspect --emit`` can stop at, in order."""
+
+    PARSED = 0
+    VALIDATED = 1
+    LOWERED = 2
+    PLANNED = 3
+
+
+@contextmanager
+def progress(what: str, stream: TextIO = sys.stderr) -> Iterator[None]:
+    """Say what is happening when it takes more than a second (a ticking line on stderr)."""
+    done = threading.Event()
+    start = time.perf_counter()
+
+    def tick() -> None:
+        if done.wait(1.0):
+            return
+        while not done.wait(0.5):
+            stream.write(f"\r{what}... {time.perf_counter() - start:5.1f} s")
+            stream.flush()
+        stream.write(f"\r{what}: done in {time.perf_counter() - start:.1f} s\n")
+        stream.flush()
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, hipdnn.TensorAttributes):
+        return {"uid": value.get_uid(), "name": value.get_name()}
+    if isinstance(value, Enum):
+        return value.name
+    return value
+
+
+def graph_to_dict(g: hipdnn.Graph) -> dict[str, Any]:
+    """A readable, JSON-ready view of a graph."""
+    return {
+        "name": g.name,
+        "io_data_type": g.io_data_type.name,
+        "intermediate_data_type": g.intermediate_data_type.name,
+        "compute_data_type": g.compute_data_type.name,
+        "is_override_shape_enabled": g.is_override_shape_enabled(),
+        "preferred_engine_id": g.preferred_engine_id,
+        "tensors": [
+            {"uid": t.get_uid(), "name": t.get_name(), "data_type": t.get_data_type().name, "dim": t.get_dim(),
+             "stride": t.get_stride(), "virtual": t.get_is_virtual(), "dynamic": t.is_dynamic()}
+            for t in g.tensors
+        ],
+        "nodes": [
+            {"name": n.name, "kind": n.kind, "compute_data_type": n.compute_data_type.name,
+             "attributes": {k: _json_value(v) for k, v in vars(n).items() if k not in ("name", "compute_data_type")}}
+            for n in g.nodes
+        ],
+    }
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    blob = Path(args.file).read_bytes()
+    stop = Stage[args.emit.upper()]
+    out: dict[str, Any] = {"file": args.file, "bytes": len(blob), "stage": stop.name.lower()}
+    if stop == Stage.PARSED:
+        wire = GraphT.InitFromPackedBuf(blob, 0) if len(blob) >= 8 else None
+        if wire is None:
+            raise hipdnn.HipdnnError(hipdnn.ErrorCode.INVALID_VALUE, "buffer too short to hold a graph")
+        out["graph"] = graph_to_dict(hipdnn.Graph._from_wire(wire))
+    else:
+        g = hipdnn.Graph.deserialize(blob)  # parses and validates
+        out["graph"] = graph_to_dict(g)
+        if stop >= Stage.LOWERED:
+            summary = summarize(blob)
+            out["lowered"] = {
+                "required_plugin_api_version": str(required_api_version(
+                    is_override_shape_enabled=summary.is_override_shape_enabled,
+                    has_dynamic_tensors=summary.has_dynamic_tensors)),
+                "nodes": summary.node_count,
+                "tensors": len(summary.tensors),
+            }
+        if stop >= Stage.PLANNED:
+            handle = hipdnn.Handle()
+            try:
+                with progress("building a plan"):
+                    g.build(handle)
+                out["planned"] = {"engine_id": g.get_engine_id(), "workspace_bytes": g.get_workspace_size(),
+                                  "plugins": g.plugin_report()}
+            except hipdnn.HipdnnError as exc:
+                out["planned"] = {"error": exc.message, "code": exc.code.name}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    graph = out["graph"]
+    print(f"graph {graph['name']!r}: {len(graph['tensors'])} tensors, {len(graph['nodes'])} nodes, "
+          f"override shapes {'on' if graph['is_override_shape_enabled'] else 'off'} ({out['bytes']} bytes)")
+    for t in graph["tensors"]:
+        flags = ", ".join(f for f, on in (("virtual", t["virtual"]), ("dynamic", t["dynamic"])) if on)
+        print(f"  tensor {t['uid']:>4} {t['name']!r:24} {t['data_type']:9} dim {t['dim']} stride {t['stride']}"
+              + (f" [{flags}]" if flags else ""))
+    for n in graph["nodes"]:
+        tensors = {k: v["uid"] for k, v in n["attributes"].items() if isinstance(v, dict)}
+        print(f"  node {n['name']!r} ({n['kind']}): {tensors}")
+    for section in ("lowered", "planned"):
+        if section in out:
+            print(f"  {section}: " + ", ".join(f"{k}={v}" for k, v in out[section].items()))
+    return 0
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Check the environment: compilers, GPU runtime, plugin directories and what loads."""
+    problems = 0
+
+    def report(level: str, what: str) -> None:
+        nonlocal problems
+        if level == "FAIL":
+            problems += 1
+        print(f"[{level:4}] {what}")
+
+    for tool, why in (("cc", "C compiler (builds plugins)"), ("c++", "C++ compiler (builds the CPU engine)"),
+                      ("cmake", "CMake (builds plugins)"), ("flatc", "flatc (regenerates wire code)"),
+                      ("nvcc", "nvcc (builds the HIP engine on NVIDIA)"), ("hipcc", "hipcc (builds the HIP engine on AMD)")):
+        path = shutil.which(tool)
+        report("OK" if path else "WARN", f"{why}: {path or 'not found'}")
+    for lib, why in (("libcudart.so", "CUDA runtime"), ("libamdhip64.so", "HIP runtime")):
+        found = ctypes.util.find_library(lib.removeprefix("lib").removesuffix(".so"))
+        report("OK" if found else "WARN", f"{why}: {found or 'not found (GPU engines will not load)'}")
+    handle = hipdnn.Handle()
+    for path in handle.plugin_search_paths:
+        if not path.exists():
+            report("WARN", f"plugin path {path} does not exist")
+            continue
+        mode = path.stat().st_mode
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            report("FAIL", f"plugin path {path} is writable by group or others: chmod go-w {path}")
+        else:
+            report("OK", f"plugin path {path}")
+    for p in handle.loaded_plugins():
+        report("OK", f"plugin {p.name} {p.version} (api {p.api_version}) engines {list(p.engine_ids)}")
+    for s in handle.skipped_plugins():
+        report("FAIL", f"plugin {s.path} skipped: {s.reason}")
+    if not handle.loaded_plugins():
+        report("FAIL", "no engine plugin loaded: install the package (pip install .) or set HIPDNN_PLUGIN_DIR")
+    handle.close()
+    print("no problems found" if problems == 0 else f"{problems} problem(s) found")
+    return 0 if problems == 0 else 1
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """Run the benchmarks of a source checkout (they are not installed with the package)."""
+    bench_dir = Path(args.repo) / "bench"
+    scripts = [bench_dir / f"{name}.py" for name in args.which]
+    missing = [str(s) for s in scripts if not s.is_file()]
+    if missing:
+        print(f"error: benchmark scripts not found: {', '.join(missing)} (run from a source checkout or pass --repo)",
+              file=sys.stderr)
+        return 2
+    status = 0
+    for script in scripts:
+        with progress(f"running {script.name}"):
+            result = subprocess.run([sys.executable, str(script), *(["--quick"] if args.quick else [])])
+        status = status or result.returncode
+    return status
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hipdnn", description=hipdnn.__doc__.splitlines()[0] if hipdnn.__doc__ else "")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -103,6 +283,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     d.add_argument("--max-seq-len", type=int, default=512)
     d.add_argument("--seq-lens", type=int, nargs="+", default=[1, 37, 129, 512])
     d.set_defaults(func=_demo)
+    i = sub.add_parser("inspect", help="show a serialized graph as text or JSON, stopping at a pipeline stage")
+    i.add_argument("file")
+    i.add_argument("--emit", choices=[s.name.lower() for s in Stage], default="validated")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(func=_inspect)
+    doc = sub.add_parser("doctor", help="check compilers, GPU runtime, plugin directories and what loads")
+    doc.set_defaults(func=_doctor)
+    b = sub.add_parser("bench", help="run the benchmarks of a source checkout")
+    b.add_argument("which", nargs="*", default=["serving", "cpu_sdpa"])
+    b.add_argument("--repo", default=".")
+    b.add_argument("--quick", action="store_true")
+    b.set_defaults(func=_bench)
     args = parser.parse_args(argv)
     try:
         return int(args.func(args))
