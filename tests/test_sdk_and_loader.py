@@ -97,7 +97,8 @@ def test_env_dir_and_additive_and_absolute_modes(
     shutil.copy(fake_plugin_paths["fake_plain_v100"], env_dir / "libfake_plain_v100.so")
     monkeypatch.setenv("HIPDNN_PLUGIN_DIR", os.pathsep.join([str(env_dir), str(tmp_path / "missing")]))
     with hipdnn.Handle(plugin_paths=[fake_plugin_paths["fake_override_v110"]]) as additive:
-        names = [p.name for p in additive.loaded_plugins()]
+        # the HIP engine is built (and loads) wherever a GPU compiler was present at install time
+        names = [p.name for p in additive.loaded_plugins() if p.name != "hipdnn_hip_engine"]
     assert names == ["hipdnn_cpu_engine", "fake_plain_v100", "fake_override_v110"]
     with hipdnn.Handle(
         plugin_paths=[fake_plugin_paths["fake_override_v110"]], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE

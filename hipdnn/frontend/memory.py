@@ -72,6 +72,8 @@ class Buffer:
     strides_elems: tuple[int, ...] | None = None
     contiguous: bool = False
     on_device: bool = False
+    #: element size in bytes when known without a numpy dtype (e.g. torch bfloat16)
+    itemsize: int | None = None
 
 
 def _extent(ptr: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int) -> tuple[int, int]:
@@ -144,6 +146,27 @@ def _from_ndarray(arr: np.ndarray[Any, Any], what: str) -> Buffer:
     return Buffer(ptr, low, high, dtype, dtype.str, shape, elems, bool(flags.c_contiguous), False)
 
 
+def _is_torch_device_tensor(value: Any) -> bool:
+    """A torch tensor on a GPU. Read through its own accessors: torch refuses
+    ``__cuda_array_interface__`` for bfloat16, the type attention runs in."""
+    device = getattr(value, "device", None)
+    return (
+        getattr(device, "type", None) in ("cuda", "hip")
+        and callable(getattr(value, "data_ptr", None))
+        and callable(getattr(value, "element_size", None))
+        and callable(getattr(value, "stride", None))
+    )
+
+
+def _from_torch(value: Any) -> Buffer:
+    ptr = int(value.data_ptr())
+    itemsize = int(value.element_size())
+    shape = tuple(int(d) for d in value.shape)
+    strides = tuple(int(s) for s in value.stride())
+    low, high = _extent(ptr, shape, [s * itemsize for s in strides], itemsize)
+    return Buffer(ptr, low, high, None, None, shape, strides, bool(value.is_contiguous()), True, itemsize)
+
+
 def _to_buffer(value: Any, what: str) -> Buffer:
     if isinstance(value, bool):
         raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"{what}: {value!r} is not a buffer")
@@ -154,6 +177,8 @@ def _to_buffer(value: Any, what: str) -> Buffer:
         return Buffer(ptr)
     if isinstance(value, np.ndarray):
         return _from_ndarray(value, what)
+    if _is_torch_device_tensor(value):
+        return _from_torch(value)
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
         return _from_interface(dict(cai), True, what)
@@ -211,6 +236,10 @@ def check_buffer(
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"{where}: buffer item size {buf.dtype.itemsize} disagrees with {data_type.name}"
             )
+    elif buf.itemsize is not None and buf.itemsize != ITEMSIZE.get(data_type, buf.itemsize):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE, f"{where}: buffer item size {buf.itemsize} disagrees with {data_type.name}"
+        )
     shape = list(buf.shape) if buf.shape is not None else None
     if shape == list(dims):
         if buf.strides_elems is not None:
@@ -226,7 +255,7 @@ def check_buffer(
             f"{where}: buffer shape {shape} disagrees with tensor dims {list(dims)}"
             + ("" if not overridden else " (a differently shaped backing buffer must be contiguous)"),
         )
-    itemsize = ITEMSIZE.get(data_type, buf.dtype.itemsize if buf.dtype is not None else 1)
+    itemsize = ITEMSIZE.get(data_type, buf.dtype.itemsize if buf.dtype is not None else (buf.itemsize or 1))
     need = addressed_bytes(dims, strides, itemsize)
     if buf.ptr < buf.low or buf.ptr + need > buf.high:
         raise HipdnnError(

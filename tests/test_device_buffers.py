@@ -1,0 +1,62 @@
+"""Device-memory variant-pack values, without a GPU: objects shaped like torch CUDA tensors and
+``__cuda_array_interface__`` providers are reduced to pointers and bounds-checked."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+import hipdnn
+from hipdnn.frontend import memory
+
+
+class FakeCudaTensor:
+    """Just the accessors hipdnn reads from a torch tensor; bfloat16 (2-byte) elements."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int = 2) -> None:
+        self.device = SimpleNamespace(type="cuda", index=0)
+        self.shape = shape
+        self._ptr, self._strides, self._itemsize = ptr, strides, itemsize
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def element_size(self) -> int:
+        return self._itemsize
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def is_contiguous(self) -> bool:
+        return True
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, object]:  # torch refuses it for bfloat16
+        raise TypeError("Got unsupported ScalarType BFloat16")
+
+
+def test_torch_like_bf16_tensor_is_read_through_its_accessors() -> None:
+    t = FakeCudaTensor(0x10000, (1, 2, 8, 4), (64, 32, 4, 1))
+    buf = memory.to_buffer(t, "tensor 'q'")
+    assert buf.on_device and buf.ptr == 0x10000 and buf.itemsize == 2
+    assert buf.high is not None and buf.high - buf.ptr == 64 * 2
+    memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.BFLOAT16, dims=[1, 2, 8, 4],
+                        strides=[64, 32, 4, 1], overridden=False)
+    with pytest.raises(hipdnn.HipdnnError, match="item size 2 disagrees with FLOAT"):
+        memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.FLOAT, dims=[1, 2, 8, 4],
+                            strides=[64, 32, 4, 1], overridden=False)
+    with pytest.raises(hipdnn.HipdnnError, match="addresses"):
+        memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.BFLOAT16, dims=[1, 2, 8, 8],
+                            strides=[128, 64, 8, 1], overridden=True)
+
+
+def test_cuda_array_interface_values_are_on_device_and_bounded() -> None:
+    holder = SimpleNamespace(__cuda_array_interface__={
+        "data": (0x20000, False), "shape": (4, 8), "strides": None, "typestr": "<f2", "version": 3})
+    buf = memory.to_buffer(holder, "tensor 'k'")
+    assert buf.on_device and buf.ptr == 0x20000 and buf.high == 0x20000 + 64
+    memory.check_buffer(buf, where="k", data_type=hipdnn.DataType.HALF, dims=[4, 8], strides=[8, 1], overridden=False)
+    with pytest.raises(hipdnn.HipdnnError, match="disagrees"):
+        memory.check_buffer(buf, where="k", data_type=hipdnn.DataType.FLOAT, dims=[4, 8], strides=[8, 1],
+                            overridden=False)
