@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
+#include <limits>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -133,6 +135,7 @@ struct TensorInfo
     bool has_dims = false; // virtual tensors may leave dims to inference
     bool by_value = false; // a scalar carried in the graph (Float32Value)
     float value = 0.0f;
+    DType dt = DType::F32;
     Shape declared;
     bool used = false;
     int producer = -1;
@@ -151,13 +154,23 @@ struct NodeInfo
 {
     OpKind kind = OpKind::Pointwise;
     std::string name;
-    // Sdpa: q, k, v / o, stats(-1). Matmul: a, b / c. Pointwise: in0, in1 / out.
-    int in[3] = {-1, -1, -1};
+    // Sdpa: q, k, v, scale, seq_len_q, seq_len_kv, bias / o, stats (-1 when
+    // absent). Matmul: a, b / c. Pointwise: in0, in1 / out.
+    int in[7] = {-1, -1, -1, -1, -1, -1, -1};
     int out[2] = {-1, -1};
     bool has_scale = false;
     float scale = 1.0f;
-    bool mask_tl = false; // causal, top-left aligned
-    bool mask_br = false; // causal, bottom-right aligned
+    // SDPA band: key j visible to query i iff j <= i + hi_tl, j <= i + hi_br +
+    // (Skv - Sq), j >= i + lo (+ Skv - Sq when lo_br), for those present.
+    bool mask_tl = false;
+    int64_t hi_tl = 0;
+    bool mask_br = false;
+    int64_t hi_br = 0;
+    bool has_lo = false;
+    bool lo_br = false;
+    int64_t lo = 0;
+    bool padding = false;
+    bool alibi = false;
     BinaryOp op = BinaryOp::Add;
     size_t scratch_per_thread = 0;
 };
@@ -360,6 +373,39 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
             if(!set_output(plan, node, node.out[1], st, planning, eff, err))
                 return false;
         }
+        if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+            return shape_fail(err, "node '%s' (sdpa_fwd): the scale tensor must hold one element", node.name.c_str());
+        for(int r = 4; r <= 5; ++r)
+        {
+            if(node.in[r] < 0)
+                continue;
+            const Shape& sl = eff[node.in[r]];
+            bool ok = sl.rank >= 1 && (sl.dims[0] == q.dims[0] || sl.dims[0] == 1);
+            for(int i = 1; ok && i < sl.rank; ++i)
+                ok = sl.dims[i] == 1;
+            if(!ok)
+                return shape_fail(err,
+                                  "node '%s' (sdpa_fwd): %s (uid %lld) must be [B,1,1,1] with B = %lld",
+                                  node.name.c_str(),
+                                  r == 4 ? "seq_len_q" : "seq_len_kv",
+                                  uid(node.in[r]),
+                                  static_cast<long long>(q.dims[0]));
+        }
+        if(node.in[6] >= 0)
+        {
+            const Shape& bs = eff[node.in[6]];
+            if(bs.rank != 4 || (bs.dims[0] != 1 && bs.dims[0] != q.dims[0]) || (bs.dims[1] != 1 && bs.dims[1] != q.dims[1])
+               || bs.dims[2] != q.dims[2] || bs.dims[3] != k.dims[2])
+                return shape_fail(err,
+                                  "node '%s' (sdpa_fwd): bias (uid %lld) must be [B|1, H|1, Sq, Skv] = "
+                                  "[%lld|1, %lld|1, %lld, %lld]; override it with q and k",
+                                  node.name.c_str(),
+                                  uid(node.in[6]),
+                                  static_cast<long long>(q.dims[0]),
+                                  static_cast<long long>(q.dims[1]),
+                                  static_cast<long long>(q.dims[2]),
+                                  static_cast<long long>(k.dims[2]));
+        }
         return true;
     }
     case OpKind::Matmul:
@@ -406,6 +452,54 @@ bool dtype_ok(wire::DataType d)
     return d == wire::DataType::FLOAT || d == wire::DataType::UNSET;
 }
 
+// Element types a tensor may have (which op accepts which is checked per node).
+bool to_dtype(wire::DataType d, DType& out)
+{
+    switch(d)
+    {
+    case wire::DataType::FLOAT:
+        out = DType::F32;
+        return true;
+    case wire::DataType::HALF:
+        out = DType::F16;
+        return true;
+    case wire::DataType::BFLOAT16:
+        out = DType::BF16;
+        return true;
+    case wire::DataType::INT32:
+        out = DType::I32;
+        return true;
+    case wire::DataType::INT64:
+        out = DType::I64;
+        return true;
+    default:
+        return false;
+    }
+}
+
+const char* dtype_name(DType d)
+{
+    switch(d)
+    {
+    case DType::F32:
+        return "FLOAT";
+    case DType::F16:
+        return "HALF";
+    case DType::BF16:
+        return "BFLOAT16";
+    case DType::I32:
+        return "INT32";
+    case DType::I64:
+        return "INT64";
+    }
+    return "?";
+}
+
+bool is_float_type(DType d)
+{
+    return d == DType::F32 || d == DType::F16 || d == DType::BF16;
+}
+
 // Reads one tensor table. Returns "" or why the engine cannot use it.
 std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
 {
@@ -414,8 +508,12 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     out.uid = t->uid();
     out.is_virtual = t->virtual_();
     const auto dt = t->data_type();
-    if(!(dt == wire::DataType::FLOAT || (out.is_virtual && dt == wire::DataType::UNSET)))
-        return format("tensor uid %lld has data type %s; only FLOAT is supported",
+    if(out.is_virtual && dt != wire::DataType::FLOAT && dt != wire::DataType::UNSET)
+        return format("virtual tensor uid %lld has data type %s; only FLOAT intermediates are supported",
+                      static_cast<long long>(out.uid),
+                      wire::EnumNameDataType(dt));
+    if(!out.is_virtual && !to_dtype(dt, out.dt))
+        return format("tensor uid %lld has data type %s; FLOAT, HALF, BFLOAT16, INT32 and INT64 are supported",
                       static_cast<long long>(out.uid),
                       wire::EnumNameDataType(dt));
     const auto* dims = t->dims();
@@ -429,6 +527,7 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
                           static_cast<long long>(out.uid));
         out.by_value = true;
         out.value = fv->value();
+        out.dt = DType::F32; // the value is carried as a float whatever the declared type
         out.has_dims = true;
         out.declared.rank = rank == 0 ? 1 : static_cast<int>(std::min<uint32_t>(rank, kMaxRank));
         for(int i = 0; i < out.declared.rank; ++i)
@@ -484,8 +583,10 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
 // can compute every node exactly, else the reason it is not applicable.
 std::string build_plan(const wire::Graph& g, Plan& plan)
 {
-    if(!dtype_ok(g.io_data_type()) || !dtype_ok(g.intermediate_data_type()) || !dtype_ok(g.compute_data_type()))
-        return "graph-level data types other than FLOAT are not supported";
+    DType io_dt;
+    if(!(dtype_ok(g.io_data_type()) || to_dtype(g.io_data_type(), io_dt)) || !dtype_ok(g.intermediate_data_type())
+       || !dtype_ok(g.compute_data_type()))
+        return "graph-level intermediate / compute data types other than FLOAT are not supported";
     if(g.name())
         plan.name = g.name()->str();
     const auto* tensors = g.tensors();
@@ -547,10 +648,6 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                 const char* what;
             };
             const Unsupported unsupported[] = {
-                {a->attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
-                {a->scale_tensor_uid().has_value(), "a tensor attention scale"},
-                {a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value() || a->padding_mask(),
-                 "padding masks"},
                 {a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value()
                      || a->dropout_mask_tensor_uid().has_value() || a->dropout_scale_tensor_uid().has_value()
                      || a->rng_dump_tensor_uid().has_value()
@@ -567,10 +664,12 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                  "fp8 scaling"},
                 {a->max_tensor_uid().has_value() || a->sum_exp_tensor_uid().has_value(),
                  "separate max / sum-exp outputs"},
-                {a->alibi_mask(), "alibi masks"},
-                {a->left_bound().has_value(), "a left band bound (sliding window)"},
-                {a->right_bound().has_value() && a->right_bound().value() != 0,
-                 "a right band bound other than 0"},
+                {a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value())
+                     || (!a->padding_mask()
+                         && (a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value())),
+                 "a padding mask without both seq_len_q and seq_len_kv (or sequence lengths without it)"},
+                {a->left_bound().has_value() && a->left_bound().value() < 0, "a negative left bound"},
+                {a->right_bound().has_value() && a->right_bound().value() < 0, "a negative right bound"},
                 {!dtype_ok(a->mma_core_mode()), "an mma core mode other than FLOAT"},
                 {a->generate_stats().has_value() && a->generate_stats().value() && !a->stats_tensor_uid().has_value(),
                  "generate_stats without a stats tensor"},
@@ -581,18 +680,29 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             const auto align = a->diagonal_alignment();
             if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
                 return format("node '%s' (sdpa_fwd): unknown diagonal alignment", nm);
-            // causal_mask: top-left causal; causal_mask_bottom_right: bottom-right
-            // causal; right_bound == 0: causal aligned by diagonal_alignment.
-            // Several at once intersect (the engine keeps the tighter diagonal).
+            const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
+            // causal_mask: top-left causal; causal_mask_bottom_right:
+            // bottom-right causal; right_bound R: j <= i + R aligned by
+            // diagonal_alignment; left_bound L: j > i - L, likewise aligned.
+            // Several at once intersect.
             node.mask_tl = a->causal_mask();
             node.mask_br = a->causal_mask_bottom_right();
             if(a->right_bound().has_value())
             {
-                if(align == wire::DiagonalAlignment::BOTTOM_RIGHT)
-                    node.mask_br = true;
-                else
-                    node.mask_tl = true;
+                const int64_t r = a->right_bound().value();
+                bool& has = br ? node.mask_br : node.mask_tl;
+                int64_t& hi = br ? node.hi_br : node.hi_tl;
+                hi = has ? std::min(hi, r) : r;
+                has = true;
             }
+            if(a->left_bound().has_value())
+            {
+                node.has_lo = true;
+                node.lo_br = br;
+                node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
+            }
+            node.padding = a->padding_mask();
+            node.alibi = a->alibi_mask();
             if(a->attn_scale_value().has_value())
             {
                 node.has_scale = true;
@@ -601,9 +711,45 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             node.in[0] = ref(a->q_tensor_uid());
             node.in[1] = ref(a->k_tensor_uid());
             node.in[2] = ref(a->v_tensor_uid());
+            if(a->scale_tensor_uid().has_value())
+                node.in[3] = ref(a->scale_tensor_uid().value());
+            if(node.padding)
+            {
+                node.in[4] = ref(a->seq_len_q_tensor_uid().value());
+                node.in[5] = ref(a->seq_len_kv_tensor_uid().value());
+            }
+            if(a->attn_mask_tensor_uid().has_value())
+                node.in[6] = ref(a->attn_mask_tensor_uid().value());
             node.out[0] = ref(a->o_tensor_uid());
             if(a->stats_tensor_uid().has_value())
                 node.out[1] = ref(a->stats_tensor_uid().value());
+            if(why.empty())
+            {
+                // Element types by role.
+                struct Role
+                {
+                    int t;
+                    const char* what;
+                    bool (*ok)(DType);
+                };
+                const Role roles[] = {
+                    {node.in[0], "q", is_float_type},
+                    {node.in[1], "k", is_float_type},
+                    {node.in[2], "v", is_float_type},
+                    {node.in[3], "the scale tensor", is_float_type},
+                    {node.in[4], "seq_len_q", [](DType d) { return d == DType::I32 || d == DType::I64; }},
+                    {node.in[5], "seq_len_kv", [](DType d) { return d == DType::I32 || d == DType::I64; }},
+                    {node.in[6], "the bias", is_float_type},
+                    {node.out[0], "o", is_float_type},
+                    {node.out[1], "stats", [](DType d) { return d == DType::F32; }},
+                };
+                for(const Role& r : roles)
+                    if(r.t >= 0 && !r.ok(plan.tensors[r.t].dt))
+                        return format("node '%s' (sdpa_fwd): %s has data type %s, which is not supported there",
+                                      nm,
+                                      r.what,
+                                      dtype_name(plan.tensors[r.t].dt));
+            }
             break;
         }
         case wire::NodeAttributes::MatmulAttributes:
@@ -615,6 +761,14 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             node.in[0] = ref(a->a_tensor_uid());
             node.in[1] = ref(a->b_tensor_uid());
             node.out[0] = ref(a->c_tensor_uid());
+            if(!why.empty())
+                return why;
+            for(int t : {node.in[0], node.in[1], node.out[0]})
+                if(plan.tensors[t].dt != DType::F32)
+                    return format("node '%s' (matmul): tensor uid %lld has data type %s; only FLOAT is supported",
+                                  node.name.c_str(),
+                                  static_cast<long long>(plan.tensors[t].uid),
+                                  dtype_name(plan.tensors[t].dt));
             break;
         }
         case wire::NodeAttributes::PointwiseAttributes:
@@ -657,6 +811,14 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             node.in[0] = ref(a->in_0_tensor_uid());
             node.in[1] = ref(a->in_1_tensor_uid().value());
             node.out[0] = ref(a->out_0_tensor_uid());
+            if(!why.empty())
+                return why;
+            for(int t : {node.in[0], node.in[1], node.out[0]})
+                if(plan.tensors[t].dt != DType::F32)
+                    return format("node '%s' (pointwise): tensor uid %lld has data type %s; only FLOAT is supported",
+                                  node.name.c_str(),
+                                  static_cast<long long>(plan.tensors[t].uid),
+                                  dtype_name(plan.tensors[t].dt));
             break;
         }
         default:
@@ -775,9 +937,17 @@ std::string describe(const Plan& plan)
         {
             s += "(q" + shape_str(plan.tensors[n.in[0]].declared) + " k" + shape_str(plan.tensors[n.in[1]].declared);
             if(n.mask_tl)
-                s += " causal top-left";
+                s += format(" band j<=i+%lld", static_cast<long long>(n.hi_tl));
             if(n.mask_br)
-                s += " causal bottom-right";
+                s += format(" band j<=i+%lld bottom-right", static_cast<long long>(n.hi_br));
+            if(n.has_lo)
+                s += format(" band j>=i%+lld%s", static_cast<long long>(n.lo), n.lo_br ? " bottom-right" : "");
+            if(n.padding)
+                s += " padding";
+            if(n.in[6] >= 0)
+                s += " bias";
+            if(n.alibi)
+                s += " alibi";
             s += n.out[1] >= 0 ? " +stats)" : ")";
         }
         else if(n.kind == OpKind::Matmul)
@@ -873,6 +1043,34 @@ void check_context(hipdnnEnginePluginExecutionContext_t c)
         fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
     if(c->magic != kContextMagic)
         fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is not a hipdnn_cpu_engine context");
+}
+
+// A one-element tensor's value as float.
+float read_scalar(const void* ptr, DType dt)
+{
+    uint32_t bits = 0;
+    switch(dt)
+    {
+    case DType::F16:
+    {
+        // widen a half by hand (rare path: a scale tensor)
+        const uint16_t h = *static_cast<const uint16_t*>(ptr);
+        const int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                          : e == 31 ? (m ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity())
+                                    : std::ldexp(static_cast<float>(m + 1024), e - 25);
+        return (h & 0x8000) ? -mag : mag;
+    }
+    case DType::BF16:
+    {
+        bits = static_cast<uint32_t>(*static_cast<const uint16_t*>(ptr)) << 16;
+        float f;
+        std::memcpy(&f, &bits, sizeof(f));
+        return f;
+    }
+    default:
+        return *static_cast<const float*>(ptr);
+    }
 }
 
 // Failure on the execute path: the message is built only when failing.
@@ -1011,10 +1209,14 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
         case OpKind::Sdpa:
         {
             SdpaProblem p;
-            p.q = static_cast<const float*>(ptrs[node.in[0]]);
-            p.k = static_cast<const float*>(ptrs[node.in[1]]);
-            p.v = static_cast<const float*>(ptrs[node.in[2]]);
-            p.o = static_cast<float*>(ptrs[node.out[0]]);
+            p.q = ptrs[node.in[0]];
+            p.k = ptrs[node.in[1]];
+            p.v = ptrs[node.in[2]];
+            p.o = ptrs[node.out[0]];
+            p.qt = plan.tensors[node.in[0]].dt;
+            p.kt = plan.tensors[node.in[1]].dt;
+            p.vt = plan.tensors[node.in[2]].dt;
+            p.ot = plan.tensors[node.out[0]].dt;
             p.qs = eff[node.in[0]];
             p.ks = eff[node.in[1]];
             p.vs = eff[node.in[2]];
@@ -1025,11 +1227,33 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                 p.ss = eff[node.out[1]];
             }
             p.scale = node.has_scale ? node.scale : 1.0f / std::sqrt(static_cast<float>(p.qs.dims[3]));
-            p.causal = node.mask_tl || node.mask_br;
-            if(node.mask_br)
-                p.diag = p.ks.dims[2] - p.qs.dims[2]; // Skv - Sq at this call's shapes
-            if(node.mask_tl)
-                p.diag = std::min<int64_t>(p.diag, 0);
+            if(node.in[3] >= 0)
+                p.scale = read_scalar(ptrs[node.in[3]], plan.tensors[node.in[3]].dt);
+            p.has_hi_tl = node.mask_tl;
+            p.hi_tl = node.hi_tl;
+            p.has_hi_br = node.mask_br;
+            p.hi_br = node.hi_br;
+            p.has_lo = node.has_lo;
+            p.lo_br = node.lo_br;
+            p.lo = node.lo;
+            if(node.padding)
+            {
+                p.seq_q = ptrs[node.in[4]];
+                p.seq_q_t = plan.tensors[node.in[4]].dt;
+                p.seq_q_bs = eff[node.in[4]].dims[0] == 1 ? 0 : eff[node.in[4]].strides[0];
+                p.seq_kv = ptrs[node.in[5]];
+                p.seq_kv_t = plan.tensors[node.in[5]].dt;
+                p.seq_kv_bs = eff[node.in[5]].dims[0] == 1 ? 0 : eff[node.in[5]].strides[0];
+            }
+            if(node.in[6] >= 0)
+            {
+                const Shape& bs = eff[node.in[6]];
+                p.bias = ptrs[node.in[6]];
+                p.bias_t = plan.tensors[node.in[6]].dt;
+                for(int i = 0; i < 4; ++i)
+                    p.bias_st[i] = bs.dims[i] == 1 ? 0 : bs.strides[i];
+            }
+            p.alibi = node.alibi;
             ok = run_sdpa(p, scratch, plan.scratch_per_thread, nthreads);
             break;
         }
@@ -1119,7 +1343,7 @@ hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
     return guarded(__func__, [&] {
         if(version == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = HIPDNN_PLUGIN_API_VERSION;
+        *version = "1.1.0"; // the contract this engine implements, not necessarily the SDK's newest
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }

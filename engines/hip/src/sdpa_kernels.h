@@ -1,0 +1,74 @@
+// hipdnn HIP engine: the SDPA forward problem as the kernels see it, and the
+// launchers the host side calls. Plain C++ (no GPU language constructs), so the
+// host code can be compiled by the ordinary C++ compiler.
+#ifndef HIPDNN_HIP_ENGINE_SDPA_KERNELS_H
+#define HIPDNN_HIP_ENGINE_SDPA_KERNELS_H
+
+#include "hip_portability.h"
+
+#include <cstdint>
+
+namespace hipdnn_hip
+{
+
+enum class ElemType : int
+{
+    Bf16 = 0,
+    Half = 1
+};
+
+// One SDPA forward launch at this call's (possibly overridden) shapes.
+// Strides are in elements; the head dimension is contiguous (stride 1) for the
+// tensor-core tier, any stride for the portable tier (d_stride fields).
+struct SdpaArgs
+{
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    void* o = nullptr;
+    float* stats = nullptr;            // [B, Hq, Sq, 1] fp32, may be null
+    const int32_t* seq_len_q = nullptr;  // [B] (any stride) on the device, padding mask only
+    const int32_t* seq_len_kv = nullptr;
+
+    int64_t q_sb = 0, q_sh = 0, q_ss = 0, q_sd = 1;
+    int64_t k_sb = 0, k_sh = 0, k_ss = 0, k_sd = 1;
+    int64_t v_sb = 0, v_sh = 0, v_ss = 0, v_sd = 1;
+    int64_t o_sb = 0, o_sh = 0, o_ss = 0, o_sd = 1;
+    int64_t st_sb = 0, st_sh = 0, st_ss = 0;
+    int64_t slq_sb = 0, slkv_sb = 0;
+
+    int32_t batch = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0;
+    float scale_log2 = 0.0f; // attn scale * log2(e)
+    // Causal masks: query i sees key j iff j <= i + diag, where diag is
+    //   top-left: 0; bottom-right: skv - sq (at this call's, or with a padding
+    //   mask each batch's, lengths); both: the smaller; neither: no limit.
+    int32_t mask_tl = 0;
+    int32_t mask_br = 0;
+    int32_t padding = 0; // seq_len_q / seq_len_kv give each batch's lengths
+};
+
+// Which kernel a plan runs.
+enum class Tier : int
+{
+    Portable = 0, // engine 201: scalar fp32 math, any HIP GPU
+    TensorCore = 1 // engine 202: mma.sync tensor cores (NVIDIA sm_90a build)
+};
+
+// True when this build contains the tensor-core kernels.
+bool tensor_core_tier_built();
+
+// One-time per-process setup of kernel attributes (dynamic shared memory);
+// returns hipSuccess or the runtime's error.
+hipError_t prepare_kernels(Tier tier);
+
+// Whether the tensor-core kernel can take these arguments (alignment, unit
+// head-dim stride); otherwise the portable kernel runs.
+bool tensor_core_accepts(const SdpaArgs& a, ElemType t);
+
+// Enqueue the forward pass on stream. Returns hipSuccess or the launch error.
+hipError_t launch_sdpa_portable(const SdpaArgs& a, ElemType t, hipStream_t stream);
+hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream);
+
+} // namespace hipdnn_hip
+
+#endif // HIPDNN_HIP_ENGINE_SDPA_KERNELS_H

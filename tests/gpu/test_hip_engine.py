@@ -1,0 +1,240 @@
+"""The HIP engine plugin (engines 201 portable, 202 tensor cores) on a GPU, through the public API.
+
+Skipped where torch, a CUDA/HIP device or the built plugin is missing. Every output is NaN-poisoned
+inside a larger buffer whose guard regions must stay NaN; the reference is float32 torch on the
+device from the same rounded inputs. bf16 tensors pass as int pointers (numpy has no bfloat16 for the
+frontend's dtype check); fp16 tensors pass as torch tensors through __cuda_array_interface__, which
+the frontend bounds-checks."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA/HIP device visible to torch", allow_module_level=True)
+
+import hipdnn  # noqa: E402
+from tests.gpu.hip_support import (  # noqa: E402
+    PORTABLE, TENSOR_CORE, compact, find_plugin, layout_strides, reference, sdpa_graph,
+)
+
+PLUGIN = find_plugin()
+if PLUGIN is None:
+    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
+
+BF16, HALF = hipdnn.DataType.BFLOAT16, hipdnn.DataType.HALF
+TORCH = {BF16: torch.bfloat16, HALF: torch.float16}
+TOL_O = {BF16: 1.6e-2, HALF: 4e-3}
+TOL_LSE = 2e-3
+GUARD = 4096
+
+
+@pytest.fixture(scope="module")
+def handle() -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+    if not any(p.name == "hipdnn_hip_engine" for p in h.loaded_plugins()):
+        pytest.fail(f"the HIP engine did not load: {h.skipped_plugins()}")
+    yield h
+    h.close()
+
+
+def engines_here(handle: hipdnn.Handle) -> list[int]:
+    cc = torch.cuda.get_device_capability()
+    return [TENSOR_CORE, PORTABLE] if cc == (9, 0) else [PORTABLE]
+
+
+def extent(dims: list[int], strides: list[int]) -> int:
+    return sum((d - 1) * s for d, s in zip(dims, strides)) + 1
+
+
+class Guarded:
+    """A NaN-filled device buffer with GUARD elements either side, viewed at dims/strides."""
+
+    def __init__(self, dims: list[int], strides: list[int], dtype: Any) -> None:
+        n = extent(dims, strides)
+        self.base = torch.full((n + 2 * GUARD,), float("nan"), dtype=dtype, device="cuda")
+        self.view = self.base.as_strided(dims, strides, GUARD)
+
+    def guards_intact(self) -> bool:
+        return bool(torch.isnan(self.base[:GUARD].float()).all() and torch.isnan(self.base[-GUARD:].float()).all())
+
+
+def random_view(dims: list[int], strides: list[int], dtype: Any, gen: Any) -> Any:
+    base = torch.randn(extent(dims, strides), generator=gen, device="cuda", dtype=torch.float32).to(dtype)
+    return base.as_strided(dims, strides)
+
+
+def value(t: Any, dtype: hipdnn.DataType) -> Any:
+    """What goes into the variant pack: the tensor (fp16, fp32, int32) or its pointer (bf16)."""
+    return t.data_ptr() if t.dtype == torch.bfloat16 else t
+
+
+def rel_err(out: Any, ref: Any) -> float:
+    out, ref = out.double(), ref.double()
+    return float((out - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def check_lse(lse: Any, want: Any) -> None:
+    finite = torch.isfinite(want)
+    assert torch.equal(torch.isfinite(lse), finite), "stats: -inf rows differ"
+    assert bool((lse[~finite] == -math.inf).all())
+    if finite.any():
+        err = ((lse[finite] - want[finite]).abs() / want[finite].abs().clamp_min(1.0)).max().item()
+        assert err < TOL_LSE, err
+
+
+def run_case(
+    handle: hipdnn.Handle, g: hipdnn.Graph, t: dict[str, Any], dtype: hipdnn.DataType, layout: str,
+    b: int, hq: int, hk: int, sq: int, skv: int, d: int, *, scale: float, causal_tl: bool, causal_br: bool,
+    gen: Any, override: bool = False, seq_q: list[int] | None = None, seq_kv: list[int] | None = None,
+) -> None:
+    tdt = TORCH[dtype]
+    qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
+    q = random_view([b, hq, sq, d], qs, tdt, gen)
+    k = random_view([b, hk, skv, d], kvs, tdt, gen)
+    v = random_view([b, hk, skv, d], kvs, tdt, gen)
+    o = Guarded([b, hq, sq, d], qs, tdt)
+    st_strides = compact([b, hq, sq, 1])
+    lse = Guarded([b, hq, sq, 1], st_strides, torch.float32)
+    pack = {t["q"]: value(q, dtype), t["k"]: value(k, dtype), t["v"]: value(v, dtype),
+            t["o"]: value(o.view, dtype), t["stats"]: lse.view}
+    if seq_q is not None:
+        assert seq_kv is not None
+        pack[t["seq_len_q"]] = torch.tensor(seq_q, dtype=torch.int32, device="cuda").view(b, 1, 1, 1)
+        pack[t["seq_len_kv"]] = torch.tensor(seq_kv, dtype=torch.int32, device="cuda").view(b, 1, 1, 1)
+    overrides = None
+    if override:
+        overrides = {
+            t["q"]: hipdnn.OverrideEntry(shape=[b, hq, sq, d], stride=qs),
+            t["k"]: hipdnn.OverrideEntry(shape=[b, hk, skv, d], stride=kvs),
+            t["v"]: hipdnn.OverrideEntry(shape=[b, hk, skv, d], stride=kvs),
+            t["o"]: hipdnn.OverrideEntry(shape=[b, hq, sq, d], stride=qs),
+            t["stats"]: hipdnn.OverrideEntry(shape=[b, hq, sq, 1], stride=st_strides),
+        }
+        if seq_q is not None:
+            overrides[t["seq_len_q"]] = hipdnn.OverrideEntry(shape=[b, 1, 1, 1], stride=[1, 1, 1, 1])
+            overrides[t["seq_len_kv"]] = hipdnn.OverrideEntry(shape=[b, 1, 1, 1], stride=[1, 1, 1, 1])
+    g.execute(handle, pack, None, overrides=overrides)
+    torch.cuda.synchronize()
+    want_o, want_lse = reference(q, k, v, scale, causal_tl=causal_tl, causal_br=causal_br, seq_q=seq_q, seq_kv=seq_kv)
+    out = o.view.float()
+    assert not torch.isnan(out).any(), "an output element was not written"
+    assert o.guards_intact() and lse.guards_intact(), "a write landed outside the output"
+    err = rel_err(out, want_o)
+    assert err < TOL_O[dtype], f"relative error {err:.2e}"
+    check_lse(lse.view.float(), want_lse)
+
+
+CASES = [
+    # b, hq, hk, sq, skv, d, causal, bottom_right, layout
+    (2, 4, 4, 1, 1, 64, False, False, "bhsd"),
+    (2, 4, 4, 37, 37, 64, True, False, "bhsd"),
+    (1, 8, 2, 1000, 1000, 128, True, False, "bshd"),      # GQA
+    (2, 4, 1, 37, 1000, 128, True, True, "bshd"),         # MQA, Sq < Skv, bottom-right
+    (1, 2, 2, 1000, 37, 64, False, False, "bhsd"),        # Sq > Skv
+    (1, 2, 2, 1000, 300, 128, True, True, "bhsd"),        # bottom-right with fully masked rows
+    (1, 2, 1, 4097, 4097, 128, False, False, "bshd"),
+    (1, 2, 2, 4097, 4097, 64, True, False, "bhsd"),
+]
+
+
+@pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right", "layout"), CASES)
+@pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
+def test_sdpa_matches_reference(
+    handle: hipdnn.Handle, engine: int, dtype: hipdnn.DataType, b: int, hq: int, hk: int, sq: int, skv: int,
+    d: int, causal: bool, bottom_right: bool, layout: str,
+) -> None:
+    if engine not in engines_here(handle):
+        pytest.skip(f"engine {engine} does not run on this device")
+    gen = torch.Generator(device="cuda").manual_seed(sq * 7919 + skv + d)
+    scale = 0.9 / math.sqrt(d)
+    g, t = sdpa_graph(dtype, [b, hq, sq, d], [b, hk, skv, d], layout, causal=causal, bottom_right=bottom_right,
+                      scale=scale, engine=engine)
+    g.build(handle)
+    assert g.get_engine_id() == engine
+    run_case(handle, g, t, dtype, layout, b, hq, hk, sq, skv, d, scale=scale,
+             causal_tl=causal and not bottom_right, causal_br=causal and bottom_right, gen=gen)
+
+
+@pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_one_plan_serves_every_length(handle: hipdnn.Handle, engine: int, layout: str, causal: bool) -> None:
+    """Built once at S_max = 4097 (B_max = 2); executed with overrides at S = 1, 37, 1000, 4097."""
+    if engine not in engines_here(handle):
+        pytest.skip(f"engine {engine} does not run on this device")
+    b_max, hq, hk, s_max, d = 2, 4, 2, 4097, 128
+    dtype = BF16
+    g, t = sdpa_graph(dtype, [b_max, hq, s_max, d], [b_max, hk, s_max, d], layout, causal=causal,
+                      overridable=True, scale=0.125, engine=engine)
+    g.build(handle)
+    assert g.get_workspace_size() == 0
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    for b, s in ((1, 1), (2, 37), (1, 1000), (2, 4097), (1, 37)):
+        run_case(handle, g, t, dtype, layout, b, hq, hk, s, s, d, scale=0.125, causal_tl=causal, causal_br=False,
+                 gen=gen, override=True)
+
+
+def test_decode_and_prefill_from_one_bottom_right_plan(handle: hipdnn.Handle) -> None:
+    """Sq and Skv overridden independently: decode (Sq = 1) against a long cache, then prefill."""
+    engine = engines_here(handle)[0]
+    g, t = sdpa_graph(BF16, [1, 8, 2048, 64], [1, 2, 2048, 64], "bshd", causal=True, bottom_right=True,
+                      overridable=True, scale=0.125, engine=engine)
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    for sq, skv in ((1, 2048), (1, 999), (37, 1000), (2048, 2048), (1000, 37)):
+        run_case(handle, g, t, BF16, "bshd", 1, 8, 2, sq, skv, 64, scale=0.125, causal_tl=False, causal_br=True,
+                 gen=gen, override=True)
+
+
+@pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
+@pytest.mark.parametrize("causal", [None, "tl", "br"])
+def test_padding_mask(handle: hipdnn.Handle, engine: int, causal: str | None) -> None:
+    if engine not in engines_here(handle):
+        pytest.skip(f"engine {engine} does not run on this device")
+    b, hq, hk, s, d = 3, 4, 2, 700, 128
+    g, t = sdpa_graph(HALF, [b, hq, s, d], [b, hk, s, d], "bhsd", causal=causal is not None,
+                      bottom_right=causal == "br", padding=True, overridable=True, scale=0.1, engine=engine)
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(3)
+    run_case(handle, g, t, HALF, "bhsd", b, hq, hk, s, s, d, scale=0.1, causal_tl=causal == "tl",
+             causal_br=causal == "br", gen=gen, seq_q=[700, 1, 333], seq_kv=[650, 129, 700])
+    # the same plan at a smaller overridden length
+    run_case(handle, g, t, HALF, "bhsd", 2, hq, hk, 100, 100, d, scale=0.1, causal_tl=causal == "tl",
+             causal_br=causal == "br", gen=gen, override=True, seq_q=[64, 100], seq_kv=[100, 5])
+
+
+@pytest.mark.parametrize("d", [32, 96, 256])
+def test_other_head_dims_are_not_applicable(handle: hipdnn.Handle, d: int) -> None:
+    g, _ = sdpa_graph(BF16, [1, 2, 64, d], [1, 2, 64, d], "bhsd")
+    with pytest.raises(hipdnn.HipdnnError) as info:
+        g.build(handle)
+    assert info.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+
+
+def test_float_graph_is_not_applicable(handle: hipdnn.Handle) -> None:
+    g, _ = sdpa_graph(hipdnn.DataType.FLOAT, [1, 2, 64, 64], [1, 2, 64, 64], "bhsd")
+    with pytest.raises(hipdnn.HipdnnError):
+        g.build(handle)
+
+
+def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
+    """With a non-default stream set on the handle, the kernel is ordered on that stream."""
+    stream = torch.cuda.Stream()
+    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE,
+                      stream=stream.cuda_stream)
+    try:
+        g, t = sdpa_graph(BF16, [1, 4, 512, 64], [1, 4, 512, 64], "bhsd", causal=True, scale=0.125)
+        g.build(h)
+        gen = torch.Generator(device="cuda").manual_seed(1)
+        with torch.cuda.stream(stream):
+            run_case(h, g, t, BF16, "bhsd", 1, 4, 4, 512, 512, 64, scale=0.125, causal_tl=True, causal_br=False,
+                     gen=gen)
+    finally:
+        h.close()
