@@ -20,6 +20,7 @@ from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorI
 from hipdnn.backend.handle import BackendHandle
 from hipdnn.plugins import EnginePlugin, PluginError, required_api_version
 from hipdnn.wire.EngineConfig import EngineConfigT
+from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
@@ -276,6 +277,25 @@ class OperationGraphDescriptor(Descriptor):
 
 
 # -- engines and configs ---------------------------------------------------------------------
+#: Behavior notes an engine lists in its EngineDetails to say where tensor memory must live
+#: (hipDNN's notes stop at 4; these are our extensions, see PluginApiDataTypes.h).
+BEHAVIOR_NOTE_HOST_MEMORY = 1000
+BEHAVIOR_NOTE_DEVICE_MEMORY = 1001
+
+
+def read_behavior_notes(details: bytes) -> tuple[int, ...]:
+    """The behavior notes of a serialized EngineDetails (empty buffer: none). Damage -> ValueError."""
+    if not details:
+        return ()
+    if len(details) < 8:
+        raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
+    try:
+        table = EngineDetails.GetRootAs(details, 0)
+        return tuple(int(table.BehaviorNotes(i)) for i in range(table.BehaviorNotesLength()))
+    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
 @dataclass
 class PluginVerdict:
     """What one plugin said (or why it was not asked) about one graph."""
@@ -300,6 +320,7 @@ class EngineDescriptor(Descriptor):
         super().__init__()
         self.plugin: EnginePlugin | None = None
         self.details: bytes = b""
+        self.behavior_notes: tuple[int, ...] = ()
 
     @property
     def operation_graph(self) -> OperationGraphDescriptor:
@@ -322,7 +343,22 @@ class EngineDescriptor(Descriptor):
             self.details = plugin.engine_details(engine_id, graph.serialized_graph)
         except PluginError as exc:
             raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
+        try:
+            self.behavior_notes = read_behavior_notes(self.details)
+        except ValueError as exc:
+            raise BackendError(
+                Status.PLUGIN_ERROR, f"plugin {plugin.name!r} returned unreadable engine details: {exc}"
+            ) from None
         self.plugin = plugin
+
+    @property
+    def memory_location(self) -> str:
+        """Where the engine expects tensor memory: "host", "device" or "unknown" (not declared)."""
+        if BEHAVIOR_NOTE_DEVICE_MEMORY in self.behavior_notes:
+            return "device"
+        if BEHAVIOR_NOTE_HOST_MEMORY in self.behavior_notes:
+            return "host"
+        return "unknown"
 
 
 class EngineConfigDescriptor(Descriptor):
@@ -450,6 +486,7 @@ class ExecutionPlanDescriptor(Descriptor):
         self.graph: OperationGraphDescriptor | None = None
         self.is_override_shape_enabled = False
         self.workspace_size = 0
+        self.memory_location = "unknown"
 
     def _finalize(self) -> None:
         handle = self._require(A.EXECUTION_PLAN_HANDLE)
@@ -474,6 +511,7 @@ class ExecutionPlanDescriptor(Descriptor):
         self._handle = handle
         self.is_override_shape_enabled = graph.summary.is_override_shape_enabled
         self.workspace_size = size
+        self.memory_location = engine.memory_location
         self._set_computed(A.EXECUTION_PLAN_WORKSPACE_SIZE, size)
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, self.is_override_shape_enabled)
 

@@ -728,6 +728,7 @@ class Graph:
                 raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"uid {uid} appears twice in the variant pack")
             by_uid[uid] = value
         override_map = lowered.as_dict()
+        plan_location = self._plan.memory_location if self._plan is not None else "unknown"
         out: list[tuple[int, int]] = []
         for uid, value in by_uid.items():
             info = self._built_tensors.get(uid)
@@ -744,12 +745,28 @@ class Graph:
                 buf, where=info.label, data_type=info.data_type, dims=dims, strides=strides,
                 overridden=uid in override_map,
             )
+            if buf.low is not None:  # bare pointers say nothing about where they point
+                self._check_location(info.label, buf.on_device, plan_location)
             out.append((uid, buf.ptr))
         missing = [t for u, t in self._built_tensors.items() if not t.is_virtual and u not in by_uid]
         if missing:
             names = ", ".join(f"{t.name!r} (uid {t.uid})" for t in missing)
             raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"no buffer for tensor(s) {names}")
         return out
+
+    def _check_location(self, label: str, on_device: bool, plan_location: str) -> None:
+        """A host engine must not be handed device memory, nor a device engine host arrays."""
+        if plan_location == "host" and on_device:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{label}: device memory handed to engine {self.get_engine_id()}, which runs on the host",
+            )
+        if plan_location == "device" and not on_device:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{label}: host memory handed to engine {self.get_engine_id()}, which runs on a GPU; copy it to the "
+                "device first (or pass a device pointer)",
+            )
 
     @staticmethod
     def _resolve_workspace(workspace: Any, needed: int) -> int:

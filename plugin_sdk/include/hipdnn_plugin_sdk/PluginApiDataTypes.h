@@ -25,6 +25,12 @@
 #define HIPDNN_PLUGIN_API_VERSION_PATCH 0
 #define HIPDNN_PLUGIN_API_VERSION "1.2.0"
 
+/* Behavior notes an engine may list in its EngineDetails.behavior_notes to say where the memory of
+ * its tensors and workspace must live. The host refuses, before calling the plugin, device memory
+ * handed to a host engine and host arrays handed to a device engine. (hipDNN's own notes are 0..4.) */
+#define HIPDNN_BEHAVIOR_NOTE_HOST_MEMORY_EXT 1000
+#define HIPDNN_BEHAVIOR_NOTE_DEVICE_MEMORY_EXT 1001
+
 #if defined(_WIN32)
 #define HIPDNN_PLUGIN_EXPORT __declspec(dllexport)
 #elif defined(__GNUC__) || defined(__clang__)
