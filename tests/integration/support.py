@@ -46,6 +46,22 @@ def compact(dims: Sequence[int]) -> list[int]:
     return out
 
 
+def attn_shapes(
+    *, b: int = 1, hq: int, hkv: int, sq: int, skv: int, d: int, dv: int
+) -> dict[str, list[int]]:
+    """Mutually consistent SDPA shapes, written out here rather than borrowed from the package under
+    test: q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] and o [B, Hq, Sq, Dv], with Hq a
+    multiple of Hkv. Overrides of an SDPA graph must be shape-consistent (Graph.execute re-runs the
+    node's shape rules on the effective shapes), so tests override with sets built from this."""
+    assert hq % hkv == 0
+    return {
+        "q": [b, hq, sq, d],
+        "k": [b, hkv, skv, d],
+        "v": [b, hkv, skv, dv],
+        "o": [b, hq, sq, dv],
+    }
+
+
 def sdpa_graph(
     *, override: bool, name: str = "attn", preferred: int | None = None, dims: Sequence[int] = ATTN
 ) -> tuple[hipdnn.Graph, list[hipdnn.TensorAttributes]]:

@@ -83,11 +83,13 @@ def test_corner3_flag_present_with_overrides_full_payload(fakes, fake_handle_fac
 
     vp = arrays_for([v, q, o, k])  # an order of our own: buffers must arrive in it
     ws = np.zeros(64, dtype=np.float32)
-    # k, q, o overridden (in that order), v left at its declared shape.
+    # k, q, o overridden (in that order), v left at its declared shape [1, 2, 8, 4]. The set is
+    # shape-consistent with that v (k keeps v's heads and sequence length, o = [B, Hq, Sq, Dv]), while
+    # every overridden tensor still differs from its declared shape and k and q carry padded strides.
     entries = [
-        (k, [1, 2, 6, 4], [48, 24, 4, 1]),
-        (q, [1, 1, 3, 4], [12, 12, 4, 1]),
-        (o, [1, 2, 5, 3], [40, 20, 4, 1]),
+        (k, [1, 2, 8, 3], [64, 32, 4, 1]),
+        (q, [1, 2, 5, 3], [48, 24, 4, 1]),
+        (o, [1, 2, 5, 4], [40, 20, 4, 1]),
     ]
     spy.clear()
     if form == "parallel":

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import hipdnn
 
-from .support import FLOAT, INVALID_VALUE, arrays_for, compact, execute_calls, ptr
+from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, execute_calls, ptr
 
 OVERRIDE = "fake_override_v110"
 DIMS = [1, 2, 8, 4]
@@ -65,6 +65,15 @@ def last_override_call(fakes):
 
 FORMS = ["parallel", "map"]
 GOOD_SHAPE, GOOD_STRIDE = [1, 2, 4, 4], [32, 16, 4, 1]
+#: o's override matching a q overridden to GOOD_SHAPE (k, v at their declared shapes): execute re-runs
+#: the sdpa shape rules on the effective shapes, so an accepted q override needs it alongside.
+O_GOOD = (O, GOOD_SHAPE, GOOD_STRIDE)
+
+
+def heads1(*, o_heads=1):
+    """Companion overrides for a q with one head: k and v at one head (compact), o at ``o_heads``."""
+    s = attn_shapes(hq=o_heads, hkv=1, sq=8, skv=8, d=4, dv=4)
+    return [(K, s["k"], compact(s["k"])), (V, s["v"], compact(s["v"])), (O, s["o"], compact(s["o"]))]
 
 # (id, entries, rule, uid named): each a single-rule violation.
 SINGLE = [
@@ -225,13 +234,19 @@ def test_rule3_virtual_tensor_is_not_overridable(fakes, fake_handle_factory, for
 
 
 # -- accepted edge cases -------------------------------------------------------------------------
+# Each set is shape-consistent for the sdpa node (execute re-runs its shape rules on the effective
+# shapes); the entry each case is about comes first, the companions it needs follow.
 ACCEPTED = [
     ("r7-equal-to-max", [(Q, DIMS, compact(DIMS))]),
     ("r7-all-max-all-tensors", [(u, DIMS, compact(DIMS)) for u in (Q, K, V, O)]),
-    ("r8-compact-of-smaller", [(Q, GOOD_SHAPE, GOOD_STRIDE), (K, [1, 1, 1, 1], [1, 1, 1, 1])]),
-    ("r8-padded-same-order", [(Q, GOOD_SHAPE, [60, 30, 5, 1])]),
-    ("r8-size1-axes-ignored", [(Q, [1, 1, 8, 4], [2, 2, 4, 1])]),
-    ("r8-size1-inner-ignored", [(O, [1, 2, 8, 1], [16, 8, 1, 1000])]),
+    # compact strides of smaller shapes, down to the all-ones tensor (k) whose strides all tie
+    ("r8-compact-of-smaller", [
+        (Q, [1, 2, 4, 1], [8, 4, 1, 1]), (K, [1, 1, 1, 1], [1, 1, 1, 1]),
+        (V, [1, 1, 1, 4], [4, 4, 4, 1]), (O, GOOD_SHAPE, GOOD_STRIDE),
+    ]),
+    ("r8-padded-same-order", [(Q, GOOD_SHAPE, [60, 30, 5, 1]), O_GOOD]),
+    ("r8-size1-axes-ignored", [(Q, [1, 1, 8, 4], [2, 2, 4, 1]), *heads1()]),
+    ("r8-size1-inner-ignored", [(O, [1, 2, 8, 1], [16, 8, 1, 1000]), (V, [1, 2, 8, 1], [16, 8, 1, 1])]),
 ]
 
 
@@ -249,10 +264,14 @@ def test_accepted_overrides_reach_the_plugin(attn, fakes, form, entries):
 def test_rule8_size1_decides(attn, fakes, form):
     """The same strides are legal when the out-of-order axis has size 1 and illegal otherwise."""
     strides = [64, 2, 4, 1]  # axis 1 claims to be inner to axis 2
-    run(attn, [(Q, [1, 1, 8, 4], strides)], form)
-    assert last_override_call(fakes)["override_strides"] == [strides]
+    # k and v at one head in both calls, o at q's heads: both sets are shape-consistent, so rule 8 on
+    # q is the only thing that differs between them.
+    accepted = [(Q, [1, 1, 8, 4], strides), *heads1(o_heads=1)]
+    run(attn, accepted, form)
+    assert last_override_call(fakes)["override_strides"] == [t for _, _, t in accepted]
+    assert last_override_call(fakes)["override_strides"][0] == strides
     with pytest.raises(hipdnn.HipdnnError) as e:
-        run(attn, [(Q, [1, 2, 8, 4], strides)], form)
+        run(attn, [(Q, [1, 2, 8, 4], strides), *heads1(o_heads=2)], form)
     assert_rejected(e, 8, Q)
 
 
@@ -268,14 +287,21 @@ def test_rule8_follows_the_declared_layout_not_row_major(fakes, fake_handle_fact
     g.build(h)
     vp = {x: np.zeros(64, np.float32), y: np.zeros([2, 8, 4], np.float32)}
 
+    # y is overridden to x's shape (a unary pointwise node), with its own row-major strides.
     def go(stride):
         if form == "parallel":
-            g.execute(h, vp, None, override_uids=[7], override_shapes=[[2, 4, 4]], override_strides=[stride])
+            g.execute(
+                h, vp, None, override_uids=[7, 8], override_shapes=[[2, 4, 4], [2, 4, 4]],
+                override_strides=[stride, [16, 4, 1]],
+            )
         else:
-            g.execute(h, vp, None, overrides={x: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=stride)})
+            g.execute(h, vp, None, overrides={
+                x: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=stride),
+                y: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=[16, 4, 1]),
+            })
 
     go([16, 1, 4])
-    assert last_override_call(fakes)["override_strides"] == [[16, 1, 4]]
+    assert last_override_call(fakes)["override_strides"] == [[16, 1, 4], [16, 4, 1]]
     with pytest.raises(hipdnn.HipdnnError) as e:
         go([16, 4, 1])
     assert_rejected(e, 8, 7)
@@ -296,11 +322,18 @@ def test_override_addressing_past_the_buffer_is_rejected(attn, fakes, form, buff
     h, g, ts, vp = attn
     vp = dict(vp)
     vp[ts[Q]] = buffer
+    # o overridden alongside (to q's shape, fitting its own buffer) keeps the set shape-consistent
     with pytest.raises(hipdnn.HipdnnError) as e:
         if form == "parallel":
-            g.execute(h, vp, None, override_uids=[Q], override_shapes=[shape], override_strides=[stride])
+            g.execute(
+                h, vp, None, override_uids=[Q, O], override_shapes=[shape, GOOD_SHAPE],
+                override_strides=[stride, GOOD_STRIDE],
+            )
         else:
-            g.execute(h, vp, None, overrides={Q: hipdnn.OverrideEntry(shape=shape, stride=stride)})
+            g.execute(h, vp, None, overrides={
+                Q: hipdnn.OverrideEntry(shape=shape, stride=stride),
+                O: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE),
+            })
     assert e.value.code == INVALID_VALUE
     assert f"uid {Q}" in e.value.message and "addresses" in e.value.message
     assert execute_calls(fakes) == []
@@ -315,7 +348,10 @@ def test_larger_contiguous_backing_buffer_is_accepted(attn, fakes, buffer):
     h, g, ts, vp = attn
     vp = dict(vp)
     vp[ts[Q]] = buffer
-    g.execute(h, vp, None, override_uids=[Q], override_shapes=[GOOD_SHAPE], override_strides=[GOOD_STRIDE])
+    g.execute(
+        h, vp, None, override_uids=[Q, O], override_shapes=[GOOD_SHAPE, GOOD_SHAPE],
+        override_strides=[GOOD_STRIDE, GOOD_STRIDE],
+    )
     rec = last_override_call(fakes)
     assert [Q, ptr(buffer)] in rec["buffers"]
 
@@ -326,14 +362,18 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
     vp = dict(vp)
     vp[ts[Q]] = ptr(tiny)
     big_stride = [1 << 40, 1 << 30, 1 << 20, 1]  # would address far beyond any real buffer
-    g.execute(h, vp, None, overrides={Q: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=big_stride)})
+    overrides = {
+        Q: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=big_stride),
+        O: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE),  # o to match, in its own buffer
+    }
+    g.execute(h, vp, None, overrides=overrides)
     rec = last_override_call(fakes)
     assert [Q, ptr(tiny)] in rec["buffers"]
-    assert rec["override_strides"] == [big_stride]
+    assert rec["override_strides"] == [big_stride, GOOD_STRIDE]
     # the same pointer wrapped in a numpy array of its real size is refused
     vp[ts[Q]] = tiny
     with pytest.raises(hipdnn.HipdnnError) as e:
-        g.execute(h, vp, None, overrides={Q: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=big_stride)})
+        g.execute(h, vp, None, overrides=overrides)
     assert e.value.code == INVALID_VALUE
 
 
@@ -341,12 +381,26 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
 @st.composite
 def valid_overrides(draw):
     """A random subset of q, k, v, o in random order, each with a shape within [1, 2, 8, 4] and
-    order-preserving (optionally padded) strides that stay inside the 64-element buffers."""
+    order-preserving (optionally padded) strides that stay inside the 64-element buffers. The shapes
+    form a consistent sdpa set together with the declared shapes of the tensors left out (execute
+    re-runs the node's shape rules on the effective shapes)."""
     uids = draw(st.permutations([Q, K, V, O]))
     uids = uids[: draw(st.integers(1, 4))]
+    max_b, max_h, max_s, max_d = DIMS
+
+    def free(*roles, top):  # a dim of the named tensors: drawn if all are overridden, else declared
+        return draw(st.integers(1, top)) if all(r in uids for r in roles) else top
+
+    hkv = free(K, V, top=max_h)
+    # q's heads a multiple of k's and v's (the declared h = 2 is a multiple of any drawn hkv)
+    hq = draw(st.sampled_from(list(range(hkv, max_h + 1, hkv)))) if Q in uids and O in uids else max_h
+    shapes = attn_shapes(
+        b=free(Q, K, V, O, top=max_b), hq=hq, hkv=hkv, sq=free(Q, O, top=max_s), skv=free(K, V, top=max_s),
+        d=free(Q, K, top=max_d), dv=free(V, O, top=max_d),
+    )
     out = []
     for u in uids:
-        shape = [draw(st.integers(1, m)) for m in DIMS]
+        shape = shapes[{Q: "q", K: "k", V: "v", O: "o"}[u]]
         stride = [0] * 4
         step = draw(st.integers(1, 2))
         for axis in (3, 2, 1, 0):

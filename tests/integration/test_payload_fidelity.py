@@ -1,5 +1,7 @@
 """Property tests: whatever valid overrides a caller passes reach the plugin's override entry exactly
-(uids, ranks, shapes, strides, in the caller's order), for graphs of several tensors of rank 2-5."""
+(uids, ranks, shapes, strides, in the caller's order), for graphs of several tensors of rank 2-5.
+The override sets are shape-consistent (each RELU's input and output share a shape), as execute
+checks; strides are drawn per tensor."""
 
 from __future__ import annotations
 
@@ -45,10 +47,17 @@ def tensor_decl(draw, budget):
 
 
 @st.composite
-def override_for(draw, dims, strides, *, huge=False):
-    """A valid override of a tensor declared (dims, strides): each dim within its maximum, strides
-    keeping the declared axis order, possibly padded."""
-    shape = [draw(st.sampled_from(sorted({1, d, max(1, d // 2)} | {draw(st.integers(1, d))}))) for d in dims]
+def override_shape(draw, dims):
+    """A valid override shape of a tensor declared with ``dims``: each dim within its maximum."""
+    return [draw(st.sampled_from(sorted({1, d, max(1, d // 2)} | {draw(st.integers(1, d))}))) for d in dims]
+
+
+@st.composite
+def override_for(draw, dims, strides, *, huge=False, shape=None):
+    """A valid override of a tensor declared (dims, strides): each dim within its maximum (``shape``
+    when given), strides keeping the declared axis order, possibly padded."""
+    if shape is None:
+        shape = draw(override_shape(dims))
     out = [0] * len(dims)
     step = draw(st.integers(1, 3))
     pads = st.integers(0, 1 << 20) if huge else st.sampled_from([0, 0, 0, 1, 2, 7])
@@ -74,6 +83,26 @@ def addressed_elems(shape, stride):
     return sum((d - 1) * s for d, s in zip(shape, stride)) + 1
 
 
+@st.composite
+def pair_overrides(draw, tensors, *, huge=False):
+    """Overrides of a relu_graph's ``tensors`` = [x0, y0, x1, y1, ...]: a nonempty random subset of
+    the RELU pairs, both tensors of a chosen pair given the same shape (execute re-runs the node's
+    shape rule, out = in, on the effective shapes) and each its own strides; all the entries in one
+    random order. Returns [(tensor, shape, stride), ...]."""
+    pairs = list(zip(tensors[0::2], tensors[1::2]))
+    picked = draw(st.lists(st.sampled_from(range(len(pairs))), min_size=1, unique=True))
+    entries = []
+    for i in picked:
+        x, y = pairs[i]
+        shape = draw(override_shape(x.get_dim()))
+        for t in (x, y):
+            stride = draw(override_for(t.get_dim(), t.get_stride(), huge=huge, shape=shape))[1]
+            if huge and max(stride) >= (1 << 62):
+                stride = layout_strides(shape, declared_order(t.get_stride()))
+            entries.append((t, shape, stride))
+    return list(draw(st.permutations(entries)))
+
+
 def test_payload_is_delivered_bit_for_bit(fakes, fake_handle_factory):
     h = fake_handle_factory(OVERRIDE)
 
@@ -84,12 +113,7 @@ def test_payload_is_delivered_bit_for_bit(fakes, fake_handle_factory):
         uid_base = data.draw(st.sampled_from([1, 17, 1000, 1 << 40]))
         g, tensors = relu_graph(decls, uid_base=uid_base)
         g.build(h)
-        chosen = data.draw(st.permutations(tensors))
-        chosen = chosen[: data.draw(st.integers(1, len(tensors)))]
-        entries = []
-        for t in chosen:
-            shape, stride = data.draw(override_for(t.get_dim(), t.get_stride()))
-            entries.append((t, shape, stride))
+        entries = data.draw(pair_overrides(tensors))
         over = {id(t): (s, st_) for t, s, st_ in entries}
         vp = {}
         for t in tensors:
@@ -141,13 +165,7 @@ def test_large_values_survive_through_bare_pointers(fakes, fake_handle_factory):
             decls.append((dims, layout_strides(dims, order)))
         g, tensors = relu_graph(decls, uid_base=data.draw(st.sampled_from([5, (1 << 62) + 3])))
         g.build(h)
-        chosen = list(data.draw(st.permutations(tensors)))[: data.draw(st.integers(1, len(tensors)))]
-        entries = []
-        for t in chosen:
-            shape, stride = data.draw(override_for(t.get_dim(), t.get_stride(), huge=True))
-            if max(stride) >= (1 << 62):
-                stride = layout_strides(shape, declared_order(t.get_stride()))
-            entries.append((t, shape, stride))
+        entries = data.draw(pair_overrides(tensors, huge=True))
         vp = {t: ptr(anchor) for t in tensors}
         fakes[OVERRIDE].reset()
         g.execute(

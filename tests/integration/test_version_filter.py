@@ -20,11 +20,14 @@ from .support import (
 )
 
 A, T = AttributeName, AttributeType
-OVR = dict(override_uids=None, override_shapes=[[1, 2, 4, 4]], override_strides=[[32, 16, 4, 1]])
+OVR = dict(override_uids=None, override_shapes=[[1, 2, 4, 4]] * 2, override_strides=[[32, 16, 4, 1]] * 2)
 
 
-def _with_overrides(q):
-    return dict(OVR, override_uids=[q.get_uid()])
+def _with_overrides(ts):
+    """q and o of an sdpa_graph ``ts`` = [q, k, v, o] overridden together to S = 4 (k and v keep their
+    declared shapes), a shape-consistent override set."""
+    q, _, _, o = ts
+    return dict(OVR, override_uids=[q.get_uid(), o.get_uid()])
 
 
 # The spec 4.5 table, one row per fake that loads: (fake, reported api, eligible for override graphs).
@@ -84,7 +87,7 @@ def test_override_capable_plugins_take_the_override_entry(fakes, fake_handle_fac
     h = fake_handle_factory(name)
     g, ts = sdpa_graph(override=True)
     g.build(h)
-    g.execute(h, arrays_for(ts), None, **_with_overrides(ts[0]))
+    g.execute(h, arrays_for(ts), None, **_with_overrides(ts))
     g.execute(h, arrays_for(ts), None)
     assert [(n, r["entry"]) for n, r in execute_calls(fakes)] == [
         (name, "ExecuteOpGraphWithOverrides"),
@@ -135,7 +138,7 @@ def test_version_liar_passes_filter_then_fails_at_dispatch(fakes, fake_handle_fa
     vp = arrays_for(ts)
 
     with pytest.raises(hipdnn.HipdnnError) as e:
-        g.execute(h, vp, None, **_with_overrides(ts[0]))
+        g.execute(h, vp, None, **_with_overrides(ts))
     assert e.value.code == GRAPH_NOT_SUPPORTED
     assert "NOT_SUPPORTED" in e.value.message
     assert "hipdnnEnginePluginExecuteOpGraphWithOverrides" in e.value.message
@@ -238,7 +241,7 @@ def test_plugin_execute_failure_surfaces_the_plugin_message(fakes, fake_handle_f
     g, ts = sdpa_graph(override=True)
     g.build(h)
     fakes[name].fail_execute(3, "boom from fake")
-    kwargs = _with_overrides(ts[0]) if with_overrides else {}
+    kwargs = _with_overrides(ts) if with_overrides else {}
     with pytest.raises(hipdnn.HipdnnError) as e:
         g.execute(h, arrays_for(ts), None, **kwargs)
     assert "boom from fake" in e.value.message
@@ -248,7 +251,7 @@ def test_plugin_execute_failure_surfaces_the_plugin_message(fakes, fake_handle_f
     (rec,) = fakes[name].calls(entry)
     assert rec["status"] == 3
     if with_overrides:
-        assert rec["override_shapes"] == [[1, 2, 4, 4]]
+        assert rec["override_shapes"] == [[1, 2, 4, 4], [1, 2, 4, 4]]
 
 
 # -- two override-capable plugins ----------------------------------------------------------------------
@@ -267,7 +270,7 @@ def test_two_override_plugins_both_candidates_preference_selects(fakes, fake_han
     assert gp.get_engine_id() == ENGINE[second]
     for c in fakes.values():
         c.reset()
-    gp.execute(h, arrays_for(tsp), None, **_with_overrides(tsp[0]))
+    gp.execute(h, arrays_for(tsp), None, **_with_overrides(tsp))
     assert [(n, r["entry"]) for n, r in execute_calls(fakes)] == [(second, "ExecuteOpGraphWithOverrides")]
 
 
