@@ -1,12 +1,14 @@
-"""Finding, opening and vetting engine plugins through the C ABI (cffi, ABI mode).
+"""Opening and vetting engine plugins through the C ABI (cffi, ABI mode).
 
 A plugin file is opened once per process (RTLD_NOW | RTLD_NODELETE, never
 closed: plugins with OpenMP or BLAS worker threads crash the process when
-unloaded) and shared by every handle. Each handle then creates its own plugin
-instance (hipdnnEnginePluginCreate), so handles never share plugin state.
+unloaded) and shared by every handle. Every entry is looked up once, right
+after opening, and kept. Each handle then creates its own plugin instance
+(hipdnnEnginePluginCreate), so handles never share plugin state.
 
 Anything wrong with a plugin is contained: the plugin is skipped with a reason
-that names the file, the rest load, and nothing is raised.
+that names the file, the rest load, and nothing is raised. Finding the files
+is hipdnn.plugins.discovery's job; rfcs/0004-plugin-loading.md has the rules.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import struct
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import cffi
 from packaging.version import Version
@@ -92,6 +96,85 @@ def _c_string(ptr: Any) -> str:
     return bytes(ffi.string(ptr)).decode("utf-8", "replace")
 
 
+# -- ELF pre-flight ---------------------------------------------------------------------------
+# dlopen trusts the file's headers: a truncated library (a copy interrupted half way, a download cut
+# short) is mapped past its end and the first touch of a missing page kills the process with
+# SIGBUS. So before dlopen, on hosts whose own executable is ELF, a plugin file must be an ELF shared
+# object of the host's class, byte order and machine whose headers and segments all lie inside it.
+_ELF_MAGIC = b"\x7fELF"
+_ET_DYN = 3
+
+
+def _host_elf_ident() -> tuple[int, int, int] | None:
+    """(class, byte order, machine) of the running interpreter, or None when it is not ELF."""
+    for exe in ("/proc/self/exe", sys.executable):
+        try:
+            with open(exe, "rb") as f:
+                head = f.read(20)
+        except OSError:
+            continue
+        if len(head) == 20 and head[:4] == _ELF_MAGIC:
+            order = "<" if head[5] == 1 else ">"
+            return head[4], head[5], struct.unpack_from(order + "H", head, 18)[0]
+        return None
+    return None
+
+
+_HOST_ELF = _host_elf_ident()
+
+
+def elf_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a shared library for this process, judged from its ELF headers alone;
+    None when it looks sound (or when the host is not an ELF platform)."""
+    if _HOST_ELF is None:
+        return None
+    host_class, host_order, host_machine = _HOST_ELF
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if len(head) < 16 or head[:4] != _ELF_MAGIC:
+                return "not an ELF file"
+            elf_class, order_byte = head[4], head[5]
+            if elf_class not in (1, 2) or order_byte not in (1, 2):
+                return "corrupt ELF identification"
+            if (elf_class, order_byte) != (host_class, host_order):
+                bits = {1: "32-bit", 2: "64-bit"}
+                return f"ELF class {bits[elf_class]} does not match this {bits[host_class]} process"
+            o = "<" if order_byte == 1 else ">"
+            if elf_class == 2:
+                fmt, ph_fmt, ph_size = o + "HHIQQQIHHHHHH", o + "IIQQQQ", 56
+            else:
+                fmt, ph_fmt, ph_size = o + "HHIIIIIHHHHHH", o + "IIIIII", 32
+            if len(head) < 16 + struct.calcsize(fmt):
+                return "truncated ELF header"
+            (e_type, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = (
+                struct.unpack_from(fmt, head, 16)
+            )
+            if e_type != _ET_DYN:
+                return f"ELF type {e_type} is not a shared object (ET_DYN)"
+            if machine != host_machine:
+                return f"ELF machine {machine} does not match this process's machine {host_machine}"
+            if phnum == 0 or phentsize < ph_size or phoff + phnum * phentsize > size:
+                return f"program headers lie outside the file ({size} bytes): truncated?"
+            if shoff and shoff + shnum * shentsize > size:
+                return f"section headers lie outside the file ({size} bytes): truncated?"
+            f.seek(phoff)
+            table = f.read(phnum * phentsize)
+    except OSError as exc:
+        return f"cannot read: {exc}"
+    for i in range(phnum):
+        fields = struct.unpack_from(ph_fmt, table, i * phentsize)
+        # 64-bit: type, flags, offset, vaddr, paddr, filesz; 32-bit: type, offset, vaddr, paddr, filesz
+        offset, filesz = (fields[2], fields[5]) if elf_class == 2 else (fields[1], fields[4])
+        if filesz and offset + filesz > size:
+            return (
+                f"segment {i} ends at byte {offset + filesz}, past the end of the file ({size} bytes): "
+                "truncated?"
+            )
+    return None
+
+
 def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -119,6 +202,9 @@ class PluginLibrary:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        problem = elf_problem(path)
+        if problem is not None:
+            raise PluginLoadError(f"not a loadable shared library: {problem}")
         try:
             self.lib: Any = ffi.dlopen(str(path), ffi.RTLD_NOW | getattr(os, "RTLD_NODELETE", 0))
         except OSError as exc:
@@ -141,7 +227,10 @@ class PluginLibrary:
         if ptype[0] != PLUGIN_TYPE_ENGINE:
             raise PluginLoadError(f"plugin type {int(ptype[0])} is not HIPDNN_PLUGIN_TYPE_ENGINE")
         if "hipdnnPluginGetApiVersion" in self._entries:
-            text = self._query_string("hipdnnPluginGetApiVersion")
+            try:
+                text = self._query_string("hipdnnPluginGetApiVersion")
+            except PluginLoadError as exc:
+                raise PluginLoadError(f"unparsable API version: {exc}") from None
             try:
                 self.api_version: Version = parse_api_version(text)
             except ValueError as exc:
@@ -175,6 +264,11 @@ class PluginLibrary:
     def optional_entries(self) -> tuple[str, ...]:
         return tuple(e for e in OPTIONAL_ENTRIES if e in self._entries)
 
+    def with_last_error(self, detail: str) -> str:
+        """``detail`` plus what the plugin's GetLastErrorString says now, when it says anything."""
+        last = self.last_error()
+        return f"{detail} (plugin's last error: {last})" if last else detail
+
     def last_error(self) -> str:
         out = ffi.new("const char**")
         try:
@@ -207,8 +301,10 @@ class PluginLibrary:
     def _query_engine_ids(self) -> tuple[int, ...]:
         fn = self._entries["hipdnnEnginePluginGetAllEngineIds"]
         count = ffi.new("uint32_t*")
-        if fn(ffi.NULL, 0, count) != STATUS_SUCCESS:
-            raise PluginLoadError(f"hipdnnEnginePluginGetAllEngineIds failed: {self.last_error()}")
+        status = fn(ffi.NULL, 0, count)
+        if status != STATUS_SUCCESS:
+            raise PluginLoadError(str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status,
+                                                  self.last_error())))
         n = int(count[0])
         if n == 0:
             raise PluginLoadError("plugin reports zero engines")
@@ -216,13 +312,16 @@ class PluginLibrary:
             raise PluginLoadError(f"plugin reports an implausible {n} engines")
         ids = ffi.new("int64_t[]", n)
         count2 = ffi.new("uint32_t*")
-        if fn(ids, n, count2) != STATUS_SUCCESS:
-            raise PluginLoadError(f"hipdnnEnginePluginGetAllEngineIds failed: {self.last_error()}")
+        status = fn(ids, n, count2)
+        if status != STATUS_SUCCESS:
+            raise PluginLoadError(str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status,
+                                                  self.last_error())))
         if int(count2[0]) != n:
             raise PluginLoadError(f"engine count changed between calls ({n} then {int(count2[0])})")
         engine_ids = tuple(int(ids[i]) for i in range(n))
         if len(set(engine_ids)) != n:
-            raise PluginLoadError(f"duplicate engine ids {sorted(engine_ids)}")
+            dups = sorted({e for e in engine_ids if engine_ids.count(e) > 1})
+            raise PluginLoadError(f"duplicate engine ids {dups} in {list(engine_ids)}")
         return engine_ids
 
     # -- logging -----------------------------------------------------------------------------
@@ -231,12 +330,12 @@ class PluginLibrary:
         if "hipdnnPluginSetLoggingCallback" in self._entries and self._log_callback is None:
             logger = logging.getLogger(f"hipdnn.plugins.{self.name}")
 
-            @ffi.callback("hipdnnCallback_t")
             def _sink(severity: int, message: Any) -> None:
                 logger.log(_SEVERITY_TO_LEVEL.get(int(severity), logging.INFO), "%s", _c_string(message))
 
-            self._log_callback = _sink  # kept alive for the life of the process
-            status = self._entries["hipdnnPluginSetLoggingCallback"](_sink)
+            # kept alive for the life of the process: the plugin may call it from any thread, any time
+            self._log_callback = ffi.callback("hipdnnCallback_t", _sink)
+            status = self._entries["hipdnnPluginSetLoggingCallback"](self._log_callback)
             if status != STATUS_SUCCESS:
                 log.warning("%s: hipdnnPluginSetLoggingCallback failed: %s", self.path, self.last_error())
         if "hipdnnPluginSetLogLevel" in self._entries:
@@ -262,36 +361,76 @@ def severity_for_level(level: int) -> int:
 
 
 # -- process-wide library cache ---------------------------------------------------------------
-_libraries: dict[str, PluginLibrary | PluginLoadError] = {}
+# The only process-wide plugin state: opened libraries (by real path; a library is opened once and
+# never closed), refusals (by file identity, so a file fixed on disk is tried again), and the
+# addresses of live plugin instances (a plugin handing out an address another instance still holds
+# would share state between handles).
+_libraries: dict[str, PluginLibrary] = {}
+_refusals: dict[tuple[str, int, int, int, int], PluginLoadError] = {}
 _libraries_lock = threading.Lock()
+_live_instances: dict[int, str] = {}
+_live_lock = threading.Lock()
+
+
+def _file_identity(real: str) -> tuple[str, int, int, int, int]:
+    try:
+        st = os.stat(real)
+    except OSError:
+        return (real, 0, 0, 0, 0)
+    return (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def open_library(path: Path) -> PluginLibrary:
     """Open (once per process) and vet a plugin file; raises PluginLoadError with the reason."""
     key = os.path.realpath(path)
     with _libraries_lock:
-        cached = _libraries.get(key)
-        if cached is None:
+        library = _libraries.get(key)
+        if library is not None:
+            return library
+        identity = _file_identity(key)
+        refusal = _refusals.get(identity)
+        if refusal is None:
             try:
-                cached = PluginLibrary(Path(key))
+                library = PluginLibrary(Path(key))
             except PluginLoadError as exc:
-                cached = exc
+                refusal = exc
             except Exception as exc:  # containment: nothing a plugin does may escape
-                cached = PluginLoadError(f"unexpected failure while loading: {exc!r}")
-            _libraries[key] = cached
-    if isinstance(cached, PluginLoadError):
-        raise cached
-    return cached
+                refusal = PluginLoadError(f"unexpected failure while loading: {exc!r}")
+            if library is not None:
+                _libraries[key] = library
+                return library
+            assert refusal is not None
+            _refusals[identity] = refusal
+    raise refusal
+
+
+def _claim_instance(address: int, owner: str) -> str | None:
+    """Record a live plugin instance; returns the current owner if the address is already live."""
+    with _live_lock:
+        current = _live_instances.get(address)
+        if current is not None:
+            return current
+        _live_instances[address] = owner
+        return None
+
+
+def _release_instance(address: int) -> None:
+    with _live_lock:
+        _live_instances.pop(address, None)
 
 
 # -- per-handle plugin instances --------------------------------------------------------------
 @dataclass
 class SkippedPlugin:
+    """A plugin file (or search path) a handle refused, and why. ``source`` is where it was found
+    (``builtin``, ``env``, ``entry_point`` or ``handle``), empty when unknown."""
+
     path: Path
     reason: str
+    source: str = ""
 
     def __repr__(self) -> str:
-        return f"SkippedPlugin(path={str(self.path)!r}, reason={self.reason!r})"
+        return f"SkippedPlugin(path={str(self.path)!r}, reason={self.reason!r}, source={self.source!r})"
 
 
 @dataclass
@@ -301,6 +440,8 @@ class EnginePlugin:
     library: PluginLibrary
     handle: Any  # hipdnnEnginePluginHandle_t
     engine_ids: tuple[int, ...]
+    source: str = ""
+    dropped_engine_ids: tuple[int, ...] = ()
     _destroyed: bool = field(default=False, repr=False)
 
     @property
@@ -329,14 +470,14 @@ class EnginePlugin:
         if n > cap:
             raise PluginError(
                 self.name, "hipdnnEnginePluginGetApplicableEngineIds", 3,
-                f"reported {n} applicable engines but has only {cap}",
+                self.library.with_last_error(f"reported {n} applicable engines but has only {cap}"),
             )
         found = [int(ids[i]) for i in range(n)]
         unknown = [e for e in found if e not in self.library.engine_ids]
         if unknown:
             raise PluginError(
                 self.name, "hipdnnEnginePluginGetApplicableEngineIds", 3,
-                f"reported engine ids {unknown} it never declared",
+                self.library.with_last_error(f"reported engine ids {unknown} it never declared"),
             )
         return [e for e in found if e in self.engine_ids]
 
@@ -364,7 +505,8 @@ class EnginePlugin:
         self.library.call("hipdnnEnginePluginCreateExecutionContext", self.handle, cfg, data, out)
         if out[0] == ffi.NULL:
             raise PluginError(
-                self.name, "hipdnnEnginePluginCreateExecutionContext", 3, "returned a null execution context"
+                self.name, "hipdnnEnginePluginCreateExecutionContext", 3,
+                self.library.with_last_error("returned a null execution context"),
             )
         return out[0]
 
@@ -425,12 +567,20 @@ class EnginePlugin:
     def set_stream(self, stream: int) -> None:
         self.library.call("hipdnnEnginePluginSetStream", self.handle, ffi.cast("hipStream_t", stream))
 
+    @property
+    def address(self) -> int:
+        return int(ffi.cast("uintptr_t", self.handle))
+
     def destroy(self) -> None:
         if not self._destroyed:
             self._destroyed = True
-            status = self.library.call_status("hipdnnEnginePluginDestroy", self.handle)
+            try:
+                status = self.library.call_status("hipdnnEnginePluginDestroy", self.handle)
+            finally:
+                _release_instance(self.address)
             if status != STATUS_SUCCESS:
-                log.warning("%s: hipdnnEnginePluginDestroy failed: %s", self.name, self.library.last_error())
+                log.warning("%s (%s): %s", self.name, self.library.path, PluginError(
+                    self.name, "hipdnnEnginePluginDestroy", status, self.library.last_error()))
 
 
 @dataclass(frozen=True)
@@ -445,6 +595,10 @@ class LoadedPlugin:
     has_override_execute: bool
     optional_entries: tuple[str, ...]
     fingerprint: PluginFingerprint
+    #: where it was found: builtin, env, entry_point or handle ("" when loaded from a bare path)
+    source: str = ""
+    #: engine ids the plugin declares that this handle dropped (an earlier plugin claimed them)
+    dropped_engine_ids: tuple[int, ...] = ()
 
 
 def describe(plugin: EnginePlugin) -> LoadedPlugin:
@@ -458,84 +612,107 @@ def describe(plugin: EnginePlugin) -> LoadedPlugin:
         has_override_execute=lib.has_override_execute,
         optional_entries=lib.optional_entries,
         fingerprint=lib.fingerprint(),
+        source=plugin.source,
+        dropped_engine_ids=plugin.dropped_engine_ids,
     )
+
+
+class _Candidate(Protocol):
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def source(self) -> Any: ...
 
 
 def discover(paths: Iterable[Path]) -> list[Path]:
     """Expand directories (non-recursively, sorted by name) and files into candidate files, in order,
-    without opening them. Duplicates (same real path) keep their first position."""
-    seen: set[str] = set()
-    out: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            members = sorted(p for p in path.iterdir() if p.is_file() and is_shared_library_name(p))
-        elif path.exists():
-            members = [path]
-        else:
-            log.warning("plugin path %s does not exist", path)
-            continue
-        for member in members:
-            real = os.path.realpath(member)
-            if real not in seen:
-                seen.add(real)
-                out.append(member)
-    return out
+    without opening them. Duplicates (same real path) keep their first position. Untrusted or missing
+    paths are left out with a warning; hipdnn.plugins.discover_candidates says more."""
+    from hipdnn.plugins.discovery import PluginSource, SearchPath, expand
+
+    found = expand(SearchPath(Path(p), PluginSource.HANDLE) for p in paths)
+    for r in found.rejected:
+        log.warning("plugin path %s left out: %s", r.path, r.reason)
+    return found.paths
 
 
 def instantiate(
-    candidates: Sequence[Path], log_level: int = logging.WARNING
+    candidates: Sequence[Path | _Candidate],
+    log_level: int = logging.WARNING,
+    rejected: Sequence[SkippedPlugin] = (),
 ) -> tuple[list[EnginePlugin], list[SkippedPlugin]]:
-    """Open, vet and create an instance of each candidate, in order. Never raises for a bad plugin."""
+    """Open, vet and create an instance of each candidate, in order. Never raises for a bad plugin.
+
+    ``rejected`` holds what discovery already refused; it is logged and reported with the rest.
+    Engine ids are claimed per call: the first plugin to declare an id keeps it in this handle."""
     plugins: list[EnginePlugin] = []
     skipped: list[SkippedPlugin] = []
-    engine_owner: dict[int, str] = {}
-    handles_seen: set[int] = set()
-    for path in candidates:
+
+    def skip(path: Path, reason: str, source: str) -> None:
+        log.warning("skipping plugin %s: %s", path, reason)
+        skipped.append(SkippedPlugin(path, reason, source))
+
+    for r in rejected:
+        skip(r.path, r.reason, r.source)
+    engine_owner: dict[int, EnginePlugin] = {}
+    for candidate in candidates:
+        if isinstance(candidate, Path):
+            path, source = candidate, ""
+        else:
+            path, source = candidate.path, str(candidate.source)
         try:
             library = open_library(path)
         except PluginLoadError as exc:
-            log.warning("skipping plugin %s: %s", path, exc)
-            skipped.append(SkippedPlugin(path, str(exc)))
+            skip(path, str(exc), source)
             continue
         library.attach_logging(log_level)
         out = ffi.new("hipdnnEnginePluginHandle_t*")
         try:
             library.call("hipdnnEnginePluginCreate", out)
         except PluginError as exc:
-            log.warning("skipping plugin %s: %s", path, exc)
-            skipped.append(SkippedPlugin(path, str(exc)))
+            skip(path, str(exc), source)
             continue
         handle = out[0]
         address = int(ffi.cast("uintptr_t", handle))
         if address == 0:
-            reason = "hipdnnEnginePluginCreate returned a null handle"
-            log.warning("skipping plugin %s: %s", path, reason)
-            skipped.append(SkippedPlugin(path, reason))
+            skip(path, library.with_last_error("hipdnnEnginePluginCreate returned a null handle"), source)
             continue
-        if address in handles_seen:
-            reason = "hipdnnEnginePluginCreate returned a handle already owned by another plugin"
-            log.warning("skipping plugin %s: %s", path, reason)
-            skipped.append(SkippedPlugin(path, reason))
+        owner = _claim_instance(address, f"{library.name!r} ({library.path})")
+        if owner is not None:
+            # Not destroyed: the address belongs to the other instance.
+            skip(
+                path,
+                f"hipdnnEnginePluginCreate returned handle {address:#x}, which plugin {owner} "
+                "already holds for a live instance",
+                source,
+            )
             continue
-        handles_seen.add(address)
         kept: list[int] = []
+        dropped: list[int] = []
         for engine_id in library.engine_ids:
-            owner = engine_owner.get(engine_id)
-            if owner is not None:
+            first = engine_owner.get(engine_id)
+            if first is not None:
                 log.error(
-                    "engine id %d of plugin %r (%s) collides with plugin %r; the later engine is dropped",
-                    engine_id, library.name, path, owner,
+                    "engine id %d of plugin %r (%s) collides with plugin %r (%s), which keeps it; "
+                    "the later engine is dropped",
+                    engine_id, library.name, path, first.name, first.library.path,
                 )
+                dropped.append(engine_id)
                 continue
-            engine_owner[engine_id] = library.name
             kept.append(engine_id)
+        plugin = EnginePlugin(library, handle, tuple(kept), source, tuple(dropped))
         if not kept:
-            reason = "every engine id collides with an earlier plugin"
-            skipped.append(SkippedPlugin(path, reason))
-            status = library.call_status("hipdnnEnginePluginDestroy", handle)
-            if status != STATUS_SUCCESS:
-                log.warning("%s: hipdnnEnginePluginDestroy failed", path)
+            firsts = sorted({f"{engine_owner[e].name!r} ({engine_owner[e].library.path})" for e in dropped})
+            plugin.destroy()
+            skip(path, f"every engine id {list(dropped)} is already served by plugin {', '.join(firsts)}",
+                 source)
             continue
-        plugins.append(EnginePlugin(library, handle, tuple(kept)))
-    log.info("loaded %d plugin(s), skipped %d", len(plugins), len(skipped))
+        for engine_id in kept:
+            engine_owner[engine_id] = plugin
+        plugins.append(plugin)
+    log.log(
+        logging.WARNING if skipped else logging.INFO,
+        "loaded %d plugin(s), skipped %d", len(plugins), len(skipped),
+    )
     return plugins, skipped

@@ -8,6 +8,11 @@ Reusable by any test that needs the fakes::
 
 The variants and what each one exports are listed in FAKE_VARIANTS; they must
 match fake_plugins/CMakeLists.txt.
+
+The same build also produces the loader's zoo of misbehaving plugins
+(fake_plugins/misbehaving_plugin.c), listed in ZOO_VARIANTS; after
+build_fake_plugins(build_dir), zoo_plugin_paths(build_dir) gives name -> path.
+They have no test hooks and are kept out of FAKE_VARIANTS.
 """
 
 from __future__ import annotations
@@ -47,6 +52,26 @@ FAKE_VARIANTS: dict[str, FakeVariant] = {
 }
 
 
+#: Misbehaving plugins (fake_plugins/misbehaving_plugin.c): name -> what is wrong with it.
+ZOO_VARIANTS: dict[str, str] = {
+    "zoo_missing_symbol": "does not export hipdnnEnginePluginExecuteOpGraph",
+    "zoo_api_unparsable": 'API version "1.x"',
+    "zoo_api_empty": 'API version ""',
+    "zoo_api_null": "API version NULL",
+    "zoo_api_major2": 'API version "2.0.0"',
+    "zoo_zero_engines": "reports zero engines",
+    "zoo_count_changes": "engine count changes between calls",
+    "zoo_duplicate_ids": "engine ids [9501, 9501]",
+    "zoo_create_fails": "Create fails with INTERNAL_ERROR and a last error",
+    "zoo_create_null": "Create returns a null handle",
+    "zoo_shared_handle_a": "Create returns a fixed address shared with zoo_shared_handle_b (engine 9601)",
+    "zoo_shared_handle_b": "Create returns a fixed address shared with zoo_shared_handle_a (engine 9602)",
+    "zoo_collides_9001": "engines [9001, 9911]: 9001 is also fake_override_v110's",
+    "zoo_name_fails": "GetName fails with INTERNAL_ERROR and a last error",
+    "zoo_wrong_type": "GetType reports HIPDNN_PLUGIN_TYPE_HEURISTIC",
+}
+
+
 def _cmake() -> str:
     exe = shutil.which("cmake")
     if exe is None:
@@ -58,6 +83,20 @@ def library_path(build_dir: Path, name: str) -> Path:
     """Where CMake puts lib<name>.so inside build_dir."""
     suffix = ".dylib" if sys.platform == "darwin" else ".so"
     return Path(build_dir) / "fake_plugins" / f"lib{name}{suffix}"
+
+
+def zoo_library_path(build_dir: Path, name: str) -> Path:
+    """Where CMake puts the misbehaving plugin lib<name>.so inside build_dir."""
+    return library_path(build_dir, name).parent.parent / "zoo_plugins" / library_path(build_dir, name).name
+
+
+def zoo_plugin_paths(build_dir: Path) -> dict[str, Path]:
+    """name -> path of every misbehaving plugin built by build_fake_plugins(build_dir)."""
+    paths = {name: zoo_library_path(build_dir, name) for name in ZOO_VARIANTS}
+    missing = [str(p) for p in paths.values() if not p.is_file()]
+    if missing:
+        raise RuntimeError(f"zoo plugins missing (run build_fake_plugins first): {missing}")
+    return paths
 
 
 def build_fake_plugins(build_dir: Path) -> dict[str, Path]:

@@ -1,0 +1,286 @@
+/*
+ * A zoo of misbehaving engine plugins for the loader tests (tests/loader/).
+ *
+ * One source, one shared library per misbehaviour: fake_plugins/CMakeLists.txt
+ * compiles it with MB_NAME and one (or none) of the switches below. Without a
+ * switch the library is a minimal, well-formed engine plugin that never finds
+ * a graph applicable, so it never runs anything.
+ *
+ *   MB_NAME             string, required: what hipdnnPluginGetName returns
+ *   MB_ENGINE_IDS       comma-separated engine ids (default 9900)
+ *   MB_API_VERSION      string returned by hipdnnPluginGetApiVersion (default "1.1.0")
+ *   MB_API_VERSION_NULL hipdnnPluginGetApiVersion succeeds but returns NULL
+ *   MB_OMIT_EXECUTE     hipdnnEnginePluginExecuteOpGraph is not exported
+ *   MB_ZERO_ENGINES     hipdnnEnginePluginGetAllEngineIds reports no engine
+ *   MB_COUNT_CHANGES    hipdnnEnginePluginGetAllEngineIds reports one engine more
+ *                       on every call after the first
+ *   MB_CREATE_FAILS     hipdnnEnginePluginCreate fails (INTERNAL_ERROR, last error set)
+ *   MB_CREATE_NULL      hipdnnEnginePluginCreate succeeds with a NULL handle
+ *   MB_SHARED_HANDLE    hipdnnEnginePluginCreate hands out one fixed address, the
+ *                       same in every library built with this switch, and
+ *                       never dereferences it (a stand-in for plugins that share
+ *                       one static object)
+ *   MB_NAME_FAILS       hipdnnPluginGetName fails (INTERNAL_ERROR, last error set)
+ *   MB_WRONG_TYPE       hipdnnPluginGetType reports HIPDNN_PLUGIN_TYPE_HEURISTIC
+ *
+ * Duplicate ids inside one plugin are MB_ENGINE_IDS=9501,9501; an id that
+ * collides with another plugin is an MB_ENGINE_IDS naming that plugin's id.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "hipdnn_plugin_sdk/EnginePluginApi.h"
+
+#ifndef MB_NAME
+#error "MB_NAME must be defined"
+#endif
+#ifndef MB_ENGINE_IDS
+#define MB_ENGINE_IDS 9900
+#endif
+#ifndef MB_API_VERSION
+#define MB_API_VERSION "1.1.0"
+#endif
+
+#define MB_HANDLE_MAGIC UINT64_C(0x4d49534245484156) /* "MISBEHAV" */
+#define MB_SHARED_ADDRESS ((uintptr_t)0x5eed0000u)
+
+static const int64_t k_engine_ids[] = {MB_ENGINE_IDS};
+#define MB_NUM_IDS ((uint32_t)(sizeof k_engine_ids / sizeof k_engine_ids[0]))
+
+struct HipdnnEnginePluginHandle
+{
+    uint64_t magic;
+};
+
+static char g_last_error[256] = "";
+static unsigned g_engine_id_calls = 0;
+
+static hipdnnPluginStatus_t fail(hipdnnPluginStatus_t status, const char* message)
+{
+    (void)snprintf(g_last_error, sizeof g_last_error, "%s: %s", MB_NAME, message);
+    return status;
+}
+
+/* ------------------------------------------------------------------------- */
+/* PluginApi.h                                                               */
+/* ------------------------------------------------------------------------- */
+
+hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
+{
+    if(name == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "name is NULL");
+#ifdef MB_NAME_FAILS
+    return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "name table not initialised");
+#else
+    *name = MB_NAME;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#endif
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
+{
+    if(version == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
+    *version = "0.0.1";
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
+{
+    if(version == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
+#ifdef MB_API_VERSION_NULL
+    *version = NULL;
+#else
+    *version = MB_API_VERSION;
+#endif
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
+{
+    if(type == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "type is NULL");
+#ifdef MB_WRONG_TYPE
+    *type = HIPDNN_PLUGIN_TYPE_HEURISTIC;
+#else
+    *type = HIPDNN_PLUGIN_TYPE_ENGINE;
+#endif
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+void hipdnnPluginGetLastErrorString(const char** error_str)
+{
+    if(error_str != NULL)
+        *error_str = g_last_error;
+}
+
+/* ------------------------------------------------------------------------- */
+/* EnginePluginApi.h                                                         */
+/* ------------------------------------------------------------------------- */
+
+hipdnnPluginStatus_t
+    hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
+{
+    uint32_t count = MB_NUM_IDS;
+    uint32_t i;
+    if(num_engines == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
+    if(max_engines > 0 && engine_ids == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL");
+#ifdef MB_ZERO_ENGINES
+    count = 0;
+#endif
+#ifdef MB_COUNT_CHANGES
+    count += g_engine_id_calls;
+#endif
+    ++g_engine_id_calls;
+    for(i = 0; i < max_engines && i < count && i < MB_NUM_IDS; ++i)
+        engine_ids[i] = k_engine_ids[i];
+    *num_engines = count;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle)
+{
+    if(handle == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
+#if defined(MB_CREATE_FAILS)
+    return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "no device matches this engine (simulated)");
+#elif defined(MB_CREATE_NULL)
+    *handle = NULL;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#elif defined(MB_SHARED_HANDLE)
+    *handle = (hipdnnEnginePluginHandle_t)MB_SHARED_ADDRESS;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#else
+    {
+        struct HipdnnEnginePluginHandle* h = (struct HipdnnEnginePluginHandle*)calloc(1, sizeof *h);
+        if(h == NULL)
+            return fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, "out of memory");
+        h->magic = MB_HANDLE_MAGIC;
+        *handle = h;
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    }
+#endif
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t handle)
+{
+    if(handle == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
+#ifdef MB_SHARED_HANDLE
+    if((uintptr_t)handle != MB_SHARED_ADDRESS)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "not a handle of this plugin");
+#else
+    if(handle->magic != MB_HANDLE_MAGIC)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "not a handle of this plugin");
+    handle->magic = 0;
+    free(handle);
+#endif
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t handle, hipStream_t stream)
+{
+    (void)stream;
+    return handle == NULL ? fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL")
+                          : HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t handle,
+                                                              const hipdnnPluginConstData_t* op_graph,
+                                                              int64_t* engine_ids,
+                                                              uint32_t max_engines,
+                                                              uint32_t* num_engines)
+{
+    (void)op_graph;
+    (void)engine_ids;
+    (void)max_engines;
+    if(handle == NULL || num_engines == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle or num_engines is NULL");
+    *num_engines = 0; /* never applicable: the zoo serves nothing */
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t handle,
+                                                        int64_t engine_id,
+                                                        const hipdnnPluginConstData_t* op_graph,
+                                                        hipdnnPluginConstData_t* engine_details)
+{
+    (void)handle;
+    (void)engine_id;
+    (void)op_graph;
+    (void)engine_details;
+    return fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "no engine here applies to anything");
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t handle,
+                                                            hipdnnPluginConstData_t* engine_details)
+{
+    (void)handle;
+    (void)engine_details;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t handle,
+                                                        const hipdnnPluginConstData_t* engine_config,
+                                                        const hipdnnPluginConstData_t* op_graph,
+                                                        size_t* workspace_size)
+{
+    (void)handle;
+    (void)engine_config;
+    (void)op_graph;
+    (void)workspace_size;
+    return fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "no engine here applies to anything");
+}
+
+hipdnnPluginStatus_t
+    hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t handle,
+                                             const hipdnnPluginConstData_t* engine_config,
+                                             const hipdnnPluginConstData_t* op_graph,
+                                             hipdnnEnginePluginExecutionContext_t* execution_context)
+{
+    (void)handle;
+    (void)engine_config;
+    (void)op_graph;
+    (void)execution_context;
+    return fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "no engine here applies to anything");
+}
+
+hipdnnPluginStatus_t
+    hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t handle,
+                                              hipdnnEnginePluginExecutionContext_t execution_context)
+{
+    (void)handle;
+    (void)execution_context;
+    return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "this plugin never creates execution contexts");
+}
+
+hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
+    hipdnnEnginePluginHandle_t handle,
+    hipdnnEnginePluginExecutionContext_t execution_context,
+    size_t* workspace_size)
+{
+    (void)handle;
+    (void)execution_context;
+    (void)workspace_size;
+    return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "this plugin never creates execution contexts");
+}
+
+#ifndef MB_OMIT_EXECUTE
+hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t handle,
+                                                      hipdnnEnginePluginExecutionContext_t execution_context,
+                                                      void* workspace,
+                                                      const hipdnnPluginDeviceBuffer_t* device_buffers,
+                                                      uint32_t num_device_buffers)
+{
+    (void)handle;
+    (void)execution_context;
+    (void)workspace;
+    (void)device_buffers;
+    (void)num_device_buffers;
+    return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "this plugin never creates execution contexts");
+}
+#endif
