@@ -8,6 +8,8 @@ execution contexts) and then read with ``get_attribute``. Failures raise
 
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -504,7 +506,8 @@ class ExecutionPlanDescriptor(Descriptor):
         try:
             size = plugin.workspace_size_from_context(context)
         except PluginError as exc:
-            plugin.destroy_execution_context(context)
+            with contextlib.suppress(PluginError):  # the original failure is the one to report
+                plugin.destroy_execution_context(context)
             raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
         self.plugin, self.context, self.engine_id, self.graph = plugin, context, config.engine_id, graph
         self._context_key = handle.register_context(plugin, context)
@@ -517,10 +520,8 @@ class ExecutionPlanDescriptor(Descriptor):
 
     def __del__(self) -> None:
         # Safe at any time: the plan keeps its handle (and so the plugin instance) alive.
-        try:
+        with contextlib.suppress(Exception):
             self.destroy()
-        except Exception:
-            pass
 
     def destroy(self) -> None:
         """Destroy the plugin's execution context (idempotent)."""
