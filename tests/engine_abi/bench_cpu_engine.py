@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import cffi
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from hipdnn.plugins._cdef import sdk_cdef  # noqa: E402

@@ -172,6 +172,7 @@ struct NodeInfo
     bool padding = false;
     bool alibi = false;
     BinaryOp op = BinaryOp::Add;
+    PointwiseParams pw;
     size_t scratch_per_thread = 0;
 };
 
@@ -797,6 +798,42 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             case wire::PointwiseMode::MIN_OP:
                 node.op = BinaryOp::Min;
                 break;
+#define HIPDNN_PW(wire_mode, op_name)                                                                                  \
+    case wire::PointwiseMode::wire_mode:                                                                               \
+        node.op = BinaryOp::op_name;                                                                                   \
+        break;
+                HIPDNN_PW(ADD_SQUARE, AddSquare)
+                HIPDNN_PW(CMP_EQ, CmpEq)
+                HIPDNN_PW(CMP_NEQ, CmpNe)
+                HIPDNN_PW(CMP_GT, CmpGt)
+                HIPDNN_PW(CMP_GE, CmpGe)
+                HIPDNN_PW(CMP_LT, CmpLt)
+                HIPDNN_PW(CMP_LE, CmpLe)
+                HIPDNN_PW(LOGICAL_AND, LogicalAnd)
+                HIPDNN_PW(LOGICAL_OR, LogicalOr)
+                HIPDNN_PW(ABS, Abs)
+                HIPDNN_PW(CEIL, Ceil)
+                HIPDNN_PW(FLOOR, Floor)
+                HIPDNN_PW(ERF, Erf)
+                HIPDNN_PW(EXP, Exp)
+                HIPDNN_PW(LOG, Log)
+                HIPDNN_PW(NEG, Neg)
+                HIPDNN_PW(RECIPROCAL, Recip)
+                HIPDNN_PW(RELU_FWD, Relu)
+                HIPDNN_PW(RSQRT, Rsqrt)
+                HIPDNN_PW(SIGMOID_FWD, Sigmoid)
+                HIPDNN_PW(SIN, Sin)
+                HIPDNN_PW(TAN, Tan)
+                HIPDNN_PW(SOFTPLUS_FWD, Softplus)
+                HIPDNN_PW(SQRT, Sqrt)
+                HIPDNN_PW(SWISH_FWD, Swish)
+                HIPDNN_PW(TANH_FWD, Tanh)
+                HIPDNN_PW(GELU_FWD, Gelu)
+                HIPDNN_PW(GELU_APPROX_TANH_FWD, GeluTanh)
+                HIPDNN_PW(ELU_FWD, Elu)
+                HIPDNN_PW(IDENTITY, Identity)
+                HIPDNN_PW(LOGICAL_NOT, LogicalNot)
+#undef HIPDNN_PW
             default:
                 return format("node '%s': pointwise mode %s is not supported",
                               node.name.c_str(),
@@ -804,12 +841,35 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             }
             if(a->axis_tensor_uid().has_value())
                 return format("node '%s': a pointwise axis tensor is not supported", node.name.c_str());
-            if(!a->in_1_tensor_uid().has_value())
-                return format("node '%s': pointwise mode needs two inputs", node.name.c_str());
+            const bool unary = is_unary(node.op);
+            if(!unary && !a->in_1_tensor_uid().has_value())
+                return format("node '%s': pointwise mode %s needs two inputs",
+                              node.name.c_str(),
+                              wire::EnumNamePointwiseMode(a->operation()));
+            if(unary && a->in_1_tensor_uid().has_value())
+                return format("node '%s': pointwise mode %s takes one input",
+                              node.name.c_str(),
+                              wire::EnumNamePointwiseMode(a->operation()));
             if(a->in_2_tensor_uid().has_value())
                 return format("node '%s': a third pointwise input is not supported", node.name.c_str());
+            PointwiseParams& prm = node.pw;
+            if(a->relu_lower_clip().has_value())
+                prm.relu_lo = a->relu_lower_clip().value();
+            if(a->relu_upper_clip().has_value())
+            {
+                prm.has_relu_hi = true;
+                prm.relu_hi = a->relu_upper_clip().value();
+            }
+            if(a->relu_lower_clip_slope().has_value())
+                prm.relu_slope = a->relu_lower_clip_slope().value();
+            if(a->swish_beta().has_value())
+                prm.swish_beta = a->swish_beta().value();
+            if(a->elu_alpha().has_value())
+                prm.elu_alpha = a->elu_alpha().value();
+            if(a->softplus_beta().has_value())
+                prm.softplus_beta = a->softplus_beta().value();
             node.in[0] = ref(a->in_0_tensor_uid());
-            node.in[1] = ref(a->in_1_tensor_uid().value());
+            node.in[1] = unary ? node.in[0] : ref(a->in_1_tensor_uid().value());
             node.out[0] = ref(a->out_0_tensor_uid());
             if(!why.empty())
                 return why;
@@ -1293,6 +1353,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
             p.b = static_cast<const float*>(ptrs[node.in[1]]);
             p.out = static_cast<float*>(ptrs[node.out[0]]);
             p.op = node.op;
+            p.prm = node.pw;
             p.rank = o.rank;
             for(int i = 0; i < o.rank; ++i)
             {

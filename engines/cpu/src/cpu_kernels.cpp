@@ -9,6 +9,7 @@
 // Nothing here allocates: scratch comes from the caller's workspace slice.
 
 #include "cpu_kernels.hpp"
+#include "sdpa_fwd.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -241,236 +242,10 @@ inline void gemm_impl(int64_t m,
 #define HIPDNN_CPU_GEMM_BASE 4, 4, 2 // SSE: 4 rows x 8 floats, 8 accumulators
 #define HIPDNN_CPU_GEMM_AVX2 8, 6, 2 // AVX2: 6 rows x 16 floats, 12 accumulators
 
-// --------------------------------------------------------- exp(x), x<=0 ----
-// Branch-free so that the softmax loop vectorizes. exp(x) = 2^n * exp(r),
-// |r| <= ln2/2, degree-7 Taylor polynomial (relative error < 1e-7).
-// x = -inf or x < -87 gives 0; NaN propagates.
-inline float exp_nonpos(float x)
-{
-    const float xn = (x >= -87.0f) ? x : -87.0f;
-    const float n = std::floor(xn * 1.44269504088896341f + 0.5f);
-    const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-    float scale;
-    std::memcpy(&scale, &bits, sizeof(scale));
-    const float res = p * scale;
-    return (x < -87.0f) ? 0.0f : res;
-}
-
-// ----------------------------------------------------------------- SDPA ----
-constexpr int64_t kSdpaBq = 96; // query rows per tile
-constexpr int64_t kSdpaBk = 64; // keys per tile
-constexpr int64_t kSdpaDotRows = 4; // below this many query rows, skip the K transpose
-
 inline int64_t round16(int64_t n)
 {
     return (n + 15) / 16 * 16;
 }
-
-struct SdpaLayout
-{
-    int64_t bq, bk;
-    int64_t off_q, off_kt, off_v, off_s, off_acc, off_m, off_l, total; // in floats
-};
-
-SdpaLayout sdpa_layout(int64_t sq, int64_t skv, int64_t d, int64_t dv)
-{
-    SdpaLayout l{};
-    l.bq = std::min(kSdpaBq, sq);
-    l.bk = std::min(kSdpaBk, skv);
-    int64_t o = 0;
-    l.off_q = o;
-    o += round16(l.bq * d);
-    l.off_kt = o;
-    o += round16(d * l.bk);
-    l.off_v = o;
-    o += round16(l.bk * dv);
-    l.off_s = o;
-    o += round16(l.bq * l.bk);
-    l.off_acc = o;
-    o += round16(l.bq * dv);
-    l.off_m = o;
-    o += round16(l.bq);
-    l.off_l = o;
-    o += round16(l.bq);
-    l.total = o;
-    return l;
-}
-
-struct SdpaRun
-{
-    const SdpaProblem* p;
-    SdpaLayout lay;
-    int64_t hq, hk, sq, skv, d, dv, group, nqb;
-    int64_t diag; // query i sees keys j <= i + diag (causal only)
-};
-
-// One (batch, head, query block) work item.
-template <int W, int MR, int NV>
-inline void sdpa_item_impl(const SdpaRun& run, int64_t w, float* ws)
-{
-    const SdpaProblem& p = *run.p;
-    const SdpaLayout& lay = run.lay;
-    const int64_t qb = run.nqb - 1 - (w % run.nqb); // heavy causal blocks first
-    const int64_t bh = w / run.nqb;
-    const int64_t h = bh % run.hq;
-    const int64_t b = bh / run.hq;
-    const int64_t hk = h / run.group;
-    const int64_t d = run.d, dv = run.dv, bk = lay.bk;
-
-    const float* qbase = p.q + b * p.qs.strides[0] + h * p.qs.strides[1];
-    const float* kbase = p.k + b * p.ks.strides[0] + hk * p.ks.strides[1];
-    const float* vbase = p.v + b * p.vs.strides[0] + hk * p.vs.strides[1];
-    float* obase = p.o + b * p.os.strides[0] + h * p.os.strides[1];
-
-    float* qs = ws + lay.off_q;
-    float* kt = ws + lay.off_kt;
-    float* vt = ws + lay.off_v;
-    float* s = ws + lay.off_s;
-    float* acc = ws + lay.off_acc;
-    float* mrow = ws + lay.off_m;
-    float* lrow = ws + lay.off_l;
-
-    const int64_t q0 = qb * lay.bq;
-    const int64_t nq = std::min(lay.bq, run.sq - q0);
-
-    const int64_t qs2 = p.qs.strides[2], qs3 = p.qs.strides[3];
-    for(int64_t i = 0; i < nq; ++i)
-    {
-        const float* row = qbase + (q0 + i) * qs2;
-        float* dst = qs + i * d;
-        if(qs3 == 1)
-            for(int64_t e = 0; e < d; ++e)
-                dst[e] = row[e] * p.scale;
-        else
-            for(int64_t e = 0; e < d; ++e)
-                dst[e] = row[e * qs3] * p.scale;
-        mrow[i] = kNegInf;
-        lrow[i] = 0.0f;
-    }
-    std::fill(acc, acc + nq * dv, 0.0f);
-
-    int64_t kend = run.skv;
-    if(p.causal)
-        kend = std::max<int64_t>(0, std::min(run.skv, q0 + nq + run.diag));
-
-    const int64_t ks2 = p.ks.strides[2], ks3 = p.ks.strides[3];
-    const int64_t vs2 = p.vs.strides[2], vs3 = p.vs.strides[3];
-    for(int64_t k0 = 0; k0 < kend; k0 += bk)
-    {
-        const int64_t nk = std::min(bk, kend - k0);
-        if(nq < kSdpaDotRows && ks3 == 1)
-        {
-            // Few query rows (decode): dot products straight from the K rows.
-            for(int64_t i = 0; i < nq; ++i)
-                for(int64_t j = 0; j < nk; ++j)
-                    s[i * bk + j] = dot<W>(qs + i * d, kbase + (k0 + j) * ks2, d);
-        }
-        else
-        {
-            // K tile transposed to [d][key] so the score GEMM runs along keys.
-            for(int64_t j = 0; j < nk; ++j)
-            {
-                const float* row = kbase + (k0 + j) * ks2;
-                for(int64_t e = 0; e < d; ++e)
-                    kt[e * bk + j] = row[e * ks3];
-            }
-            gemm_impl<W, MR, NV>(nq, nk, d, qs, d, kt, bk, s, bk, false);
-        }
-        // V rows are used in place when contiguous, else copied to the tile.
-        const float* vsrc = vbase + k0 * vs2;
-        int64_t ldv = vs2;
-        if(vs3 != 1)
-        {
-            for(int64_t j = 0; j < nk; ++j)
-            {
-                const float* row = vbase + (k0 + j) * vs2;
-                float* dst = vt + j * dv;
-                for(int64_t e = 0; e < dv; ++e)
-                    dst[e] = row[e * vs3];
-            }
-            vsrc = vt;
-            ldv = dv;
-        }
-
-        for(int64_t i = 0; i < nq; ++i)
-        {
-            float* srow = s + i * bk;
-            int64_t valid = nk;
-            if(p.causal)
-            {
-                // keys k0 + j with k0 + j <= q0 + i + diag are visible
-                valid = std::min(nk, std::max<int64_t>(0, q0 + i + run.diag - k0 + 1));
-            }
-            if(valid == 0)
-            {
-                std::fill(srow, srow + nk, 0.0f);
-                continue;
-            }
-            float mx = srow[0];
-            for(int64_t j = 1; j < valid; ++j)
-                mx = std::max(mx, srow[j]);
-            const float mold = mrow[i];
-            const float mnew = std::max(mold, mx);
-            float sum = 0.0f;
-            for(int64_t j = 0; j < valid; ++j)
-            {
-                const float e = exp_nonpos(srow[j] - mnew);
-                srow[j] = e;
-                sum += e;
-            }
-            for(int64_t j = valid; j < nk; ++j)
-                srow[j] = 0.0f;
-            const float alpha = (mold == kNegInf) ? 0.0f : exp_nonpos(mold - mnew);
-            lrow[i] = lrow[i] * alpha + sum;
-            if(alpha != 1.0f)
-            {
-                float* arow = acc + i * dv;
-                for(int64_t e = 0; e < dv; ++e)
-                    arow[e] *= alpha;
-            }
-            mrow[i] = mnew;
-        }
-
-        gemm_impl<W, MR, NV>(nq, dv, nk, s, bk, vsrc, ldv, acc, dv, true);
-    }
-
-    const int64_t os2 = p.os.strides[2], os3 = p.os.strides[3];
-    for(int64_t i = 0; i < nq; ++i)
-    {
-        float* orow = obase + (q0 + i) * os2;
-        const float* arow = acc + i * dv;
-        const float l = lrow[i];
-        const float inv = (l > 0.0f) ? 1.0f / l : 0.0f;
-        for(int64_t e = 0; e < dv; ++e)
-            orow[e * os3] = arow[e] * inv;
-        if(p.stats != nullptr)
-        {
-            float* st = p.stats + b * p.ss.strides[0] + h * p.ss.strides[1] + (q0 + i) * p.ss.strides[2];
-            *st = (l > 0.0f) ? mrow[i] + std::log(l) : kNegInf;
-        }
-    }
-}
-
-void sdpa_item_base(const SdpaRun& run, int64_t w, float* ws)
-{
-    sdpa_item_impl<HIPDNN_CPU_GEMM_BASE>(run, w, ws);
-}
-
-#if HIPDNN_CPU_HAVE_AVX2_PATH
-HIPDNN_CPU_AVX2_FN void sdpa_item_avx2(const SdpaRun& run, int64_t w, float* ws)
-{
-    sdpa_item_impl<HIPDNN_CPU_GEMM_AVX2>(run, w, ws);
-}
-#endif
 
 // --------------------------------------------------------------- Matmul ----
 constexpr int64_t kMmMb = 64;
@@ -648,16 +423,46 @@ void pw_run(const PointwiseProblem& p, int nthreads, F f)
 
 // ================================================================ public ====
 
+int64_t sdpa_plan_layout(SdpaRun& run)
+{
+    const int64_t need = (run.sq + kSdpaQw - 1) / kSdpaQw;
+    run.panels = std::max<int64_t>(1, std::min(kSdpaPanels, need));
+    run.nqb = (run.sq + run.panels * kSdpaQw - 1) / (run.panels * kSdpaQw);
+    const int64_t bk = kSdpaBk;
+    int64_t o = 0;
+    run.off_qt = o;
+    o += round16(run.panels * run.d * kSdpaQw);
+    run.off_ot = o;
+    o += round16(run.panels * run.dv * kSdpaQw);
+    run.off_st = o;
+    o += round16(bk * kSdpaQw);
+    run.off_m = o;
+    o += round16(run.panels * kSdpaQw);
+    run.off_l = o;
+    o += round16(run.panels * kSdpaQw);
+    run.off_kb = o;
+    o += round16(bk * run.d);
+    run.off_vb = o;
+    o += round16(bk * run.dv);
+    run.total = o;
+    return o;
+}
+
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
 {
-    return align_up(static_cast<size_t>(sdpa_layout(sq, skv, d, dv).total) * sizeof(float));
+    (void)skv;
+    SdpaRun run;
+    run.sq = sq;
+    run.d = d;
+    run.dv = dv;
+    return align_up(static_cast<size_t>(sdpa_plan_layout(run)) * sizeof(float));
 }
 
 bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads)
 {
-    SdpaRun run{};
+    SdpaRun run;
     run.p = &p;
-    const int64_t bsz = p.qs.dims[0];
+    run.b = p.qs.dims[0];
     run.hq = p.qs.dims[1];
     run.sq = p.qs.dims[2];
     run.d = p.qs.dims[3];
@@ -665,18 +470,15 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     run.skv = p.ks.dims[2];
     run.dv = p.vs.dims[3];
     run.group = run.hq / run.hk;
-    run.lay = sdpa_layout(run.sq, run.skv, run.d, run.dv);
-    if(static_cast<size_t>(run.lay.total) * sizeof(float) > per_thread)
+    if(static_cast<size_t>(sdpa_plan_layout(run)) * sizeof(float) > per_thread)
         return false;
-    run.nqb = (run.sq + run.lay.bq - 1) / run.lay.bq;
-    run.diag = p.diag;
 
-    void (*item)(const SdpaRun&, int64_t, float*) = sdpa_item_base;
+    void (*item)(const SdpaRun&, int64_t, float*) = sdpa_base::run_item;
 #if HIPDNN_CPU_HAVE_AVX2_PATH
     if(cpu_has_avx2())
-        item = sdpa_item_avx2;
+        item = sdpa_avx2::run_item;
 #endif
-    const int64_t total = bsz * run.hq * run.nqb;
+    const int64_t total = run.b * run.hq * run.nqb;
     const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
@@ -729,6 +531,8 @@ bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nt
 
 void run_pointwise(const PointwiseProblem& p, int nthreads)
 {
+    const PointwiseParams& q = p.prm;
+    auto b2f = [](bool x) { return x ? 1.0f : 0.0f; };
     switch(p.op)
     {
     case BinaryOp::Add:
@@ -749,6 +553,110 @@ void run_pointwise(const PointwiseProblem& p, int nthreads)
         break;
     case BinaryOp::Min:
         pw_run(p, nthreads, [](float x, float y) { return (x != x || x < y) ? x : y; });
+        break;
+    case BinaryOp::AddSquare:
+        pw_run(p, nthreads, [](float x, float y) { return x + y * y; });
+        break;
+    case BinaryOp::CmpEq:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x == y); });
+        break;
+    case BinaryOp::CmpNe:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x != y); });
+        break;
+    case BinaryOp::CmpGt:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x > y); });
+        break;
+    case BinaryOp::CmpGe:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x >= y); });
+        break;
+    case BinaryOp::CmpLt:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x < y); });
+        break;
+    case BinaryOp::CmpLe:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x <= y); });
+        break;
+    case BinaryOp::LogicalAnd:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x != 0.0f && y != 0.0f); });
+        break;
+    case BinaryOp::LogicalOr:
+        pw_run(p, nthreads, [=](float x, float y) { return b2f(x != 0.0f || y != 0.0f); });
+        break;
+    case BinaryOp::Abs:
+        pw_run(p, nthreads, [](float x, float) { return std::fabs(x); });
+        break;
+    case BinaryOp::Ceil:
+        pw_run(p, nthreads, [](float x, float) { return std::ceil(x); });
+        break;
+    case BinaryOp::Floor:
+        pw_run(p, nthreads, [](float x, float) { return std::floor(x); });
+        break;
+    case BinaryOp::Erf:
+        pw_run(p, nthreads, [](float x, float) { return std::erf(x); });
+        break;
+    case BinaryOp::Exp:
+        pw_run(p, nthreads, [](float x, float) { return std::exp(x); });
+        break;
+    case BinaryOp::Log:
+        pw_run(p, nthreads, [](float x, float) { return std::log(x); });
+        break;
+    case BinaryOp::Neg:
+        pw_run(p, nthreads, [](float x, float) { return -x; });
+        break;
+    case BinaryOp::Recip:
+        pw_run(p, nthreads, [](float x, float) { return 1.0f / x; });
+        break;
+    case BinaryOp::Relu:
+        pw_run(p, nthreads, [=](float x, float) {
+            float r = x < q.relu_lo ? q.relu_lo + q.relu_slope * (x - q.relu_lo) : x;
+            if(q.has_relu_hi && r > q.relu_hi)
+                r = q.relu_hi;
+            return r;
+        });
+        break;
+    case BinaryOp::Rsqrt:
+        pw_run(p, nthreads, [](float x, float) { return 1.0f / std::sqrt(x); });
+        break;
+    case BinaryOp::Sigmoid:
+        pw_run(p, nthreads, [](float x, float) { return 1.0f / (1.0f + std::exp(-x)); });
+        break;
+    case BinaryOp::Sin:
+        pw_run(p, nthreads, [](float x, float) { return std::sin(x); });
+        break;
+    case BinaryOp::Tan:
+        pw_run(p, nthreads, [](float x, float) { return std::tan(x); });
+        break;
+    case BinaryOp::Softplus:
+        // log(1 + exp(beta x)) / beta, without overflow for large beta x
+        pw_run(p, nthreads, [=](float x, float) {
+            const float t = q.softplus_beta * x;
+            return (t > 20.0f ? t : std::log1p(std::exp(t))) / q.softplus_beta;
+        });
+        break;
+    case BinaryOp::Sqrt:
+        pw_run(p, nthreads, [](float x, float) { return std::sqrt(x); });
+        break;
+    case BinaryOp::Swish:
+        pw_run(p, nthreads, [=](float x, float) { return x / (1.0f + std::exp(-q.swish_beta * x)); });
+        break;
+    case BinaryOp::Tanh:
+        pw_run(p, nthreads, [](float x, float) { return std::tanh(x); });
+        break;
+    case BinaryOp::Gelu:
+        pw_run(p, nthreads, [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+        break;
+    case BinaryOp::GeluTanh:
+        pw_run(p, nthreads, [](float x, float) {
+            return 0.5f * x * (1.0f + std::tanh(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+        });
+        break;
+    case BinaryOp::Elu:
+        pw_run(p, nthreads, [=](float x, float) { return x > 0.0f ? x : q.elu_alpha * std::expm1(x); });
+        break;
+    case BinaryOp::Identity:
+        pw_run(p, nthreads, [](float x, float) { return x; });
+        break;
+    case BinaryOp::LogicalNot:
+        pw_run(p, nthreads, [=](float x, float) { return b2f(x == 0.0f); });
         break;
     }
 }

@@ -28,19 +28,48 @@ struct Shape
 // OpenMP wrappers that also work when the engine is built without OpenMP.
 int max_threads();
 
+// Element types the kernels read and write (fp32 compute throughout).
+enum class DType
+{
+    F32,
+    F16,
+    BF16,
+    I32,
+    I64
+};
+
 // ---------------------------------------------------------------- SDPA ----
+// o = softmax(scale * q k^T + bias + alibi, masked) v, per (batch, head).
+// Key j is visible to query i when every present bound holds; with padding,
+// only i < seq_len_q[b] and j < seq_len_kv[b] take part (other rows: 0).
+// Rows that see no key give o = 0 and stats = -inf.
 struct SdpaProblem
 {
-    const float* q = nullptr;
-    const float* k = nullptr;
-    const float* v = nullptr;
-    float* o = nullptr;
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    void* o = nullptr;
     float* stats = nullptr; // may be null
+    DType qt = DType::F32, kt = DType::F32, vt = DType::F32, ot = DType::F32;
     Shape qs, ks, vs, os, ss;
     float scale = 1.0f;
-    // Causal masking: query row i sees key j only when j <= i + diag.
-    bool causal = false;
-    int64_t diag = 0;
+    bool has_hi_tl = false; // j <= i + hi_tl
+    int64_t hi_tl = 0;
+    bool has_hi_br = false; // j <= i + hi_br + (skv_b - sq_b)
+    int64_t hi_br = 0;
+    bool has_lo = false; // j >= i + lo (+ skv_b - sq_b when lo_br)
+    bool lo_br = false;
+    int64_t lo = 0;
+    // Padding: per-batch lengths (element b at seq_*[b * stride]); null when absent.
+    const void* seq_q = nullptr;
+    const void* seq_kv = nullptr;
+    DType seq_q_t = DType::I32, seq_kv_t = DType::I32;
+    int64_t seq_q_bs = 0, seq_kv_bs = 0;
+    // Additive bias [B|1, H|1, Sq, Skv]: strides, 0 where broadcast.
+    const void* bias = nullptr;
+    DType bias_t = DType::F32;
+    int64_t bias_st[4] = {};
+    bool alibi = false;
 };
 
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.
@@ -76,6 +105,8 @@ size_t matmul_scratch_per_thread(int64_t m, int64_t n, int64_t k);
 bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads);
 
 // ----------------------------------------------------------- Pointwise ----
+// Pointwise operations. Binary ones read a and b; unary ones read a only
+// (the engine passes a twice). Comparisons and logical ops give 1.0 / 0.0.
 enum class BinaryOp
 {
     Add,
@@ -83,7 +114,55 @@ enum class BinaryOp
     Mul,
     Div,
     Max,
-    Min
+    Min,
+    AddSquare, // a + b*b
+    CmpEq,
+    CmpNe,
+    CmpGt,
+    CmpGe,
+    CmpLt,
+    CmpLe,
+    LogicalAnd,
+    LogicalOr,
+    // unary
+    Abs,
+    Ceil,
+    Floor,
+    Erf,
+    Exp,
+    Log,
+    Neg,
+    Recip,
+    Relu, // clip(x, lo, hi) with slope below lo
+    Rsqrt,
+    Sigmoid,
+    Sin,
+    Tan,
+    Softplus,
+    Sqrt,
+    Swish,
+    Tanh,
+    Gelu,
+    GeluTanh,
+    Elu,
+    Identity,
+    LogicalNot
+};
+
+inline bool is_unary(BinaryOp op)
+{
+    return op >= BinaryOp::Abs;
+}
+
+struct PointwiseParams
+{
+    float relu_lo = 0.0f;
+    float relu_hi = 0.0f;
+    bool has_relu_hi = false;
+    float relu_slope = 0.0f;
+    float swish_beta = 1.0f;
+    float elu_alpha = 1.0f;
+    float softplus_beta = 1.0f;
 };
 
 struct PointwiseProblem
@@ -92,6 +171,7 @@ struct PointwiseProblem
     const float* b = nullptr;
     float* out = nullptr;
     BinaryOp op = BinaryOp::Add;
+    PointwiseParams prm;
     int rank = 0;
     int64_t dims[kMaxRank] = {};
     // Strides of both inputs aligned to the output rank (0 where broadcast).

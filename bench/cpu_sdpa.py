@@ -1,0 +1,223 @@
+"""SDPA forward on the CPU: hipdnn's CPU engine vs PyTorch's CPU scaled_dot_product_attention vs numpy.
+
+    python bench/cpu_sdpa.py                      # full sweep, writes bench/results/cpu_sdpa.{json,png}
+    python bench/cpu_sdpa.py --quick              # S = 512, 1024 only
+
+fp32, B=1, H=8, D in (64, 128), S in (512 ... 4096), causal and not. Each case is built once through
+``hipdnn.Graph`` and executed repeatedly; the three implementations are timed interleaved (one run of
+each per round) so that load from other processes on a shared machine hits all of them alike, and the
+best round of each is kept. GFLOP/s counts 4*B*H*S*S*D flops, half of that under a causal mask (the
+work a causal kernel must do). PyTorch is optional (the engine and numpy still run without it); it is
+a benchmark-only dependency, never a runtime or test one.
+
+The fraction of peak uses the cores' fp32 FMA peak: cores x 2 FMA pipes x 8 lanes (AVX2) x 2 flops x
+clock, with the clock read from /proc/cpuinfo ("cpu MHz"; under a hypervisor that is the nominal
+clock, so turbo can push measured fractions a little above what the formula says).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import hipdnn  # noqa: E402
+
+F32 = hipdnn.DataType.FLOAT
+
+
+def cpu_info() -> dict:
+    model, mhz, flags = "unknown", None, set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, val = line.partition(":")
+            key, val = key.strip(), val.strip()
+            if key == "model name" and model == "unknown":
+                model = val
+            elif key == "cpu MHz" and mhz is None:
+                mhz = float(val)
+            elif key == "flags" and not flags:
+                flags = set(val.split())
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    fma_pipes = 2
+    peak = cores * fma_pipes * lanes * 2 * (mhz or 0.0) / 1e3 if mhz else None
+    return {
+        "model": model, "cpu_mhz_from_proc_cpuinfo": mhz, "cores": cores, "fp32_lanes": lanes,
+        "fma_pipes_per_core_assumed": fma_pipes, "peak_gflops": peak,
+        "peak_formula": "cores x fma_pipes x fp32_lanes x 2 flops x cpu MHz (from /proc/cpuinfo)",
+    }
+
+
+def flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
+    return 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+
+class Engine:
+    """One graph, built once at the case's shape, executed repeatedly."""
+
+    def __init__(self, handle: hipdnn.Handle, b: int, h: int, s: int, d: int, causal: bool,
+                 q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        g = hipdnn.Graph(name="bench", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
+        tq = g.tensor(name="q", dim=dims, stride=strides, data_type=F32)
+        tk = g.tensor(name="k", dim=dims, stride=strides, data_type=F32)
+        tv = g.tensor(name="v", dim=dims, stride=strides, data_type=F32)
+        o, _ = g.sdpa(tq, tk, tv, attn_scale=1.0 / math.sqrt(d), use_causal_mask=causal)
+        o.set_output(True)
+        g.build(handle)
+        self.g, self.handle = g, handle
+        self.out = np.empty((b, h, s, d), np.float32)
+        self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+        self.pack = {tq: q, tk: k, tv: v, o: self.out}
+
+    def __call__(self) -> np.ndarray:
+        self.g.execute(self.handle, self.pack, self.ws)
+        return self.out
+
+
+def numpy_sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    s = np.matmul(q, np.swapaxes(k, -1, -2)) * np.float32(1.0 / math.sqrt(q.shape[-1]))
+    if causal:
+        n = q.shape[-2]
+        s[..., np.triu_indices(n, 1)[0], np.triu_indices(n, 1)[1]] = -np.inf
+    s -= s.max(axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= s.sum(axis=-1, keepdims=True)
+    return np.matmul(s, v)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--seconds", type=float, default=6.0, help="time budget per case (rounds stop early)")
+    ap.add_argument("--no-numpy-above", type=int, default=4096, help="skip numpy for S above this")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa"))
+    args = ap.parse_args()
+
+    info = cpu_info()
+    try:
+        import torch
+
+        torch.set_num_threads(info["cores"])
+        torch_version = torch.__version__
+    except ImportError:
+        torch, torch_version = None, None
+
+    handle = hipdnn.Handle()
+    b, h = 1, 8
+    seqs = (512, 1024) if args.quick else (512, 1024, 2048, 4096)
+    rows = []
+    rng = np.random.default_rng(0)
+    for d in (64, 128):
+        for causal in (False, True):
+            for s in seqs:
+                q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
+                eng = Engine(handle, b, h, s, d, causal, q, k, v)
+                impls = {"hipdnn": eng}
+                if torch is not None:
+                    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+
+                    def run_torch(tq=tq, tk=tk, tv=tv, causal=causal):
+                        with torch.no_grad():
+                            return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+
+                    impls["torch"] = run_torch
+                if s <= args.no_numpy_above:
+                    impls["numpy"] = lambda q=q, k=k, v=v, causal=causal: numpy_sdpa(q, k, v, causal)
+                # correctness of the engine against torch (or numpy) on this very case
+                ref = impls.get("torch", impls.get("numpy"))
+                err = None
+                if ref is not None:
+                    r = np.asarray(ref())
+                    err = float(np.abs(eng() - r).max() / max(1e-30, float(np.abs(r).max())))
+                best = {name: float("inf") for name in impls}
+                t_case = time.perf_counter()
+                for rnd in range(args.rounds):
+                    for name, fn in impls.items():
+                        t0 = time.perf_counter()
+                        fn()
+                        best[name] = min(best[name], time.perf_counter() - t0)
+                    if rnd >= 2 and time.perf_counter() - t_case > args.seconds:
+                        break
+                fl = flops(b, h, s, d, causal)
+                row = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "flops": fl, "rel_err_vs_ref": err}
+                for name, t in best.items():
+                    row[f"{name}_ms"] = t * 1e3
+                    row[f"{name}_gflops"] = fl / t / 1e9
+                if "torch" in best:
+                    row["ratio_vs_torch"] = best["torch"] / best["hipdnn"]
+                if "numpy" in best:
+                    row["ratio_vs_numpy"] = best["numpy"] / best["hipdnn"]
+                if info["peak_gflops"]:
+                    row["hipdnn_fraction_of_peak"] = row["hipdnn_gflops"] / info["peak_gflops"]
+                rows.append(row)
+                print(
+                    f"D={d:3d} S={s:5d} causal={int(causal)}  hipdnn {row['hipdnn_gflops']:6.1f} GF/s"
+                    + (f"  torch {row['torch_gflops']:6.1f}  x{row['ratio_vs_torch']:.2f}" if "torch" in best else "")
+                    + (f"  numpy {row['numpy_gflops']:6.1f}" if "numpy" in best else "")
+                    + (f"  peak {row['hipdnn_fraction_of_peak']:.0%}" if info["peak_gflops"] else "")
+                    + (f"  err {err:.1e}" if err is not None else ""),
+                    flush=True,
+                )
+                del eng, impls
+
+    result = {
+        "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": {**info, "platform": platform.platform(), "python": platform.python_version(),
+                    "numpy": np.__version__, "torch": torch_version,
+                    "loadavg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
+        "engine_plugins": [p.name for p in handle.loaded_plugins()],
+        "method": "best of interleaved rounds; GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time",
+        "results": rows,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(result, indent=1))
+    print("wrote", out.with_suffix(".json"))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    fig, axes = plt.subplots(1, 4, figsize=(18, 4.2), sharey=True)
+    for ax, (d, causal) in zip(axes, [(64, False), (64, True), (128, False), (128, True)]):
+        sel = [r for r in rows if r["D"] == d and r["causal"] == causal]
+        xs = [r["S"] for r in sel]
+        for name, style in (("hipdnn", "o-"), ("torch", "s--"), ("numpy", "^:")):
+            ys = [r.get(f"{name}_gflops") for r in sel]
+            if any(y is not None for y in ys):
+                ax.plot([x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], style,
+                        label=name)
+        if info["peak_gflops"]:
+            ax.axhline(info["peak_gflops"], color="gray", lw=0.8, ls="-.", label="FMA peak")
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"D={d} {'causal' if causal else 'no mask'}")
+        ax.set_xlabel("S")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("GFLOP/s (fp32)")
+    axes[0].legend()
+    fig.suptitle(f"SDPA forward fp32, B=1 H=8, {info['cores']} cores of {info['model']}")
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=90)
+    print("wrote", out.with_suffix(".png"))
+
+
+if __name__ == "__main__":
+    main()
