@@ -149,3 +149,15 @@ def test_plugin_log_callback_routes_into_python_logging(
     plugin_records = [r for r in caplog.records if r.name == "hipdnn.plugins.fake_override_v110"]
     assert plugin_records, [r.name for r in caplog.records]
     assert any("loaded 1 plugin(s), skipped 0" in r.getMessage() for r in caplog.records)
+
+
+def test_source_checkout_shadowing_an_install_still_finds_the_installed_engines(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`python -m hipdnn` run from the repository root imports the source tree, which holds no built
+    plugins; the engines of the installed distribution are used instead."""
+    from hipdnn.plugins import discovery
+
+    monkeypatch.setattr(hipdnn, "__path__", [str(tmp_path)])
+    dirs = discovery.builtin_engine_dirs()
+    assert len(dirs) == 1 and (dirs[0] / "libhipdnn_cpu_engine.so").is_file()

@@ -113,7 +113,27 @@ def builtin_engine_dirs() -> list[Path]:
         candidate = Path(root) / "engines"
         if candidate.is_dir() and candidate not in dirs:
             dirs.append(candidate)
+    if not dirs:
+        # Imported from a source checkout that shadows an installed copy (python run from the
+        # repository root after `pip install .`): use the installed distribution's engines.
+        installed = _installed_engines_dir()
+        if installed is not None:
+            dirs.append(installed)
     return dirs
+
+
+def _installed_engines_dir() -> Path | None:
+    try:
+        files = importlib.metadata.files("hipdnn") or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for f in files:
+        parts = Path(str(f)).parts
+        if len(parts) >= 3 and parts[0] == "hipdnn" and parts[1] == "engines":
+            located = Path(str(f.locate())).parent
+            if located.is_dir():
+                return located
+    return None
 
 
 def running_setid() -> bool:
