@@ -16,11 +16,13 @@ import argparse
 import datetime as _dt
 import json
 import math
+import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,6 +76,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--tag", default="gpu_sdpa")
+    ap.add_argument("--variants", default="", help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these "
+                    "(comma-separated: serial, mma)")
     ap.add_argument("--one", default=None, help="D,S,causal(0/1): build and execute once (for a profiler), then exit")
     args = ap.parse_args()
 
@@ -83,6 +87,7 @@ def main() -> None:
     dev = torch.cuda.get_device_properties(0)
     bf = hipdnn.DataType.BFLOAT16
     s_list = [512, 2048, 8192] if args.quick else S_LIST
+    variants = [v for v in args.variants.split(",") if v]
     if args.one:
         d1, s1, c1 = (int(x) for x in args.one.split(","))
         b1 = TOKENS // s1
@@ -145,7 +150,23 @@ def main() -> None:
                 fl = flops(b, H, s, s, d, causal)
                 row: dict[str, Any] = {"hd": d, "causal": causal, "s": s, "B": b, "H": H, "engine": engine_id,
                                        "rel_err_vs_flash": err, "rel_err_override_plan": err_max}
-                for name, fn in (("ours", ours), ("ours_smax_override", ours_max), ("flash", flash), ("cudnn", cudnn)):
+                def variant(kind: str) -> Callable[[], None]:
+                    def run() -> None:
+                        os.environ["HIPDNN_HIP_202_KERNEL"] = kind
+                        try:
+                            g.execute(handle, pack, None)
+                        finally:
+                            del os.environ["HIPDNN_HIP_202_KERNEL"]
+                    return run
+
+                for kind in variants:
+                    o.fill_(float("nan"))
+                    variant(kind)()
+                    torch.cuda.synchronize()
+                    row[f"rel_err_{kind}"] = float((o.float() - ref.float()).norm() / ref.float().norm())
+                timed = [("ours", ours), ("ours_smax_override", ours_max), ("flash", flash), ("cudnn", cudnn)]
+                timed += [(f"ours_{kind}", variant(kind)) for kind in variants]
+                for name, fn in timed:
                     try:
                         ms = gpu_ms(fn, reps)
                         row[name + "_ms"] = ms
@@ -164,8 +185,8 @@ def main() -> None:
                 results.append(row)
                 print(f"d={d:3d} causal={causal!s:5} S={s:5d} B={b:3d}  ours {row.get('ours') or 0:6.1f}  "
                       f"smax {row.get('ours_smax_override') or 0:6.1f}  flash {row.get('flash') or 0:6.1f}  "
-                      f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  host {row['host_us_execute']:.0f} us",
-                      flush=True)
+                      f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  host {row['host_us_execute']:.0f} us"
+                      + "".join(f"  {k} {row.get('ours_' + k) or 0:6.1f}" for k in variants), flush=True)
                 del q, k, v, o, ref
 
     # The portable engine (201) at one size, for the record.
@@ -208,8 +229,10 @@ def main() -> None:
         for ax, (d, causal) in zip(axes, [(64, False), (64, True), (128, False), (128, True)]):
             rows = [r for r in results if r["hd"] == d and r["causal"] == causal]
             xs = [r["s"] for r in rows]
-            for key, label in (("ours", "hipdnn 202"), ("ours_smax_override", "hipdnn 202, S_max plan + overrides"),
-                               ("flash", "torch flash"), ("cudnn", "torch cuDNN")):
+            curves = [("ours", "hipdnn 202 (wgmma)"), ("ours_smax_override", "hipdnn 202, S_max plan + overrides"),
+                      ("flash", "torch flash"), ("cudnn", "torch cuDNN")]
+            curves += [(f"ours_{k}", f"hipdnn 202 ({k})") for k in variants]
+            for key, label in curves:
                 ax.plot(xs, [r.get(key) or float("nan") for r in rows], marker="o", label=label)
             ax.set_xscale("log", base=2)
             ax.set_title(f"d={d} {'causal' if causal else 'full'}")

@@ -20,7 +20,13 @@ if not torch.cuda.is_available():
 
 import hipdnn  # noqa: E402
 from tests.gpu.hip_support import (  # noqa: E402
-    PORTABLE, TENSOR_CORE, compact, find_plugin, layout_strides, reference, sdpa_graph,
+    PORTABLE,
+    TENSOR_CORE,
+    compact,
+    find_plugin,
+    layout_strides,
+    reference,
+    sdpa_graph,
 )
 
 PLUGIN = find_plugin()
@@ -238,3 +244,39 @@ def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
                      gen=gen)
     finally:
         h.close()
+
+
+# Engine 202 has three Hopper kernels, picked per launch by HIPDNN_HIP_202_KERNEL: the wgmma kernel
+# with the softmax overlapped with the previous tile's P V (default), the same kernel without that
+# overlap ("serial"), and the earlier mma.sync kernel ("mma"). Lengths straddle the 64-row warpgroup
+# and 128-row block / 128-key tile boundaries, and the K/V stage rotation (2 K and 3 V stages).
+KERNEL_CASES = [
+    # b, hq, hk, sq, skv, d, causal, bottom_right
+    (1, 2, 2, 63, 63, 64, False, False),
+    (1, 2, 2, 129, 129, 128, True, False),
+    (2, 4, 2, 200, 640, 64, True, True),
+    (1, 4, 4, 385, 385, 128, False, False),
+    (1, 2, 1, 768, 768, 128, True, False),
+    (1, 2, 2, 2049, 2049, 64, False, False),
+    (1, 2, 2, 640, 130, 128, True, True),
+]
+
+
+@pytest.mark.parametrize("kernel", ["default", "serial", "mma"])
+@pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
+@pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), KERNEL_CASES)
+def test_tensor_core_kernel_variants(
+    handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, dtype: hipdnn.DataType, b: int, hq: int,
+    hk: int, sq: int, skv: int, d: int, causal: bool, bottom_right: bool,
+) -> None:
+    if TENSOR_CORE not in engines_here(handle):
+        pytest.skip("engine 202 does not run on this device")
+    if kernel != "default":
+        monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
+    gen = torch.Generator(device="cuda").manual_seed(sq * 31 + skv * 7 + d)
+    scale = 1.1 / math.sqrt(d)
+    g, t = sdpa_graph(dtype, [b, hq, sq, d], [b, hk, skv, d], "bhsd", causal=causal, bottom_right=bottom_right,
+                      scale=scale, engine=TENSOR_CORE)
+    g.build(handle)
+    run_case(handle, g, t, dtype, "bhsd", b, hq, hk, sq, skv, d, scale=scale,
+             causal_tl=causal and not bottom_right, causal_br=causal and bottom_right, gen=gen)
