@@ -230,8 +230,8 @@ def _doctor(args: argparse.Namespace) -> int:
     for tool, why in (("cc", "C compiler (builds plugins)"), ("c++", "C++ compiler (builds the CPU engine)"),
                       ("cmake", "CMake (builds plugins)"), ("flatc", "flatc (regenerates wire code)"),
                       ("nvcc", "nvcc (builds the HIP engine on NVIDIA)"), ("hipcc", "hipcc (builds the HIP engine on AMD)")):
-        path = shutil.which(tool)
-        report("OK" if path else "WARN", f"{why}: {path or 'not found'}")
+        found_tool = shutil.which(tool)
+        report("OK" if found_tool else "WARN", f"{why}: {found_tool or 'not found'}")
     for lib, why in (("libcudart.so", "CUDA runtime"), ("libamdhip64.so", "HIP runtime")):
         found = ctypes.util.find_library(lib.removeprefix("lib").removesuffix(".so"))
         report("OK" if found else "WARN", f"{why}: {found or 'not found (GPU engines will not load)'}")

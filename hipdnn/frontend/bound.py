@@ -205,6 +205,7 @@ class BoundExecute:
             flat_strides = [d for s in override_strides or () for d in s]
             scratch.shapes[0 : len(flat_shapes)] = flat_shapes
             scratch.strides[0 : len(flat_strides)] = flat_strides
+            assert self._with_overrides is not None  # bind() refused plugins without the entry
             status = self._with_overrides(
                 self._plugin_handle, self._context, scratch.workspace, scratch.buffers, len(self._uids),
                 len(self._override_uids), scratch.override_uids, scratch.lengths, scratch.shape_ptrs,
