@@ -70,7 +70,7 @@ def _fast_integers(attr_type: AttributeType, items: list[Any]) -> bool:
     if not all(type(v) is int for v in items):
         return False
     low, high = (_INT64_MIN, _INT64_MAX) if attr_type is T.INT64 else (0, (1 << 64) - 1)
-    return low <= min(items) and max(items) <= high
+    return bool(low <= min(items) and max(items) <= high)
 
 
 class Descriptor:
