@@ -198,3 +198,38 @@ def test_closed_handle_refuses_bound_and_plain_execute() -> None:
         bound([a.ctypes.data for a in arrays], np.empty(max(g.get_workspace_size(), 1), np.uint8).ctypes.data)
     with pytest.raises(hipdnn.HipdnnError, match="closed"):
         g.execute(h, dict(zip(t, arrays)), np.empty(max(g.get_workspace_size(), 1), np.uint8))
+
+
+def test_execute_is_thread_safe_with_different_overrides(handle: hipdnn.Handle) -> None:
+    """The full-checking path from several threads at once, each with its own lengths; every result is
+    checked against float64."""
+    g, t = sdpa_graph(80)
+    g.build(handle)
+    ws_size = max(g.get_workspace_size(), 1)
+    errors: list[str] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(100 + seed)
+        ws = np.empty(ws_size, np.uint8)
+        for _ in range(8):
+            s = int(rng.integers(1, 81))
+            dims, strides = [1, 2, s, 16], [2 * s * 16, s * 16, 16, 1]
+            arrays = [rng.standard_normal(dims).astype(np.float32) for _ in range(3)]
+            arrays.append(np.full(dims, np.nan, np.float32))
+            try:
+                g.execute(handle, dict(zip(t, arrays)), ws,
+                          overrides={x: hipdnn.OverrideEntry(dims, strides) for x in t})
+            except hipdnn.HipdnnError as exc:  # pragma: no cover - reported below
+                errors.append(f"seed {seed} S={s}: {exc}")
+                continue
+            want, _ = reference.sdpa(*arrays[:3], 0.25, causal=True)
+            err = reference.relative_error(arrays[3], want)
+            if err > 1e-5:
+                errors.append(f"seed {seed} S={s}: relative error {err}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
