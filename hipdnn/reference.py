@@ -49,6 +49,116 @@ def matmul(a: NDArray[np.floating], b: NDArray[np.floating]) -> NDArray[np.float
     return np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
 
 
+def sdpa_backward(
+    q: NDArray[np.floating],
+    k: NDArray[np.floating],
+    v: NDArray[np.floating],
+    o: NDArray[np.floating],
+    d_o: NDArray[np.floating],
+    stats: NDArray[np.floating],
+    scale: float,
+    visible: NDArray[np.bool_] | None = None,
+    additive: NDArray[np.floating] | None = None,
+    magnitude: bool = False,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(dq, dk, dv) of o = softmax(s) v with s = scale q k^T + additive, from the definitions:
+    P = exp(s - stats) where visible (0 elsewhere, and on rows whose stats are -inf),
+    dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q.
+    ``visible`` [B|1, Hq|1, Sq, Skv] is the mask, ``additive`` (bias + ALiBi) broadcasts likewise.
+    Under GQA / MQA query head h uses kv head h // (Hq / Hk) and dk, dv sum over each group.
+    ``magnitude=True`` evaluates the same sums over absolute values (dS = P (|dP| + |D|)): the size of
+    the terms that cancel, the right scale for judging rounding error when the gradient is small."""
+    q64, k64, v64, o64, do64, st64 = (np.asarray(x, dtype=np.float64) for x in (q, k, v, o, d_o, stats))
+    b, hq, sq, _ = q64.shape
+    hk = k64.shape[1]
+    group = hq // hk
+    kk, vv = np.repeat(k64, group, axis=1), np.repeat(v64, group, axis=1)
+    s = scale * (q64 @ np.swapaxes(kk, -1, -2))
+    if additive is not None:
+        s = s + additive
+    live = np.isfinite(st64)
+    vis = np.broadcast_to(live, s.shape) if visible is None else (np.broadcast_to(visible, s.shape) & live)
+    p = np.where(vis, np.exp(np.where(vis, s - np.where(live, st64, 0.0), -np.inf)), 0.0)
+    dv_full = np.swapaxes(p, -1, -2) @ do64
+    dp = do64 @ np.swapaxes(vv, -1, -2)
+    delta = (do64 * o64).sum(axis=-1, keepdims=True)
+    ds = p * (dp - delta)
+    if magnitude:
+        ds = p * (np.abs(dp) + np.abs(delta))
+        kk, q64, do64 = np.abs(kk), np.abs(q64), np.abs(do64)
+        dv_full = np.swapaxes(p, -1, -2) @ do64
+    dq = scale * (ds @ kk)
+    dk_full = scale * (np.swapaxes(ds, -1, -2) @ q64)
+    dk = dk_full.reshape(b, hk, group, *dk_full.shape[2:]).sum(axis=2)
+    dv = dv_full.reshape(b, hk, group, *dv_full.shape[2:]).sum(axis=2)
+    return dq, dk, dv
+
+
+def norm_axes(rank: int, count: int) -> tuple[int, ...]:
+    return tuple(range(rank - count, rank))
+
+
+def rmsnorm(
+    x: NDArray[np.floating], count: int, eps: float, scale: NDArray[np.floating] | None = None,
+    bias: NDArray[np.floating] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """(y, inv_rms): inv_rms = 1 / sqrt(mean(x^2) + eps) over the last ``count`` axes,
+    y = x * inv_rms * scale + bias (scale, bias broadcast)."""
+    x64 = np.asarray(x, dtype=np.float64)
+    axes = norm_axes(x64.ndim, count)
+    inv = 1.0 / np.sqrt((x64 * x64).mean(axis=axes, keepdims=True) + eps)
+    y = x64 * inv
+    if scale is not None:
+        y = y * np.asarray(scale, dtype=np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, dtype=np.float64)
+    return y, inv
+
+
+def layernorm(
+    x: NDArray[np.floating], count: int, eps: float, scale: NDArray[np.floating] | None = None,
+    bias: NDArray[np.floating] | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """(y, mean, inv_variance) over the last ``count`` axes; variance is the biased (1/N) one."""
+    x64 = np.asarray(x, dtype=np.float64)
+    axes = norm_axes(x64.ndim, count)
+    mean = x64.mean(axis=axes, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    y = (x64 - mean) * inv
+    if scale is not None:
+        y = y * np.asarray(scale, dtype=np.float64)
+    if bias is not None:
+        y = y + np.asarray(bias, dtype=np.float64)
+    return y, mean, inv
+
+
+def reduction(x: NDArray[np.floating], mode: int, axes: tuple[int, ...]) -> NDArray[np.float64]:
+    """hipDNN's reduction modes (1 ADD, 2 MUL, 3 MIN, 4 MAX, 5 AMAX, 6 AVG, 7 NORM1, 8 NORM2,
+    9 MUL_NO_ZEROS) over ``axes``, keeping the rank."""
+    x64 = np.asarray(x, dtype=np.float64)
+    kw = {"axis": axes, "keepdims": True}
+    if mode == 1:
+        return x64.sum(**kw)
+    if mode == 2:
+        return x64.prod(**kw)
+    if mode == 3:
+        return x64.min(**kw)
+    if mode == 4:
+        return x64.max(**kw)
+    if mode == 5:
+        return np.abs(x64).max(**kw)
+    if mode == 6:
+        return x64.mean(**kw)
+    if mode == 7:
+        return np.abs(x64).sum(**kw)
+    if mode == 8:
+        return np.sqrt((x64 * x64).sum(**kw))
+    if mode == 9:
+        return np.where(x64 == 0.0, 1.0, x64).prod(**kw)
+    raise ValueError(f"unknown reduction mode {mode}")
+
+
 def relative_error(actual: NDArray[np.floating], expected: NDArray[np.floating]) -> float:
     """max |actual - expected| / max |expected| over finite entries (NaN anywhere -> inf)."""
     actual64 = np.asarray(actual, dtype=np.float64)

@@ -25,10 +25,29 @@ from hipdnn.backend.plan_cache import PlanKey
 from hipdnn.frontend import memory
 from hipdnn.frontend.bound import BoundExecute
 from hipdnn.frontend.handle import Handle
-from hipdnn.frontend.ops import OPERATIONS, MatmulNode, Operation, PointwiseNode, SdpaNode
+from hipdnn.frontend.ops import (
+    OPERATIONS,
+    LayerNormNode,
+    MatmulNode,
+    Operation,
+    PointwiseNode,
+    ReductionNode,
+    RMSNormNode,
+    SdpaBackwardNode,
+    SdpaNode,
+)
 from hipdnn.frontend.overrides import OverrideEntry, Overrides, lower, validate
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
-from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, PointwiseMode
+from hipdnn.frontend.types import (
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeurMode,
+    HipdnnError,
+    NormFwdPhase,
+    PointwiseMode,
+    ReductionMode,
+)
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.Node import NodeT
 from hipdnn.wire.TensorAttributes import TensorAttributesT
@@ -226,6 +245,126 @@ class Graph:
 
     def div(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
         return self.pointwise(PointwiseMode.DIV, a, b, name=name)
+
+    def sdpa_backward(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        o: TensorAttributes,
+        dO: TensorAttributes,  # noqa: N803 (cudnn-frontend's spelling)
+        stats: TensorAttributes,
+        attn_scale: float | TensorAttributes | None = None,
+        use_causal_mask: bool = False,
+        diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT,
+        use_causal_mask_bottom_right: bool = False,
+        diagonal_band_left_bound: int | None = None,
+        diagonal_band_right_bound: int | None = None,
+        use_padding_mask: bool = False,
+        seq_len_q: TensorAttributes | None = None,
+        seq_len_kv: TensorAttributes | None = None,
+        bias: TensorAttributes | None = None,
+        use_alibi_mask: bool = False,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
+        """Scaled dot-product attention backward; returns ``(dQ, dK, dV)``. ``stats`` is the forward's
+        log-sum-exp output; masks and options must be those the forward ran with."""
+        node_name = self._node_name(name, "sdpa_backward")
+        if use_causal_mask_bottom_right:
+            use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
+        if attn_scale is not None and not isinstance(attn_scale, TensorAttributes):
+            attn_scale = float(attn_scale)
+        for role, t in {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}.items():
+            if t is not None:
+                self._own(t, role, node_name)
+        if isinstance(attn_scale, TensorAttributes):
+            self._own(attn_scale, "attn_scale", node_name)
+        ins = [self._own(t, role, node_name) for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"),
+                                                             (stats, "stats"))]
+        dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
+        self._add_node(
+            SdpaBackwardNode(
+                node_name, DataType(compute_data_type), *ins, dq, dk, dv, attn_scale, use_causal_mask,
+                DiagonalAlignment(diagonal_alignment), diagonal_band_left_bound, diagonal_band_right_bound,
+                use_padding_mask, seq_len_q, seq_len_kv, bias, use_alibi_mask,
+            )
+        )
+        return dq, dk, dv
+
+    def _norm_inputs(
+        self, node_name: str, input: TensorAttributes, scale: TensorAttributes | None, bias: TensorAttributes | None,
+        epsilon: float | TensorAttributes,
+    ) -> tuple[TensorAttributes, float | TensorAttributes]:
+        x = self._own(input, "input", node_name)
+        for role, t in (("scale", scale), ("bias", bias)):
+            if t is not None:
+                self._own(t, role, node_name)
+        if isinstance(epsilon, TensorAttributes):
+            return x, self._own(epsilon, "epsilon", node_name)
+        return x, float(epsilon)
+
+    def rmsnorm(
+        self,
+        input: TensorAttributes,  # noqa: A002 (cudnn-frontend's keyword)
+        scale: TensorAttributes | None = None,
+        bias: TensorAttributes | None = None,
+        epsilon: float | TensorAttributes = 1e-5,
+        norm_forward_phase: NormFwdPhase = NormFwdPhase.INFERENCE,
+        normalized_dim_count: int | None = None,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> tuple[TensorAttributes, TensorAttributes | None]:
+        """RMS normalization over the trailing axes (see ``hipdnn.frontend.ops.norms``); returns
+        ``(y, inv_rms)``, inv_rms None unless ``norm_forward_phase`` is TRAINING."""
+        node_name = self._node_name(name, "rmsnorm")
+        x, eps = self._norm_inputs(node_name, input, scale, bias, epsilon)
+        y = self._output(f"{node_name}::Y")
+        training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
+        inv_rms = self._output(f"{node_name}::INV_RMS") if training else None
+        self._add_node(RMSNormNode(node_name, DataType(compute_data_type), x, scale, bias, eps, y, [inv_rms],
+                                   NormFwdPhase(norm_forward_phase), normalized_dim_count))
+        return y, inv_rms
+
+    def layernorm(
+        self,
+        input: TensorAttributes,  # noqa: A002 (cudnn-frontend's keyword)
+        scale: TensorAttributes | None = None,
+        bias: TensorAttributes | None = None,
+        epsilon: float | TensorAttributes = 1e-5,
+        norm_forward_phase: NormFwdPhase = NormFwdPhase.INFERENCE,
+        normalized_dim_count: int | None = None,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> tuple[TensorAttributes, TensorAttributes | None, TensorAttributes | None]:
+        """Layer normalization over the trailing axes; returns ``(y, mean, inv_variance)``, the
+        statistics None unless ``norm_forward_phase`` is TRAINING."""
+        node_name = self._node_name(name, "layernorm")
+        x, eps = self._norm_inputs(node_name, input, scale, bias, epsilon)
+        y = self._output(f"{node_name}::Y")
+        training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
+        mean = self._output(f"{node_name}::MEAN") if training else None
+        inv_var = self._output(f"{node_name}::INV_VARIANCE") if training else None
+        self._add_node(LayerNormNode(node_name, DataType(compute_data_type), x, scale, bias, eps, y,
+                                     [mean, inv_var], NormFwdPhase(norm_forward_phase), normalized_dim_count))
+        return y, mean, inv_var
+
+    def reduction(
+        self,
+        input: TensorAttributes,  # noqa: A002 (cudnn-frontend's keyword)
+        mode: ReductionMode,
+        axes: Sequence[int] | None = None,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> TensorAttributes:
+        """Reduce ``input`` over ``axes`` (negative counts from the end); the output keeps the rank with
+        1 on each reduced axis. Without ``axes``, the output's dims (set before validation) say which
+        axes are reduced; with neither, every axis is."""
+        node_name = self._node_name(name, "reduction")
+        x = self._own(input, "input", node_name)
+        y = self._output(f"{node_name}::Y")
+        self._add_node(ReductionNode(node_name, DataType(compute_data_type), ReductionMode(mode), x, y, axes))
+        return y
 
     # -- introspection -----------------------------------------------------------------------
     @property
@@ -479,8 +618,8 @@ class Graph:
                     ErrorCode.UNSUPPORTED_GRAPH_FORMAT, f"node {text(wn.name)!r} has unknown kind {wn.attributesType}"
                 )
             node = op_cls.from_wire(text(wn.name), DataType(wn.computeDataType), wn.attributes, resolve)
-            for role, t in (("input", node.inputs()), ("output", node.outputs())):
-                if any(x is None for x in t):
+            for role, group in (("input", node.inputs()), ("output", node.outputs())):
+                if any(x is None for x in group):
                     raise HipdnnError(ErrorCode.INVALID_VALUE, f"node {node.name!r} lacks a required {role}")
             graph._nodes.append(node)
         return graph
@@ -695,11 +834,11 @@ class Graph:
 
         for node in self._nodes:
             for t, dims in zip(node.outputs(), node.infer_dims(effective)):
-                uid = t.get_uid()
-                assert uid is not None
-                info = self._built_tensors[uid]
+                out_uid = t.get_uid()
+                assert out_uid is not None
+                info = self._built_tensors[out_uid]
                 if info.is_virtual:
-                    computed[uid] = dims
+                    computed[out_uid] = dims
                 elif effective(t) != dims:
                     raise HipdnnError(
                         ErrorCode.INVALID_VALUE,

@@ -105,6 +105,31 @@ class DiagonalAlignment(IntEnum):
     BOTTOM_RIGHT = 1
 
 
+class ReductionMode(IntEnum):
+    """Reduction operations, numbered as hipDNN numbers them."""
+
+    ADD = 1
+    MUL = 2
+    MIN = 3
+    MAX = 4
+    AMAX = 5
+    AVG = 6
+    NORM1 = 7
+    NORM2 = 8
+    MUL_NO_ZEROS = 9
+
+    # Spellings used by the wire format.
+    MIN_OP = 3
+    MAX_OP = 4
+
+
+class NormFwdPhase(IntEnum):
+    """INFERENCE writes y only; TRAINING also the statistics (inv_rms, or mean and inv_variance)."""
+
+    INFERENCE = 0
+    TRAINING = 1
+
+
 class ErrorCode(Enum):
     """hipdnn_frontend::ErrorCode."""
 
@@ -139,5 +164,7 @@ __all__ = [
     "ErrorCode",
     "HeurMode",
     "HipdnnError",
+    "NormFwdPhase",
     "PointwiseMode",
+    "ReductionMode",
 ]

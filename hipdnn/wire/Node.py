@@ -91,10 +91,14 @@ def NodeEnd(builder):
 def End(builder):
     return NodeEnd(builder)
 
+import hipdnn.wire.LayernormAttributes
 import hipdnn.wire.MatmulAttributes
 import hipdnn.wire.NodeAttributes
 import hipdnn.wire.PointwiseAttributes
+import hipdnn.wire.RMSNormAttributes
+import hipdnn.wire.ReductionAttributes
 import hipdnn.wire.SdpaAttributes
+import hipdnn.wire.SdpaBackwardAttributes
 try:
     from typing import Union
 except:
@@ -113,7 +117,7 @@ class NodeT(object):
         self.name = name  # type: Optional[str]
         self.computeDataType = computeDataType  # type: int
         self.attributesType = attributesType  # type: int
-        self.attributes = attributes  # type: Union[None, 'hipdnn.wire.PointwiseAttributes.PointwiseAttributesT', 'hipdnn.wire.MatmulAttributes.MatmulAttributesT', 'hipdnn.wire.SdpaAttributes.SdpaAttributesT']
+        self.attributes = attributes  # type: Union[None, 'hipdnn.wire.PointwiseAttributes.PointwiseAttributesT', 'hipdnn.wire.MatmulAttributes.MatmulAttributesT', 'hipdnn.wire.RMSNormAttributes.RMSNormAttributesT', 'hipdnn.wire.LayernormAttributes.LayernormAttributesT', 'hipdnn.wire.SdpaAttributes.SdpaAttributesT', 'hipdnn.wire.SdpaBackwardAttributes.SdpaBackwardAttributesT', 'hipdnn.wire.ReductionAttributes.ReductionAttributesT']
 
     @classmethod
     def InitFromBuf(cls, buf, pos):

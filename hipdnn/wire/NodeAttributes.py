@@ -6,7 +6,11 @@ class NodeAttributes(object):
     NONE = 0
     PointwiseAttributes = 2
     MatmulAttributes = 9
+    RMSNormAttributes = 10
+    LayernormAttributes = 11
     SdpaAttributes = 12
+    SdpaBackwardAttributes = 15
+    ReductionAttributes = 18
 
 def NodeAttributesCreator(unionType, table):
     from flatbuffers.table import Table
@@ -18,7 +22,19 @@ def NodeAttributesCreator(unionType, table):
     if unionType == NodeAttributes.MatmulAttributes:
         import hipdnn.wire.MatmulAttributes
         return hipdnn.wire.MatmulAttributes.MatmulAttributesT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == NodeAttributes.RMSNormAttributes:
+        import hipdnn.wire.RMSNormAttributes
+        return hipdnn.wire.RMSNormAttributes.RMSNormAttributesT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == NodeAttributes.LayernormAttributes:
+        import hipdnn.wire.LayernormAttributes
+        return hipdnn.wire.LayernormAttributes.LayernormAttributesT.InitFromBuf(table.Bytes, table.Pos)
     if unionType == NodeAttributes.SdpaAttributes:
         import hipdnn.wire.SdpaAttributes
         return hipdnn.wire.SdpaAttributes.SdpaAttributesT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == NodeAttributes.SdpaBackwardAttributes:
+        import hipdnn.wire.SdpaBackwardAttributes
+        return hipdnn.wire.SdpaBackwardAttributes.SdpaBackwardAttributesT.InitFromBuf(table.Bytes, table.Pos)
+    if unionType == NodeAttributes.ReductionAttributes:
+        import hipdnn.wire.ReductionAttributes
+        return hipdnn.wire.ReductionAttributes.ReductionAttributesT.InitFromBuf(table.Bytes, table.Pos)
     return None

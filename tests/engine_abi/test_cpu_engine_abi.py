@@ -26,6 +26,7 @@ from hipdnn.plugins._cdef import sdk_cdef
 from hipdnn.wire.DataType import DataType
 from hipdnn.wire.DiagonalAlignment import DiagonalAlignment
 from hipdnn.wire.EngineConfig import EngineConfigT
+from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.Float32Value import Float32ValueT
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.MatmulAttributes import MatmulAttributesT
@@ -43,6 +44,7 @@ ENGINE_ID = 101
 SUCCESS = 0
 BAD_PARAM = 1
 NOT_APPLICABLE = 5
+HOST_MEMORY_NOTE = 1000  # HIPDNN_BEHAVIOR_NOTE_HOST_MEMORY_EXT
 
 TOL = 1e-5
 RNG = np.random.default_rng(1234)
@@ -364,7 +366,7 @@ def test_metadata(ffi, lib):
     s = ffi.new("const char**")
     assert lib.hipdnnPluginGetName(s) == SUCCESS and ffi.string(s[0]) == b"hipdnn_cpu_engine"
     assert lib.hipdnnPluginGetVersion(s) == SUCCESS and ffi.string(s[0]) == b"0.1.0"
-    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.1.0"
+    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.2.0"
     t = ffi.new("hipdnnPluginType_t*")
     assert lib.hipdnnPluginGetType(t) == SUCCESS and t[0] == lib.HIPDNN_PLUGIN_TYPE_ENGINE
     for fn in (lib.hipdnnPluginGetName, lib.hipdnnPluginGetVersion, lib.hipdnnPluginGetApiVersion):
@@ -399,8 +401,12 @@ def test_handle_lifecycle(ffi, lib, handle):
     g = const_data(ffi, gb, keep)
     det = ffi.new("hipdnnPluginConstData_t*")
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, ENGINE_ID, g, det) == SUCCESS
-    assert det.size == 0
+    # A serialized EngineDetails: the engine id, no knobs, and the host-memory behavior note.
+    details = EngineDetails.GetRootAs(bytes(ffi.buffer(det.ptr, det.size)), 0)
+    assert details.EngineId() == ENGINE_ID and details.KnobsLength() == 0
+    assert [details.BehaviorNotes(i) for i in range(details.BehaviorNotesLength())] == [HOST_MEMORY_NOTE]
     assert lib.hipdnnEnginePluginDestroyEngineDetails(handle, det) == SUCCESS
+    assert det.ptr == ffi.NULL and det.size == 0
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, 7, g, det) == BAD_PARAM
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, ENGINE_ID, g, ffi.NULL) == BAD_PARAM
     assert lib.hipdnnEnginePluginDestroyEngineDetails(handle, ffi.NULL) == BAD_PARAM

@@ -246,10 +246,13 @@ def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
         h.close()
 
 
-# Engine 202 has three Hopper kernels, picked per launch by HIPDNN_HIP_202_KERNEL: the wgmma kernel
-# with the softmax overlapped with the previous tile's P V (default), the same kernel without that
-# overlap ("serial"), and the earlier mma.sync kernel ("mma"). Lengths straddle the 64-row warpgroup
-# and 128-row block / 128-key tile boundaries, and the K/V stage rotation (2 K and 3 V stages).
+# Engine 202 has five Hopper kernel variants, picked per launch from the shapes ("default") or forced by
+# HIPDNN_HIP_202_KERNEL: the warp-specialized wgmma kernel ("ws": producer warpgroup, mbarrier
+# rings, two ping-ponged consumer warpgroups; "ws_early": the same converting P while the previous
+# P V runs), the wgmma kernel without specialization ("wg"), the
+# same without the softmax / P V overlap ("serial"), and the earlier mma.sync kernel ("mma").
+# Lengths straddle the 64-row warpgroup and 128/192-row block / 128-key tile boundaries, and the
+# K/V stage rotations (2-3 stages, several passes round the rings).
 KERNEL_CASES = [
     # b, hq, hk, sq, skv, d, causal, bottom_right
     (1, 2, 2, 63, 63, 64, False, False),
@@ -259,10 +262,12 @@ KERNEL_CASES = [
     (1, 2, 1, 768, 768, 128, True, False),
     (1, 2, 2, 2049, 2049, 64, False, False),
     (1, 2, 2, 640, 130, 128, True, True),
+    (1, 2, 2, 1500, 1500, 128, True, False),
+    (1, 2, 1, 1100, 1100, 64, False, False),
 ]
 
 
-@pytest.mark.parametrize("kernel", ["default", "serial", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "wg", "serial", "mma"])
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), KERNEL_CASES)
 def test_tensor_core_kernel_variants(
@@ -280,3 +285,26 @@ def test_tensor_core_kernel_variants(
     g.build(handle)
     run_case(handle, g, t, dtype, "bhsd", b, hq, hk, sq, skv, d, scale=scale,
              causal_tl=causal and not bottom_right, causal_br=causal and bottom_right, gen=gen)
+
+
+@pytest.mark.parametrize("kernel", ["ws", "wg", "mma"])
+@pytest.mark.parametrize("d", [64, 128])
+def test_tensor_core_kernels_padding_and_scale(
+    handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, d: int
+) -> None:
+    """Each Hopper kernel with a padding mask (keys past seq_len_kv, rows past seq_len_q), and with
+    a negative scale (the launcher routes that to the mma.sync kernel)."""
+    if TENSOR_CORE not in engines_here(handle):
+        pytest.skip("engine 202 does not run on this device")
+    monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
+    b, hq, hk, s = 3, 4, 2, 700
+    g, t = sdpa_graph(HALF, [b, hq, s, d], [b, hk, s, d], "bhsd", causal=True, bottom_right=True, padding=True,
+                      overridable=True, scale=0.1, engine=TENSOR_CORE)
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(11 + d)
+    run_case(handle, g, t, HALF, "bhsd", b, hq, hk, s, s, d, scale=0.1, causal_tl=False, causal_br=True, gen=gen,
+             seq_q=[700, 1, 333], seq_kv=[650, 129, 700])
+    g2, t2 = sdpa_graph(BF16, [1, 2, 300, d], [1, 2, 300, d], "bhsd", scale=-0.05, engine=TENSOR_CORE)
+    g2.build(handle)
+    run_case(handle, g2, t2, BF16, "bhsd", 1, 2, 2, 300, 300, d, scale=-0.05, causal_tl=False, causal_br=False,
+             gen=gen)

@@ -7,9 +7,11 @@
 // hipdnnPluginGetLastErrorString returns.
 
 #include "cpu_kernels.hpp"
+#include "extra_ops.hpp"
 
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
+#include <hipdnn_plugin_sdk/wire/engine_details_generated.h>
 #include <hipdnn_plugin_sdk/wire/graph_generated.h>
 
 #include <algorithm>
@@ -141,13 +143,25 @@ struct TensorInfo
     int producer = -1;
     size_t ws_offset = 0; // virtual: byte offset in the workspace
     int64_t capacity = 0; // virtual: elements reserved
+    // Dynamic tensors (API 1.2.0): declared dims may hold -1 (given at execute) and the declared
+    // strides are an axis order, kept here as the axes listed outermost first.
+    bool dynamic = false;
+    bool wild = false; // some declared dim is -1
+    int outer_first[kMaxRank] = {};
+    // Virtual tensor whose size depends on a wildcard: it lives in the buffer of this non-virtual
+    // tensor (the output of its pointwise consumer chain), at that tensor's strides.
+    int alias = -1;
 };
 
 enum class OpKind
 {
     Sdpa,
     Matmul,
-    Pointwise
+    Pointwise,
+    SdpaBwd,
+    RmsNorm,
+    LayerNorm,
+    Reduction
 };
 
 struct NodeInfo
@@ -156,8 +170,10 @@ struct NodeInfo
     std::string name;
     // Sdpa: q, k, v, scale, seq_len_q, seq_len_kv, bias / o, stats (-1 when
     // absent). Matmul: a, b / c. Pointwise: in0, in1 / out.
-    int in[7] = {-1, -1, -1, -1, -1, -1, -1};
-    int out[2] = {-1, -1};
+    // SdpaBwd: in[0..6] as Sdpa, in[7..9] o, dO, stats / dq, dk, dv. Norms: x,
+    // scale, bias, epsilon / y, inv_rms or mean, inv_variance. Reduction: x / y.
+    int in[10] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    int out[3] = {-1, -1, -1};
     bool has_scale = false;
     float scale = 1.0f;
     // SDPA band: key j visible to query i iff j <= i + hi_tl, j <= i + hi_br +
@@ -173,6 +189,10 @@ struct NodeInfo
     bool alibi = false;
     BinaryOp op = BinaryOp::Add;
     PointwiseParams pw;
+    int norm_count = 1; // norms: trailing axes normalized
+    float eps = 1e-5f;
+    ReduceOp reduce = ReduceOp::Add;
+    bool reduced[kMaxRank] = {};
     size_t scratch_per_thread = 0;
 };
 
@@ -182,6 +202,7 @@ struct Plan
     std::vector<TensorInfo> tensors;
     std::vector<NodeInfo> nodes;
     std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
+    bool has_dynamic = false; // a used non-virtual dynamic tensor: shapes come only from overrides
     int nthreads = 1;
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;
@@ -205,6 +226,14 @@ const char* op_name(OpKind k)
         return "matmul";
     case OpKind::Pointwise:
         return "pointwise";
+    case OpKind::SdpaBwd:
+        return "sdpa_bwd";
+    case OpKind::RmsNorm:
+        return "rmsnorm";
+    case OpKind::LayerNorm:
+        return "layernorm";
+    case OpKind::Reduction:
+        return "reduction";
     }
     return "?";
 }
@@ -223,6 +252,48 @@ int64_t elements(const Shape& s)
     for(int i = 0; i < s.rank; ++i)
         n *= s.dims[i];
     return n;
+}
+
+// Wildcards (-1) exist only while planning a graph with dynamic tensors; at execute every dim is
+// positive, so these comparisons are exact there.
+bool dim_eq(int64_t a, int64_t b)
+{
+    return a == b || a < 0 || b < 0;
+}
+
+// The more informative of two dims that must be equal.
+int64_t meet(int64_t a, int64_t b)
+{
+    return a < 0 ? b : a;
+}
+
+bool has_wildcard(const Shape& s)
+{
+    for(int i = 0; i < s.rank; ++i)
+        if(s.dims[i] < 0)
+            return true;
+    return false;
+}
+
+bool dims_match(const Shape& a, const Shape& b)
+{
+    if(a.rank != b.rank)
+        return false;
+    for(int i = 0; i < a.rank; ++i)
+        if(!dim_eq(a.dims[i], b.dims[i]))
+            return false;
+    return true;
+}
+
+// Writes "d0,d1,..." into buf without allocating.
+const char* dims_text(const Shape& s, char* buf, size_t size)
+{
+    size_t p = 0;
+    buf[0] = '\0';
+    for(int i = 0; i < s.rank && p < size; ++i)
+        p += static_cast<size_t>(
+            std::snprintf(buf + p, size - p, "%s%lld", i ? "," : "", static_cast<long long>(s.dims[i])));
+    return buf;
 }
 
 void set_compact(Shape& s)
@@ -266,7 +337,8 @@ bool shape_fail(ShapeError& err, const char* fmt, ...)
 }
 
 // Records the inferred shape of a node output: a virtual output takes it (with
-// compact strides); a non-virtual output must already have exactly it.
+// compact strides, or the strides of the output it is kept in); a non-virtual
+// output must already have exactly it.
 bool set_output(const Plan& plan,
                 const NodeInfo& node,
                 int t,
@@ -276,6 +348,29 @@ bool set_output(const Plan& plan,
                 ShapeError& err)
 {
     const TensorInfo& ti = plan.tensors[t];
+    char a[160], b[160];
+    if(ti.is_virtual && ti.alias >= 0 && !planning)
+    {
+        // Kept in the buffer of a non-virtual tensor (already resolved from its override): the
+        // shapes must agree exactly, since the consumer chain updates that buffer in place.
+        const Shape& dst = eff[ti.alias];
+        bool same = dst.rank == inferred.rank;
+        for(int i = 0; same && i < dst.rank; ++i)
+            same = dst.dims[i] == inferred.dims[i];
+        if(!same)
+            return shape_fail(err,
+                              "node '%s' (%s): intermediate uid %lld has shape [%s] this call, but the engine keeps "
+                              "it in output tensor uid %lld, which has shape [%s]; an intermediate with wildcard "
+                              "dims must have the shape of the output it flows into",
+                              node.name.c_str(),
+                              op_name(node.kind),
+                              static_cast<long long>(ti.uid),
+                              dims_text(inferred, a, sizeof(a)),
+                              static_cast<long long>(plan.tensors[ti.alias].uid),
+                              dims_text(dst, b, sizeof(b)));
+        eff[t] = dst;
+        return true;
+    }
     if(ti.is_virtual)
     {
         if(!planning && elements(inferred) > ti.capacity)
@@ -287,30 +382,21 @@ bool set_output(const Plan& plan,
                               static_cast<long long>(elements(inferred)),
                               static_cast<long long>(ti.capacity));
         eff[t] = inferred;
-        set_compact(eff[t]);
+        if(planning && ti.has_dims && ti.declared.rank == inferred.rank)
+            for(int i = 0; i < inferred.rank; ++i)
+                eff[t].dims[i] = meet(inferred.dims[i], ti.declared.dims[i]);
+        if(!has_wildcard(eff[t]))
+            set_compact(eff[t]);
         return true;
     }
-    const Shape& cur = eff[t];
-    bool same = cur.rank == inferred.rank;
-    for(int i = 0; same && i < cur.rank; ++i)
-        same = cur.dims[i] == inferred.dims[i];
-    if(!same)
-    {
-        char a[160], b[160];
-        int pa = 0, pb = 0;
-        for(int i = 0; i < cur.rank; ++i)
-            pa += std::snprintf(a + pa, sizeof(a) - pa, "%s%lld", i ? "," : "", static_cast<long long>(cur.dims[i]));
-        for(int i = 0; i < inferred.rank; ++i)
-            pb += std::snprintf(
-                b + pb, sizeof(b) - pb, "%s%lld", i ? "," : "", static_cast<long long>(inferred.dims[i]));
+    if(!dims_match(eff[t], inferred))
         return shape_fail(err,
                           "node '%s' (%s): output tensor uid %lld has shape [%s] but the inputs give [%s]",
                           node.name.c_str(),
                           op_name(node.kind),
                           static_cast<long long>(ti.uid),
-                          a,
-                          b);
-    }
+                          dims_text(eff[t], a, sizeof(a)),
+                          dims_text(inferred, b, sizeof(b)));
     return true;
 }
 
@@ -324,12 +410,63 @@ bool broadcast(const Shape& a, const Shape& b, Shape& out)
         const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
         if(da == db || db == 1)
             out.dims[i] = da;
-        else if(da == 1)
-            out.dims[i] = db;
+        else if(da == 1 || da < 0)
+            out.dims[i] = db; // a wildcard broadcasts to, or equals, a concrete dim other than 1
+        else if(db < 0)
+            out.dims[i] = da;
         else
             return false;
     }
     return true;
+}
+
+bool infer_sdpa_bwd(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
+{
+    const char* nm = node.name.c_str();
+    const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
+    const Shape &o = eff[node.in[7]], &dout = eff[node.in[8]], &st = eff[node.in[9]];
+    for(const Shape* s : {&q, &k, &v, &o, &dout, &st})
+        if(s->rank != 4)
+            return shape_fail(err, "node '%s' (sdpa_bwd): q, k, v, o, dO and stats must be rank 4", nm);
+    if(!dim_eq(k.dims[0], q.dims[0]) || !dim_eq(v.dims[0], q.dims[0]) || !dim_eq(k.dims[3], q.dims[3])
+       || !dim_eq(v.dims[1], k.dims[1]) || !dim_eq(v.dims[2], k.dims[2]))
+        return shape_fail(err, "node '%s' (sdpa_bwd): q, k, v disagree in batch, heads, length or head dim", nm);
+    if(q.dims[1] > 0 && k.dims[1] > 0 && q.dims[1] % k.dims[1] != 0)
+        return shape_fail(err, "node '%s' (sdpa_bwd): query heads not a multiple of kv heads", nm);
+    if(planning && (q.dims[3] < 0 || k.dims[3] < 0 || v.dims[3] < 0))
+        return shape_fail(err, "node '%s' (sdpa_bwd): head dims size the tiles and must be declared", nm);
+    for(const Shape* s : {&o, &dout, &st})
+    {
+        const int64_t last = s == &st ? 1 : v.dims[3];
+        if(!dim_eq(s->dims[0], q.dims[0]) || !dim_eq(s->dims[1], q.dims[1]) || !dim_eq(s->dims[2], q.dims[2])
+           || !dim_eq(s->dims[3], last))
+            return shape_fail(err, "node '%s' (sdpa_bwd): o and dO must be [B,Hq,Sq,Dv], stats [B,Hq,Sq,1]", nm);
+    }
+    if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+        return shape_fail(err, "node '%s' (sdpa_bwd): the scale tensor must hold one element", nm);
+    for(int r = 4; r <= 5; ++r)
+    {
+        if(node.in[r] < 0)
+            continue;
+        const Shape& sl = eff[node.in[r]];
+        bool ok = sl.rank >= 1 && (dim_eq(sl.dims[0], q.dims[0]) || sl.dims[0] == 1);
+        for(int i = 1; ok && i < sl.rank; ++i)
+            ok = sl.dims[i] == 1;
+        if(!ok)
+            return shape_fail(err, "node '%s' (sdpa_bwd): sequence lengths must be [B,1,1,1]", nm);
+    }
+    if(node.in[6] >= 0)
+    {
+        const Shape& bs = eff[node.in[6]];
+        if(bs.rank != 4 || (bs.dims[0] != 1 && !dim_eq(bs.dims[0], q.dims[0]))
+           || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || !dim_eq(bs.dims[2], q.dims[2])
+           || !dim_eq(bs.dims[3], k.dims[2]))
+            return shape_fail(err, "node '%s' (sdpa_bwd): bias must be [B|1, H|1, Sq, Skv]", nm);
+    }
+    const Shape qq = q, kk = k, vv = v;
+    return set_output(plan, node, node.out[0], qq, planning, eff, err)
+           && set_output(plan, node, node.out[1], kk, planning, eff, err)
+           && set_output(plan, node, node.out[2], vv, planning, eff, err);
 }
 
 bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
@@ -342,18 +479,18 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
         const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
         if(q.rank != 4 || k.rank != 4 || v.rank != 4)
             return shape_fail(err, "node '%s' (sdpa_fwd): q, k and v must be rank 4 [B,H,S,D]", node.name.c_str());
-        if(k.dims[0] != q.dims[0] || v.dims[0] != q.dims[0])
+        if(!dim_eq(k.dims[0], q.dims[0]) || !dim_eq(v.dims[0], q.dims[0]) || !dim_eq(k.dims[0], v.dims[0]))
             return shape_fail(err, "node '%s' (sdpa_fwd): batch sizes of q, k, v differ", node.name.c_str());
-        if(k.dims[3] != q.dims[3])
+        if(!dim_eq(k.dims[3], q.dims[3]))
             return shape_fail(err,
                               "node '%s' (sdpa_fwd): head dim of k (uid %lld) %lld differs from q's %lld",
                               node.name.c_str(),
                               uid(node.in[1]),
                               static_cast<long long>(k.dims[3]),
                               static_cast<long long>(q.dims[3]));
-        if(v.dims[1] != k.dims[1] || v.dims[2] != k.dims[2])
+        if(!dim_eq(v.dims[1], k.dims[1]) || !dim_eq(v.dims[2], k.dims[2]))
             return shape_fail(err, "node '%s' (sdpa_fwd): k and v heads / sequence lengths differ", node.name.c_str());
-        if(q.dims[1] % k.dims[1] != 0)
+        if(q.dims[1] > 0 && k.dims[1] > 0 && q.dims[1] % k.dims[1] != 0)
             return shape_fail(err,
                               "node '%s' (sdpa_fwd): query heads %lld not a multiple of kv heads %lld",
                               node.name.c_str(),
@@ -361,7 +498,7 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
                               static_cast<long long>(k.dims[1]));
         Shape o;
         o.rank = 4;
-        o.dims[0] = q.dims[0];
+        o.dims[0] = meet(q.dims[0], meet(k.dims[0], v.dims[0]));
         o.dims[1] = q.dims[1];
         o.dims[2] = q.dims[2];
         o.dims[3] = v.dims[3];
@@ -374,16 +511,16 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
             if(!set_output(plan, node, node.out[1], st, planning, eff, err))
                 return false;
         }
-        if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+        if(node.in[3] >= 0 && !has_wildcard(eff[node.in[3]]) && elements(eff[node.in[3]]) != 1)
             return shape_fail(err, "node '%s' (sdpa_fwd): the scale tensor must hold one element", node.name.c_str());
         for(int r = 4; r <= 5; ++r)
         {
             if(node.in[r] < 0)
                 continue;
             const Shape& sl = eff[node.in[r]];
-            bool ok = sl.rank >= 1 && (sl.dims[0] == q.dims[0] || sl.dims[0] == 1);
+            bool ok = sl.rank >= 1 && (dim_eq(sl.dims[0], o.dims[0]) || sl.dims[0] == 1);
             for(int i = 1; ok && i < sl.rank; ++i)
-                ok = sl.dims[i] == 1;
+                ok = dim_eq(sl.dims[i], 1);
             if(!ok)
                 return shape_fail(err,
                                   "node '%s' (sdpa_fwd): %s (uid %lld) must be [B,1,1,1] with B = %lld",
@@ -395,8 +532,9 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
         if(node.in[6] >= 0)
         {
             const Shape& bs = eff[node.in[6]];
-            if(bs.rank != 4 || (bs.dims[0] != 1 && bs.dims[0] != q.dims[0]) || (bs.dims[1] != 1 && bs.dims[1] != q.dims[1])
-               || bs.dims[2] != q.dims[2] || bs.dims[3] != k.dims[2])
+            if(bs.rank != 4 || (bs.dims[0] != 1 && !dim_eq(bs.dims[0], o.dims[0]))
+               || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || !dim_eq(bs.dims[2], q.dims[2])
+               || !dim_eq(bs.dims[3], k.dims[2]))
                 return shape_fail(err,
                                   "node '%s' (sdpa_fwd): bias (uid %lld) must be [B|1, H|1, Sq, Skv] = "
                                   "[%lld|1, %lld|1, %lld, %lld]; override it with q and k",
@@ -414,7 +552,7 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
         const Shape &a = eff[node.in[0]], &b = eff[node.in[1]];
         if(a.rank < 2 || b.rank < 2)
             return shape_fail(err, "node '%s' (matmul): A and B need rank >= 2", node.name.c_str());
-        if(a.dims[a.rank - 1] != b.dims[b.rank - 2])
+        if(!dim_eq(a.dims[a.rank - 1], b.dims[b.rank - 2]))
             return shape_fail(err,
                               "node '%s' (matmul): K of A (uid %lld) is %lld but B (uid %lld) has %lld rows",
                               node.name.c_str(),
@@ -443,6 +581,53 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
                               uid(node.in[0]),
                               uid(node.in[1]));
         return set_output(plan, node, node.out[0], o, planning, eff, err);
+    }
+    case OpKind::SdpaBwd:
+        return infer_sdpa_bwd(plan, node, planning, eff, err);
+    case OpKind::RmsNorm:
+    case OpKind::LayerNorm:
+    {
+        const Shape x = eff[node.in[0]];
+        const int first = x.rank - node.norm_count;
+        for(int r = 1; r <= 2; ++r)
+        {
+            if(node.in[r] < 0)
+                continue;
+            const Shape& sb = eff[node.in[r]];
+            bool ok = sb.rank <= x.rank;
+            for(int i = 0; ok && i < sb.rank; ++i)
+            {
+                const int ax = i + x.rank - sb.rank;
+                ok = sb.dims[i] == 1 || (ax >= first && dim_eq(sb.dims[i], x.dims[ax]));
+            }
+            if(!ok)
+                return shape_fail(err,
+                                  "node '%s' (%s): %s (uid %lld) does not broadcast over the last %d axes of x",
+                                  node.name.c_str(),
+                                  op_name(node.kind),
+                                  r == 1 ? "scale" : "bias",
+                                  uid(node.in[r]),
+                                  node.norm_count);
+        }
+        if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+            return shape_fail(err, "node '%s': the epsilon tensor must hold one element", node.name.c_str());
+        if(!set_output(plan, node, node.out[0], x, planning, eff, err))
+            return false;
+        Shape st = x;
+        for(int i = first; i < st.rank; ++i)
+            st.dims[i] = 1;
+        for(int o = 1; o <= 2; ++o)
+            if(node.out[o] >= 0 && !set_output(plan, node, node.out[o], st, planning, eff, err))
+                return false;
+        return true;
+    }
+    case OpKind::Reduction:
+    {
+        Shape y = eff[node.in[0]];
+        for(int i = 0; i < y.rank; ++i)
+            if(node.reduced[i])
+                y.dims[i] = 1;
+        return set_output(plan, node, node.out[0], y, planning, eff, err);
     }
     }
     return shape_fail(err, "unknown node kind");
@@ -508,6 +693,7 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
         return "the graph has a null tensor entry";
     out.uid = t->uid();
     out.is_virtual = t->virtual_();
+    out.dynamic = t->is_dynamic();
     const auto dt = t->data_type();
     if(out.is_virtual && dt != wire::DataType::FLOAT && dt != wire::DataType::UNSET)
         return format("virtual tensor uid %lld has data type %s; only FLOAT intermediates are supported",
@@ -523,6 +709,8 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     if(t->value_type() != wire::TensorValue::NONE)
     {
         const auto* fv = t->value_as_Float32Value();
+        if(out.dynamic)
+            return format("by-value tensor uid %lld is marked dynamic", static_cast<long long>(out.uid));
         if(fv == nullptr || out.is_virtual)
             return format("tensor uid %lld: only FLOAT by-value scalars are supported",
                           static_cast<long long>(out.uid));
@@ -557,12 +745,44 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     for(uint32_t i = 0; i < rank; ++i)
     {
         out.declared.dims[i] = dims->Get(i);
+        if(out.dynamic && out.declared.dims[i] == -1)
+        {
+            out.wild = true; // given at every execute, unbounded
+            continue;
+        }
         if(out.declared.dims[i] <= 0)
-            return format("tensor uid %lld has a non-positive dim", static_cast<long long>(out.uid));
+            return format("tensor uid %lld has a non-positive dim%s",
+                          static_cast<long long>(out.uid),
+                          out.declared.dims[i] == -1 ? " (a wildcard, but the tensor is not marked dynamic)" : "");
     }
     if(out.is_virtual)
     {
-        set_compact(out.declared); // declared strides of virtual tensors are ignored
+        if(!out.wild)
+            set_compact(out.declared); // declared strides of virtual tensors are ignored
+        return out.wild || extent(out.declared) >= 0
+                   ? ""
+                   : format("tensor uid %lld is too large", static_cast<long long>(out.uid));
+    }
+    if(out.dynamic)
+    {
+        // The strides are an axis order: a permutation of 0..rank-1, 0 for the innermost axis.
+        // Element strides arrive with every execute (the override), so none are kept here.
+        if(strides == nullptr || strides->size() != rank)
+            return format("dynamic tensor uid %lld: its axis order and dims differ in length",
+                          static_cast<long long>(out.uid));
+        bool seen[kMaxRank] = {};
+        for(uint32_t i = 0; i < rank; ++i)
+        {
+            const int64_t o = strides->Get(i);
+            if(o < 0 || o >= static_cast<int64_t>(rank) || seen[o])
+                return format("dynamic tensor uid %lld: strides are not an axis order (a permutation of 0..%u)",
+                              static_cast<long long>(out.uid),
+                              rank - 1);
+            seen[o] = true;
+            out.outer_first[rank - 1 - o] = static_cast<int>(i);
+            out.declared.strides[i] = 0;
+        }
+        return "";
     }
     else
     {
@@ -577,6 +797,93 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     }
     if(extent(out.declared) < 0)
         return format("tensor uid %lld is too large", static_cast<long long>(out.uid));
+    return "";
+}
+
+// Scratch bytes per thread a node needs at these shapes; a wildcard counts as unbounded (the
+// kernels' tile sizes are capped, so the result is finite).
+size_t node_scratch(const NodeInfo& node, const Shape* eff)
+{
+    auto dim = [](int64_t d) { return d < 0 ? kMaxExtent : d; };
+    if(node.kind == OpKind::Sdpa)
+    {
+        const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
+        return sdpa_scratch_per_thread(dim(q.dims[2]), dim(k.dims[2]), dim(meet(q.dims[3], k.dims[3])), dim(v.dims[3]));
+    }
+    if(node.kind == OpKind::SdpaBwd)
+        return sdpa_bwd_scratch_per_thread(dim(eff[node.in[0]].dims[3]), dim(eff[node.in[2]].dims[3]));
+    if(node.kind == OpKind::Matmul)
+    {
+        const Shape &a = eff[node.in[0]], &b = eff[node.in[1]];
+        return matmul_scratch_per_thread(
+            dim(a.dims[a.rank - 2]), dim(b.dims[b.rank - 1]), dim(meet(a.dims[a.rank - 1], b.dims[b.rank - 2])));
+    }
+    return 0;
+}
+
+// Gives every virtual tensor with a wildcard-dependent size a place (TensorInfo::alias), or
+// says why the graph is not applicable. See build_plan.
+std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& eff)
+{
+    const size_t nt = plan.tensors.size();
+    std::vector<int> readers(nt, 0), reader(nt, -1), first_read(nt, -1);
+    for(size_t ni = 0; ni < plan.nodes.size(); ++ni)
+    {
+        const NodeInfo& node = plan.nodes[ni];
+        constexpr int n_in = static_cast<int>(sizeof(node.in) / sizeof(node.in[0]));
+        for(int i = 0; i < n_in; ++i)
+        {
+            const int t = node.in[i];
+            bool repeat = t < 0;
+            for(int j = 0; !repeat && j < i; ++j)
+                repeat = node.in[j] == t; // unary pointwise lists its input twice
+            if(repeat)
+                continue;
+            ++readers[t];
+            reader[t] = static_cast<int>(ni);
+            if(first_read[t] < 0)
+                first_read[t] = static_cast<int>(ni);
+        }
+    }
+    std::vector<int> aliased_input(plan.nodes.size(), -1);
+    for(size_t ni = plan.nodes.size(); ni-- > 0;)
+    {
+        for(int t : plan.nodes[ni].out)
+        {
+            if(t < 0 || !plan.tensors[t].is_virtual || !has_wildcard(eff[t]))
+                continue;
+            TensorInfo& ti = plan.tensors[t];
+            const char* why = nullptr;
+            int target = -1;
+            const int c = reader[t];
+            if(readers[t] != 1)
+                why = readers[t] == 0 ? "nothing reads it" : "more than one node reads it";
+            else if(plan.nodes[c].kind != OpKind::Pointwise)
+                why = "its consumer is not a pointwise node";
+            else
+            {
+                const int x = plan.nodes[c].out[0];
+                target = plan.tensors[x].is_virtual ? plan.tensors[x].alias : x;
+                if(target < 0)
+                    why = "its consumer's output is itself an intermediate that cannot hold it";
+                else if(aliased_input[c] >= 0 && aliased_input[c] != t)
+                    why = "its consumer already keeps another intermediate in its output";
+                else if(first_read[target] >= 0 && first_read[target] <= plan.tensors[target].producer)
+                    why = "the output it would live in is read before it is produced";
+                else if(!dims_match(eff[t], eff[x]))
+                    why = "its consumer broadcasts it to a different shape";
+            }
+            if(why != nullptr)
+                return format("intermediate tensor uid %lld has wildcard dims %s, so the workspace cannot be sized "
+                              "for it, and it cannot be kept in an output buffer either (%s); declare it "
+                              "non-virtual or give the dims it depends on",
+                              static_cast<long long>(ti.uid),
+                              shape_str(eff[t]).c_str(),
+                              why);
+            ti.alias = target;
+            aliased_input[c] = t;
+        }
+    }
     return "";
 }
 
@@ -881,6 +1188,199 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                                   dtype_name(plan.tensors[t].dt));
             break;
         }
+        case wire::NodeAttributes::SdpaBackwardAttributes:
+        {
+            const auto* a = n->attributes_as_SdpaBackwardAttributes();
+            if(a == nullptr)
+                return format("node '%s' has no attributes", node.name.c_str());
+            node.kind = OpKind::SdpaBwd;
+            const char* nm = node.name.c_str();
+            if(a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value()
+               || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f))
+                return format("node '%s' (sdpa_bwd): dropout is not supported", nm);
+            if(a->dbias_tensor_uid().has_value())
+                return format("node '%s' (sdpa_bwd): a bias gradient (dbias) is not supported", nm);
+            if(a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value())
+               || (!a->padding_mask() && (a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value())))
+                return format("node '%s' (sdpa_bwd): a padding mask needs both seq_len_q and seq_len_kv", nm);
+            if((a->left_bound().has_value() && a->left_bound().value() < 0)
+               || (a->right_bound().has_value() && a->right_bound().value() < 0))
+                return format("node '%s' (sdpa_bwd): negative band bounds are not supported", nm);
+            const auto align = a->diagonal_alignment();
+            if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
+                return format("node '%s' (sdpa_bwd): unknown diagonal alignment", nm);
+            const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
+            node.mask_tl = a->causal_mask();
+            node.mask_br = a->causal_mask_bottom_right();
+            if(a->right_bound().has_value())
+            {
+                const int64_t r = a->right_bound().value();
+                bool& has = br ? node.mask_br : node.mask_tl;
+                int64_t& hi = br ? node.hi_br : node.hi_tl;
+                hi = has ? std::min(hi, r) : r;
+                has = true;
+            }
+            if(a->left_bound().has_value())
+            {
+                node.has_lo = true;
+                node.lo_br = br;
+                node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
+            }
+            node.padding = a->padding_mask();
+            node.alibi = a->alibi_mask();
+            if(a->attn_scale_value().has_value())
+            {
+                node.has_scale = true;
+                node.scale = a->attn_scale_value().value();
+            }
+            node.in[0] = ref(a->q_tensor_uid());
+            node.in[1] = ref(a->k_tensor_uid());
+            node.in[2] = ref(a->v_tensor_uid());
+            if(a->scale_tensor_uid().has_value())
+                node.in[3] = ref(a->scale_tensor_uid().value());
+            if(node.padding)
+            {
+                node.in[4] = ref(a->seq_len_q_tensor_uid().value());
+                node.in[5] = ref(a->seq_len_kv_tensor_uid().value());
+            }
+            if(a->attn_mask_tensor_uid().has_value())
+                node.in[6] = ref(a->attn_mask_tensor_uid().value());
+            node.in[7] = ref(a->o_tensor_uid());
+            node.in[8] = ref(a->do_tensor_uid());
+            node.in[9] = ref(a->stats_tensor_uid());
+            node.out[0] = ref(a->dq_tensor_uid());
+            node.out[1] = ref(a->dk_tensor_uid());
+            node.out[2] = ref(a->dv_tensor_uid());
+            if(!why.empty())
+                return why;
+            auto is_len = [](DType d) { return d == DType::I32 || d == DType::I64; };
+            for(int r = 0; r < 10; ++r)
+            {
+                const int t = node.in[r];
+                if(t < 0)
+                    continue;
+                const DType d = plan.tensors[t].dt;
+                const bool ok = (r == 4 || r == 5) ? is_len(d) : r == 9 ? d == DType::F32 : is_float_type(d);
+                if(!ok)
+                    return format("node '%s' (sdpa_bwd): input uid %lld has data type %s, not supported there",
+                                  nm,
+                                  static_cast<long long>(plan.tensors[t].uid),
+                                  dtype_name(d));
+            }
+            for(int t : node.out)
+                if(!is_float_type(plan.tensors[t].dt))
+                    return format("node '%s' (sdpa_bwd): gradients must be FLOAT, HALF or BFLOAT16", nm);
+            if(node.out[0] == node.out[1] || node.out[0] == node.out[2] || node.out[1] == node.out[2])
+                return format("node '%s' (sdpa_bwd): dq, dk and dv must be distinct tensors", nm);
+            break;
+        }
+        case wire::NodeAttributes::RMSNormAttributes:
+        case wire::NodeAttributes::LayernormAttributes:
+        {
+            const bool rms = n->attributes_type() == wire::NodeAttributes::RMSNormAttributes;
+            node.kind = rms ? OpKind::RmsNorm : OpKind::LayerNorm;
+            int count = 0;
+            auto common = [&](const auto* a) {
+                node.in[0] = ref(a->x_tensor_uid());
+                if(a->scale_tensor_uid().has_value())
+                    node.in[1] = ref(a->scale_tensor_uid().value());
+                if(a->bias_tensor_uid().has_value())
+                    node.in[2] = ref(a->bias_tensor_uid().value());
+                if(a->epsilon_tensor_uid().has_value())
+                    node.in[3] = ref(a->epsilon_tensor_uid().value());
+                node.eps = a->epsilon_value().has_value() ? a->epsilon_value().value() : 1e-5f;
+                count = a->normalized_dim_count().has_value() ? a->normalized_dim_count().value() : 0;
+                node.out[0] = ref(a->y_tensor_uid());
+            };
+            if(rms)
+            {
+                const auto* a = n->attributes_as_RMSNormAttributes();
+                if(a == nullptr)
+                    return format("node '%s' has no attributes", node.name.c_str());
+                common(a);
+                if(a->inv_rms_tensor_uid().has_value())
+                    node.out[1] = ref(a->inv_rms_tensor_uid().value());
+            }
+            else
+            {
+                const auto* a = n->attributes_as_LayernormAttributes();
+                if(a == nullptr)
+                    return format("node '%s' has no attributes", node.name.c_str());
+                common(a);
+                if(a->mean_tensor_uid().has_value())
+                    node.out[1] = ref(a->mean_tensor_uid().value());
+                if(a->inv_variance_tensor_uid().has_value())
+                    node.out[2] = ref(a->inv_variance_tensor_uid().value());
+            }
+            if(!why.empty())
+                return why;
+            const int rank = plan.tensors[node.in[0]].declared.rank;
+            if(count == 0)
+            {
+                // From the first axis where scale or bias (right-aligned) is not 1; else the last axis.
+                count = 1;
+                for(int r = 1; r <= 2; ++r)
+                {
+                    if(node.in[r] < 0)
+                        continue;
+                    const Shape& sb = plan.tensors[node.in[r]].declared;
+                    for(int i = 0; i < sb.rank; ++i)
+                        if(sb.dims[i] != 1)
+                            count = std::max(count, sb.rank - i);
+                }
+            }
+            if(count < 1 || count > rank)
+                return format("node '%s' (%s): %d normalized axes for x of rank %d",
+                              node.name.c_str(),
+                              op_name(node.kind),
+                              count,
+                              rank);
+            node.norm_count = count;
+            if(!(node.eps >= 0.0f))
+                return format("node '%s' (%s): epsilon must be >= 0", node.name.c_str(), op_name(node.kind));
+            for(int t : node.in)
+                if(t >= 0 && plan.tensors[t].dt != DType::F32)
+                    return format("node '%s' (%s): tensor uid %lld has data type %s; only FLOAT is supported",
+                                  node.name.c_str(),
+                                  op_name(node.kind),
+                                  static_cast<long long>(plan.tensors[t].uid),
+                                  dtype_name(plan.tensors[t].dt));
+            for(int t : node.out)
+                if(t >= 0 && plan.tensors[t].dt != DType::F32)
+                    return format("node '%s' (%s): output uid %lld must be FLOAT",
+                                  node.name.c_str(),
+                                  op_name(node.kind),
+                                  static_cast<long long>(plan.tensors[t].uid));
+            break;
+        }
+        case wire::NodeAttributes::ReductionAttributes:
+        {
+            const auto* a = n->attributes_as_ReductionAttributes();
+            if(a == nullptr)
+                return format("node '%s' has no attributes", node.name.c_str());
+            node.kind = OpKind::Reduction;
+            const int mode = static_cast<int>(a->mode());
+            if(mode < 1 || mode > 9)
+                return format("node '%s': reduction mode %d is not supported", node.name.c_str(), mode);
+            node.reduce = static_cast<ReduceOp>(mode);
+            node.in[0] = ref(a->x_tensor_uid());
+            node.out[0] = ref(a->y_tensor_uid());
+            if(!why.empty())
+                return why;
+            const TensorInfo &xi = plan.tensors[node.in[0]], &yi = plan.tensors[node.out[0]];
+            if(!yi.has_dims || yi.declared.rank != xi.declared.rank)
+                return format("node '%s' (reduction): y must have x's rank; its dims of 1 mark the reduced axes",
+                              node.name.c_str());
+            for(int i = 0; i < yi.declared.rank; ++i)
+                node.reduced[i] = yi.declared.dims[i] == 1;
+            for(int t : {node.in[0], node.out[0]})
+                if(plan.tensors[t].dt != DType::F32)
+                    return format("node '%s' (reduction): tensor uid %lld has data type %s; only FLOAT is supported",
+                                  node.name.c_str(),
+                                  static_cast<long long>(plan.tensors[t].uid),
+                                  dtype_name(plan.tensors[t].dt));
+            break;
+        }
         default:
             return format("node '%s': operation type %d is not supported",
                           node.name.c_str(),
@@ -925,6 +1425,26 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return format("node '%s': o and stats are the same tensor", node.name.c_str());
     }
 
+    // Dynamic tensors are served for SDPA forward, matmul and pointwise nodes only: the other
+    // kernels' shape rules and scratch sizes have not been made wildcard-aware.
+    for(const NodeInfo& node : plan.nodes)
+    {
+        if(node.kind == OpKind::Sdpa || node.kind == OpKind::Matmul || node.kind == OpKind::Pointwise)
+            continue;
+        for(int t : node.in)
+            if(t >= 0 && plan.tensors[t].dynamic)
+                return format("node '%s' (%s): dynamic tensors are supported by sdpa_fwd, matmul and "
+                              "pointwise nodes only",
+                              node.name.c_str(),
+                              op_name(node.kind));
+        for(int t : node.out)
+            if(t >= 0 && plan.tensors[t].dynamic)
+                return format("node '%s' (%s): dynamic tensors are supported by sdpa_fwd, matmul and "
+                              "pointwise nodes only",
+                              node.name.c_str(),
+                              op_name(node.kind));
+    }
+
     // Shapes at the declared (maximum) sizes.
     std::vector<Shape> eff(plan.tensors.size());
     for(size_t t = 0; t < plan.tensors.size(); ++t)
@@ -934,6 +1454,19 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(!infer_node(plan, node, true, eff.data(), err))
             return err.msg;
 
+    for(const TensorInfo& ti : plan.tensors)
+        if(ti.dynamic && !ti.is_virtual && ti.used)
+            plan.has_dynamic = true;
+
+    // A virtual tensor whose size depends on a wildcard cannot be given a workspace slot (the
+    // workspace is sized once, and nothing is allocated on the execute path). The one case served
+    // is an intermediate read only by a pointwise node whose output has its shape: it is then kept
+    // in that output's buffer, which the consumer updates in place (elementwise, same index read
+    // and written), following chains of such pointwise nodes to a non-virtual output. Anything
+    // else is not applicable. Visiting producers last-first resolves a chain from its end.
+    if(const std::string why = place_wildcard_intermediates(plan, eff); !why.empty())
+        return why;
+
     size_t off = 0;
     for(size_t t = 0; t < plan.tensors.size(); ++t)
     {
@@ -942,17 +1475,13 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             continue;
         if(ti.producer < 0)
             continue; // declared but never used: nothing to place
-        if(ti.has_dims)
-        {
-            bool same = ti.declared.rank == eff[t].rank;
-            for(int i = 0; same && i < eff[t].rank; ++i)
-                same = ti.declared.dims[i] == eff[t].dims[i];
-            if(!same)
-                return format("virtual tensor uid %lld is declared %s but its producer gives %s",
-                              static_cast<long long>(ti.uid),
-                              shape_str(ti.declared).c_str(),
-                              shape_str(eff[t]).c_str());
-        }
+        if(ti.has_dims && !dims_match(ti.declared, eff[t]))
+            return format("virtual tensor uid %lld is declared %s but its producer gives %s",
+                          static_cast<long long>(ti.uid),
+                          shape_str(ti.declared).c_str(),
+                          shape_str(eff[t]).c_str());
+        if(ti.alias >= 0)
+            continue; // stored in a non-virtual output's buffer
         if(extent(eff[t]) < 0)
             return format("virtual tensor uid %lld is too large", static_cast<long long>(ti.uid));
         ti.capacity = elements(eff[t]);
@@ -960,20 +1489,22 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         off += align_up(static_cast<size_t>(ti.capacity) * sizeof(float));
     }
 
+    // Scratch is per-thread tiles whose size is capped (SDPA: at most 4 panels of 24 queries and
+    // one 64-key tile, whatever the sequence lengths; matmul: one cache block), so wildcard
+    // sequence lengths, batches and M/N/K are sized at their cap. SDPA head dims size the tiles
+    // and must be known.
     size_t per_thread = 0;
     for(NodeInfo& node : plan.nodes)
     {
         if(node.kind == OpKind::Sdpa)
         {
             const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
-            node.scratch_per_thread = sdpa_scratch_per_thread(q.dims[2], k.dims[2], q.dims[3], v.dims[3]);
+            if(meet(q.dims[3], k.dims[3]) < 0 || v.dims[3] < 0)
+                return format("node '%s' (sdpa_fwd): the head dims of q/k and v are wildcards; the engine sizes "
+                              "its per-thread tiles from them, so they must be declared",
+                              node.name.c_str());
         }
-        else if(node.kind == OpKind::Matmul)
-        {
-            const Shape &a = eff[node.in[0]], &b = eff[node.in[1]];
-            node.scratch_per_thread
-                = matmul_scratch_per_thread(a.dims[a.rank - 2], b.dims[b.rank - 1], a.dims[a.rank - 1]);
-        }
+        node.scratch_per_thread = node_scratch(node, eff.data());
         per_thread = std::max(per_thread, node.scratch_per_thread);
     }
     plan.nthreads = max_threads();
@@ -1224,8 +1755,14 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
         {
             s.dims[d] = ov_shapes[i][d];
             s.strides[d] = ov_strides[i][d];
-            if(s.dims[d] <= 0 || s.dims[d] > ti.declared.dims[d])
-                bad_param("override of tensor uid %lld: dim %d is %lld, outside 1..%lld",
+            if(s.dims[d] <= 0)
+                bad_param("override of tensor uid %lld: dim %d is %lld, must be positive",
+                          uid,
+                          d,
+                          static_cast<long long>(s.dims[d]));
+            // Declared dims are maxima; a dynamic tensor's wildcards (-1) have no bound.
+            if(ti.declared.dims[d] > 0 && s.dims[d] > ti.declared.dims[d])
+                bad_param("override of tensor uid %lld: dim %d is %lld, more than the declared %lld",
                           uid,
                           d,
                           static_cast<long long>(s.dims[d]),
@@ -1236,9 +1773,40 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                           d,
                           static_cast<long long>(s.strides[d]));
         }
+        if(ti.dynamic)
+        {
+            // Strides must keep the declared axis order: not growing from outer to inner axes
+            // (axes of length 1 place nothing and are skipped).
+            int64_t prev = -1;
+            int prev_axis = -1;
+            for(int j = 0; j < s.rank; ++j)
+            {
+                const int ax = ti.outer_first[j];
+                if(s.dims[ax] == 1)
+                    continue;
+                if(prev >= 0 && s.strides[ax] > prev)
+                    bad_param("override of dynamic tensor uid %lld: stride %lld of axis %d exceeds stride %lld of "
+                              "axis %d, which the declared axis order puts outside it",
+                              uid,
+                              static_cast<long long>(s.strides[ax]),
+                              ax,
+                              static_cast<long long>(prev),
+                              prev_axis);
+                prev = s.strides[ax];
+                prev_axis = ax;
+            }
+        }
         if(extent(s) < 0)
             bad_param("override of tensor uid %lld: strides too large", uid);
         eff[t] = s;
+    }
+    for(size_t t = 0; t < nt; ++t)
+    {
+        const TensorInfo& ti = plan.tensors[t];
+        if(ti.dynamic && ti.used && !ti.is_virtual && !overridden[t])
+            bad_param("dynamic tensor uid %lld has no override: its shape and strides are known only from the "
+                      "override of each call",
+                      static_cast<long long>(ti.uid));
     }
 
     // Resolve every node's shapes before any node runs, so a bad call writes nothing.
@@ -1246,6 +1814,17 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
     for(const NodeInfo& node : plan.nodes)
         if(!infer_node(plan, node, false, eff, err))
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, err.msg);
+    // The workspace was sized once; a call that would need more scratch is refused, never overrun.
+    for(const NodeInfo& node : plan.nodes)
+    {
+        const size_t need = node_scratch(node, eff);
+        if(need > plan.scratch_per_thread)
+            bad_param("node '%s': this call needs %zu bytes of scratch per thread, more than the %zu the "
+                      "workspace was sized for",
+                      node.name.c_str(),
+                      need,
+                      plan.scratch_per_thread);
+    }
 
     char* base = nullptr;
     if(plan.workspace_size > 0)
@@ -1255,7 +1834,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
     }
     for(size_t t = 0; t < nt; ++t)
         if(plan.tensors[t].is_virtual && plan.tensors[t].producer >= 0)
-            ptrs[t] = base + plan.tensors[t].ws_offset;
+            ptrs[t] = plan.tensors[t].alias >= 0 ? ptrs[plan.tensors[t].alias] : base + plan.tensors[t].ws_offset;
     char* scratch = base ? base + plan.scratch_offset : nullptr;
     // Scratch was sized for plan.nthreads; use fewer if the caller lowered
     // the OpenMP thread count since.
@@ -1366,6 +1945,134 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
             run_pointwise(p, nthreads);
             break;
         }
+        case OpKind::SdpaBwd:
+        {
+            SdpaBwdProblem bp;
+            SdpaProblem& p = bp.fwd;
+            p.q = ptrs[node.in[0]];
+            p.k = ptrs[node.in[1]];
+            p.v = ptrs[node.in[2]];
+            p.o = ptrs[node.in[7]];
+            p.qt = plan.tensors[node.in[0]].dt;
+            p.kt = plan.tensors[node.in[1]].dt;
+            p.vt = plan.tensors[node.in[2]].dt;
+            p.ot = plan.tensors[node.in[7]].dt;
+            p.qs = eff[node.in[0]];
+            p.ks = eff[node.in[1]];
+            p.vs = eff[node.in[2]];
+            p.os = eff[node.in[7]];
+            p.stats = static_cast<float*>(ptrs[node.in[9]]);
+            p.ss = eff[node.in[9]];
+            p.scale = node.has_scale ? node.scale : 1.0f / std::sqrt(static_cast<float>(p.qs.dims[3]));
+            if(node.in[3] >= 0)
+                p.scale = read_scalar(ptrs[node.in[3]], plan.tensors[node.in[3]].dt);
+            p.has_hi_tl = node.mask_tl;
+            p.hi_tl = node.hi_tl;
+            p.has_hi_br = node.mask_br;
+            p.hi_br = node.hi_br;
+            p.has_lo = node.has_lo;
+            p.lo_br = node.lo_br;
+            p.lo = node.lo;
+            if(node.padding)
+            {
+                p.seq_q = ptrs[node.in[4]];
+                p.seq_q_t = plan.tensors[node.in[4]].dt;
+                p.seq_q_bs = eff[node.in[4]].dims[0] == 1 ? 0 : eff[node.in[4]].strides[0];
+                p.seq_kv = ptrs[node.in[5]];
+                p.seq_kv_t = plan.tensors[node.in[5]].dt;
+                p.seq_kv_bs = eff[node.in[5]].dims[0] == 1 ? 0 : eff[node.in[5]].strides[0];
+            }
+            if(node.in[6] >= 0)
+            {
+                const Shape& bs = eff[node.in[6]];
+                p.bias = ptrs[node.in[6]];
+                p.bias_t = plan.tensors[node.in[6]].dt;
+                for(int i = 0; i < 4; ++i)
+                    p.bias_st[i] = bs.dims[i] == 1 ? 0 : bs.strides[i];
+            }
+            p.alibi = node.alibi;
+            bp.dout = ptrs[node.in[8]];
+            bp.dout_t = plan.tensors[node.in[8]].dt;
+            bp.dos = eff[node.in[8]];
+            bp.dq = ptrs[node.out[0]];
+            bp.dk = ptrs[node.out[1]];
+            bp.dv = ptrs[node.out[2]];
+            bp.dq_t = plan.tensors[node.out[0]].dt;
+            bp.dk_t = plan.tensors[node.out[1]].dt;
+            bp.dv_t = plan.tensors[node.out[2]].dt;
+            bp.dqs = eff[node.out[0]];
+            bp.dks = eff[node.out[1]];
+            bp.dvs = eff[node.out[2]];
+            ok = run_sdpa_bwd(bp, scratch, plan.scratch_per_thread, nthreads);
+            break;
+        }
+        case OpKind::RmsNorm:
+        case OpKind::LayerNorm:
+        {
+            const Shape &x = eff[node.in[0]], &y = eff[node.out[0]];
+            NormProblem p;
+            p.rms = node.kind == OpKind::RmsNorm;
+            p.rank = x.rank;
+            p.n = node.norm_count;
+            p.x = static_cast<const float*>(ptrs[node.in[0]]);
+            p.y = static_cast<float*>(ptrs[node.out[0]]);
+            for(int i = 0; i < x.rank; ++i)
+            {
+                p.dims[i] = x.dims[i];
+                p.x_st[i] = x.strides[i];
+                p.y_st[i] = y.strides[i];
+            }
+            // Strides aligned to x's rank, 0 where the tensor has dim 1 (broadcast).
+            auto aligned = [&](int t, int64_t* out) {
+                const Shape& s = eff[t];
+                for(int i = 0; i < x.rank; ++i)
+                {
+                    const int is = i - (x.rank - s.rank);
+                    out[i] = (is >= 0 && s.dims[is] != 1) ? s.strides[is] : 0;
+                }
+            };
+            if(node.in[1] >= 0)
+            {
+                p.scale = static_cast<const float*>(ptrs[node.in[1]]);
+                aligned(node.in[1], p.scale_st);
+            }
+            if(node.in[2] >= 0)
+            {
+                p.bias = static_cast<const float*>(ptrs[node.in[2]]);
+                aligned(node.in[2], p.bias_st);
+            }
+            if(node.out[1] >= 0)
+            {
+                p.stat_a = static_cast<float*>(ptrs[node.out[1]]);
+                aligned(node.out[1], p.a_st);
+            }
+            if(node.out[2] >= 0)
+            {
+                p.stat_b = static_cast<float*>(ptrs[node.out[2]]);
+                aligned(node.out[2], p.b_st);
+            }
+            p.eps = node.in[3] >= 0 ? read_scalar(ptrs[node.in[3]], plan.tensors[node.in[3]].dt) : node.eps;
+            run_norm(p, nthreads);
+            break;
+        }
+        case OpKind::Reduction:
+        {
+            const Shape &x = eff[node.in[0]], &y = eff[node.out[0]];
+            ReductionProblem p;
+            p.op = node.reduce;
+            p.rank = x.rank;
+            p.x = static_cast<const float*>(ptrs[node.in[0]]);
+            p.y = static_cast<float*>(ptrs[node.out[0]]);
+            for(int i = 0; i < x.rank; ++i)
+            {
+                p.dims[i] = x.dims[i];
+                p.reduced[i] = node.reduced[i];
+                p.x_st[i] = x.strides[i];
+                p.y_st[i] = y.strides[i];
+            }
+            run_reduction(p, nthreads);
+            break;
+        }
         }
         if(!ok)
             fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
@@ -1404,7 +2111,7 @@ hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
     return guarded(__func__, [&] {
         if(version == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = "1.1.0"; // the contract this engine implements, not necessarily the SDK's newest
+        *version = "1.2.0"; // the contract this engine implements (dynamic tensors), not the SDK macro
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -1525,9 +2232,17 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
                  format("engine id %lld is not an engine of this plugin", static_cast<long long>(engine_id)));
         (void)verified_graph(op_graph);
-        // No knobs and no notes: a zero-size buffer.
-        engine_details->ptr = nullptr;
-        engine_details->size = 0;
+        // No knobs; one behavior note: tensors and workspace are host memory. The buffer is a
+        // copy on the heap, owned by the plugin until DestroyEngineDetails.
+        flatbuffers::FlatBufferBuilder fbb(128);
+        const int32_t notes[] = {HIPDNN_BEHAVIOR_NOTE_HOST_MEMORY_EXT};
+        const auto notes_off = fbb.CreateVector(notes, 1);
+        const auto name_off = fbb.CreateString(kPluginName);
+        fbb.Finish(wire::CreateEngineDetails(fbb, kEngineId, 0, notes_off, name_off));
+        auto* copy = new uint8_t[fbb.GetSize()];
+        std::memcpy(copy, fbb.GetBufferPointer(), fbb.GetSize());
+        engine_details->ptr = copy;
+        engine_details->size = fbb.GetSize();
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -1539,7 +2254,8 @@ hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHa
         check_handle(handle);
         if(engine_details == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
-        // GetEngineDetails never hands out memory, so there is nothing to free.
+        // Frees the copy GetEngineDetails handed out (a NULL / zero-size buffer is a no-op).
+        delete[] static_cast<const uint8_t*>(engine_details->ptr);
         engine_details->ptr = nullptr;
         engine_details->size = 0;
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
@@ -1627,6 +2343,11 @@ hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t
                                                       uint32_t num_device_buffers)
 {
     return guarded(__func__, [&] {
+        check_handle(handle);
+        check_context(execution_context);
+        if(execution_context->plan.has_dynamic)
+            bad_param("the graph has dynamic tensors, whose shapes and strides exist only per call: execute it "
+                      "with hipdnnEnginePluginExecuteOpGraphWithOverrides, giving every dynamic tensor an override");
         return execute(handle,
                        execution_context,
                        workspace,

@@ -74,7 +74,9 @@ struct SdpaProblem
 
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.
 // Monotonic in every argument, so the size computed at the declared shapes
-// covers every smaller shape of an override call.
+// covers every smaller shape of an override call; and capped in the sequence
+// lengths (at most 4 panels of 24 queries, one 64-key tile; skv is unused), so
+// a wildcard length of a dynamic tensor is sized by passing any large value.
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv);
 
 // Runs the attention. scratch holds nthreads slices of per_thread bytes each

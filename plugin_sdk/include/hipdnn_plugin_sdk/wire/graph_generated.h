@@ -30,23 +30,31 @@ enum class NodeAttributes : uint8_t {
   NONE = 0,
   PointwiseAttributes = 2,
   MatmulAttributes = 9,
+  RMSNormAttributes = 10,
+  LayernormAttributes = 11,
   SdpaAttributes = 12,
+  SdpaBackwardAttributes = 15,
+  ReductionAttributes = 18,
   MIN = NONE,
-  MAX = SdpaAttributes
+  MAX = ReductionAttributes
 };
 
-inline const NodeAttributes (&EnumValuesNodeAttributes())[4] {
+inline const NodeAttributes (&EnumValuesNodeAttributes())[8] {
   static const NodeAttributes values[] = {
     NodeAttributes::NONE,
     NodeAttributes::PointwiseAttributes,
     NodeAttributes::MatmulAttributes,
-    NodeAttributes::SdpaAttributes
+    NodeAttributes::RMSNormAttributes,
+    NodeAttributes::LayernormAttributes,
+    NodeAttributes::SdpaAttributes,
+    NodeAttributes::SdpaBackwardAttributes,
+    NodeAttributes::ReductionAttributes
   };
   return values;
 }
 
 inline const char * const *EnumNamesNodeAttributes() {
-  static const char * const names[14] = {
+  static const char * const names[20] = {
     "NONE",
     "",
     "PointwiseAttributes",
@@ -57,16 +65,22 @@ inline const char * const *EnumNamesNodeAttributes() {
     "",
     "",
     "MatmulAttributes",
-    "",
-    "",
+    "RMSNormAttributes",
+    "LayernormAttributes",
     "SdpaAttributes",
+    "",
+    "",
+    "SdpaBackwardAttributes",
+    "",
+    "",
+    "ReductionAttributes",
     nullptr
   };
   return names;
 }
 
 inline const char *EnumNameNodeAttributes(NodeAttributes e) {
-  if (::flatbuffers::IsOutRange(e, NodeAttributes::NONE, NodeAttributes::SdpaAttributes)) return "";
+  if (::flatbuffers::IsOutRange(e, NodeAttributes::NONE, NodeAttributes::ReductionAttributes)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesNodeAttributes()[index];
 }
@@ -83,8 +97,24 @@ template<> struct NodeAttributesTraits<hipdnn::wire::MatmulAttributes> {
   static const NodeAttributes enum_value = NodeAttributes::MatmulAttributes;
 };
 
+template<> struct NodeAttributesTraits<hipdnn::wire::RMSNormAttributes> {
+  static const NodeAttributes enum_value = NodeAttributes::RMSNormAttributes;
+};
+
+template<> struct NodeAttributesTraits<hipdnn::wire::LayernormAttributes> {
+  static const NodeAttributes enum_value = NodeAttributes::LayernormAttributes;
+};
+
 template<> struct NodeAttributesTraits<hipdnn::wire::SdpaAttributes> {
   static const NodeAttributes enum_value = NodeAttributes::SdpaAttributes;
+};
+
+template<> struct NodeAttributesTraits<hipdnn::wire::SdpaBackwardAttributes> {
+  static const NodeAttributes enum_value = NodeAttributes::SdpaBackwardAttributes;
+};
+
+template<> struct NodeAttributesTraits<hipdnn::wire::ReductionAttributes> {
+  static const NodeAttributes enum_value = NodeAttributes::ReductionAttributes;
 };
 
 template <bool B = false>
@@ -119,8 +149,20 @@ struct Node FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   const hipdnn::wire::MatmulAttributes *attributes_as_MatmulAttributes() const {
     return attributes_type() == hipdnn::wire::NodeAttributes::MatmulAttributes ? static_cast<const hipdnn::wire::MatmulAttributes *>(attributes()) : nullptr;
   }
+  const hipdnn::wire::RMSNormAttributes *attributes_as_RMSNormAttributes() const {
+    return attributes_type() == hipdnn::wire::NodeAttributes::RMSNormAttributes ? static_cast<const hipdnn::wire::RMSNormAttributes *>(attributes()) : nullptr;
+  }
+  const hipdnn::wire::LayernormAttributes *attributes_as_LayernormAttributes() const {
+    return attributes_type() == hipdnn::wire::NodeAttributes::LayernormAttributes ? static_cast<const hipdnn::wire::LayernormAttributes *>(attributes()) : nullptr;
+  }
   const hipdnn::wire::SdpaAttributes *attributes_as_SdpaAttributes() const {
     return attributes_type() == hipdnn::wire::NodeAttributes::SdpaAttributes ? static_cast<const hipdnn::wire::SdpaAttributes *>(attributes()) : nullptr;
+  }
+  const hipdnn::wire::SdpaBackwardAttributes *attributes_as_SdpaBackwardAttributes() const {
+    return attributes_type() == hipdnn::wire::NodeAttributes::SdpaBackwardAttributes ? static_cast<const hipdnn::wire::SdpaBackwardAttributes *>(attributes()) : nullptr;
+  }
+  const hipdnn::wire::ReductionAttributes *attributes_as_ReductionAttributes() const {
+    return attributes_type() == hipdnn::wire::NodeAttributes::ReductionAttributes ? static_cast<const hipdnn::wire::ReductionAttributes *>(attributes()) : nullptr;
   }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
@@ -143,8 +185,24 @@ template<> inline const hipdnn::wire::MatmulAttributes *Node::attributes_as<hipd
   return attributes_as_MatmulAttributes();
 }
 
+template<> inline const hipdnn::wire::RMSNormAttributes *Node::attributes_as<hipdnn::wire::RMSNormAttributes>() const {
+  return attributes_as_RMSNormAttributes();
+}
+
+template<> inline const hipdnn::wire::LayernormAttributes *Node::attributes_as<hipdnn::wire::LayernormAttributes>() const {
+  return attributes_as_LayernormAttributes();
+}
+
 template<> inline const hipdnn::wire::SdpaAttributes *Node::attributes_as<hipdnn::wire::SdpaAttributes>() const {
   return attributes_as_SdpaAttributes();
+}
+
+template<> inline const hipdnn::wire::SdpaBackwardAttributes *Node::attributes_as<hipdnn::wire::SdpaBackwardAttributes>() const {
+  return attributes_as_SdpaBackwardAttributes();
+}
+
+template<> inline const hipdnn::wire::ReductionAttributes *Node::attributes_as<hipdnn::wire::ReductionAttributes>() const {
+  return attributes_as_ReductionAttributes();
 }
 
 struct NodeBuilder {
@@ -359,8 +417,24 @@ inline bool VerifyNodeAttributes(::flatbuffers::VerifierTemplate<B> &verifier, c
       auto ptr = reinterpret_cast<const hipdnn::wire::MatmulAttributes *>(obj);
       return verifier.VerifyTable(ptr);
     }
+    case NodeAttributes::RMSNormAttributes: {
+      auto ptr = reinterpret_cast<const hipdnn::wire::RMSNormAttributes *>(obj);
+      return verifier.VerifyTable(ptr);
+    }
+    case NodeAttributes::LayernormAttributes: {
+      auto ptr = reinterpret_cast<const hipdnn::wire::LayernormAttributes *>(obj);
+      return verifier.VerifyTable(ptr);
+    }
     case NodeAttributes::SdpaAttributes: {
       auto ptr = reinterpret_cast<const hipdnn::wire::SdpaAttributes *>(obj);
+      return verifier.VerifyTable(ptr);
+    }
+    case NodeAttributes::SdpaBackwardAttributes: {
+      auto ptr = reinterpret_cast<const hipdnn::wire::SdpaBackwardAttributes *>(obj);
+      return verifier.VerifyTable(ptr);
+    }
+    case NodeAttributes::ReductionAttributes: {
+      auto ptr = reinterpret_cast<const hipdnn::wire::ReductionAttributes *>(obj);
       return verifier.VerifyTable(ptr);
     }
     default: return true;

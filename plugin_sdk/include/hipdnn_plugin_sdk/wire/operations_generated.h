@@ -27,6 +27,18 @@ struct MatmulAttributesBuilder;
 struct PointwiseAttributes;
 struct PointwiseAttributesBuilder;
 
+struct RMSNormAttributes;
+struct RMSNormAttributesBuilder;
+
+struct LayernormAttributes;
+struct LayernormAttributesBuilder;
+
+struct SdpaBackwardAttributes;
+struct SdpaBackwardAttributesBuilder;
+
+struct ReductionAttributes;
+struct ReductionAttributesBuilder;
+
 enum class PointwiseMode : int8_t {
   UNSET = 0,
   ABS = 1,
@@ -223,6 +235,90 @@ inline const char *EnumNameDiagonalAlignment(DiagonalAlignment e) {
   if (::flatbuffers::IsOutRange(e, DiagonalAlignment::TOP_LEFT, DiagonalAlignment::BOTTOM_RIGHT)) return "";
   const size_t index = static_cast<size_t>(e);
   return EnumNamesDiagonalAlignment()[index];
+}
+
+enum class ReductionMode : int8_t {
+  UNSET = 0,
+  ADD = 1,
+  MUL = 2,
+  MIN_OP = 3,
+  MAX_OP = 4,
+  AMAX = 5,
+  AVG = 6,
+  NORM1 = 7,
+  NORM2 = 8,
+  MUL_NO_ZEROS = 9,
+  MIN = UNSET,
+  MAX = MUL_NO_ZEROS
+};
+
+inline const ReductionMode (&EnumValuesReductionMode())[10] {
+  static const ReductionMode values[] = {
+    ReductionMode::UNSET,
+    ReductionMode::ADD,
+    ReductionMode::MUL,
+    ReductionMode::MIN_OP,
+    ReductionMode::MAX_OP,
+    ReductionMode::AMAX,
+    ReductionMode::AVG,
+    ReductionMode::NORM1,
+    ReductionMode::NORM2,
+    ReductionMode::MUL_NO_ZEROS
+  };
+  return values;
+}
+
+inline const char * const *EnumNamesReductionMode() {
+  static const char * const names[11] = {
+    "UNSET",
+    "ADD",
+    "MUL",
+    "MIN_OP",
+    "MAX_OP",
+    "AMAX",
+    "AVG",
+    "NORM1",
+    "NORM2",
+    "MUL_NO_ZEROS",
+    nullptr
+  };
+  return names;
+}
+
+inline const char *EnumNameReductionMode(ReductionMode e) {
+  if (::flatbuffers::IsOutRange(e, ReductionMode::UNSET, ReductionMode::MUL_NO_ZEROS)) return "";
+  const size_t index = static_cast<size_t>(e);
+  return EnumNamesReductionMode()[index];
+}
+
+enum class NormFwdPhase : int8_t {
+  INFERENCE = 0,
+  TRAINING = 1,
+  MIN = INFERENCE,
+  MAX = TRAINING
+};
+
+inline const NormFwdPhase (&EnumValuesNormFwdPhase())[2] {
+  static const NormFwdPhase values[] = {
+    NormFwdPhase::INFERENCE,
+    NormFwdPhase::TRAINING
+  };
+  return values;
+}
+
+inline const char * const *EnumNamesNormFwdPhase() {
+  static const char * const names[3] = {
+    "INFERENCE",
+    "TRAINING",
+    nullptr
+  };
+  return names;
+}
+
+inline const char *EnumNameNormFwdPhase(NormFwdPhase e) {
+  if (::flatbuffers::IsOutRange(e, NormFwdPhase::INFERENCE, NormFwdPhase::TRAINING)) return "";
+  const size_t index = static_cast<size_t>(e);
+  return EnumNamesNormFwdPhase()[index];
 }
 
 enum class AttentionImplementation : int8_t {
@@ -911,6 +1007,634 @@ inline ::flatbuffers::Offset<PointwiseAttributes> CreatePointwiseAttributes(
   if(relu_upper_clip) { builder_.add_relu_upper_clip(*relu_upper_clip); }
   if(relu_lower_clip) { builder_.add_relu_lower_clip(*relu_lower_clip); }
   builder_.add_operation(operation);
+  return builder_.Finish();
+}
+
+struct RMSNormAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef RMSNormAttributesBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_FORWARD_PHASE = 4,
+    VT_X_TENSOR_UID = 6,
+    VT_SCALE_TENSOR_UID = 8,
+    VT_BIAS_TENSOR_UID = 10,
+    VT_EPSILON_TENSOR_UID = 12,
+    VT_Y_TENSOR_UID = 14,
+    VT_INV_RMS_TENSOR_UID = 16,
+    VT_EPSILON_VALUE = 18,
+    VT_NORMALIZED_DIM_COUNT = 20
+  };
+  hipdnn::wire::NormFwdPhase forward_phase() const {
+    return static_cast<hipdnn::wire::NormFwdPhase>(GetField<int8_t>(VT_FORWARD_PHASE, 0));
+  }
+  int64_t x_tensor_uid() const {
+    return GetField<int64_t>(VT_X_TENSOR_UID, 0);
+  }
+  ::flatbuffers::Optional<int64_t> scale_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> bias_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_BIAS_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> epsilon_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_EPSILON_TENSOR_UID);
+  }
+  int64_t y_tensor_uid() const {
+    return GetField<int64_t>(VT_Y_TENSOR_UID, 0);
+  }
+  ::flatbuffers::Optional<int64_t> inv_rms_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_INV_RMS_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<float> epsilon_value() const {
+    return GetOptional<float, float>(VT_EPSILON_VALUE);
+  }
+  ::flatbuffers::Optional<int32_t> normalized_dim_count() const {
+    return GetOptional<int32_t, int32_t>(VT_NORMALIZED_DIM_COUNT);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyField<int8_t>(verifier, VT_FORWARD_PHASE, 1) &&
+           VerifyField<int64_t>(verifier, VT_X_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_BIAS_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_EPSILON_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_Y_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_INV_RMS_TENSOR_UID, 8) &&
+           VerifyField<float>(verifier, VT_EPSILON_VALUE, 4) &&
+           VerifyField<int32_t>(verifier, VT_NORMALIZED_DIM_COUNT, 4) &&
+           verifier.EndTable();
+  }
+};
+
+struct RMSNormAttributesBuilder {
+  typedef RMSNormAttributes Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_forward_phase(hipdnn::wire::NormFwdPhase forward_phase) {
+    fbb_.AddElement<int8_t>(RMSNormAttributes::VT_FORWARD_PHASE, static_cast<int8_t>(forward_phase), 0);
+  }
+  void add_x_tensor_uid(int64_t x_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_X_TENSOR_UID, x_tensor_uid, 0);
+  }
+  void add_scale_tensor_uid(int64_t scale_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_SCALE_TENSOR_UID, scale_tensor_uid);
+  }
+  void add_bias_tensor_uid(int64_t bias_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_BIAS_TENSOR_UID, bias_tensor_uid);
+  }
+  void add_epsilon_tensor_uid(int64_t epsilon_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_EPSILON_TENSOR_UID, epsilon_tensor_uid);
+  }
+  void add_y_tensor_uid(int64_t y_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_Y_TENSOR_UID, y_tensor_uid, 0);
+  }
+  void add_inv_rms_tensor_uid(int64_t inv_rms_tensor_uid) {
+    fbb_.AddElement<int64_t>(RMSNormAttributes::VT_INV_RMS_TENSOR_UID, inv_rms_tensor_uid);
+  }
+  void add_epsilon_value(float epsilon_value) {
+    fbb_.AddElement<float>(RMSNormAttributes::VT_EPSILON_VALUE, epsilon_value);
+  }
+  void add_normalized_dim_count(int32_t normalized_dim_count) {
+    fbb_.AddElement<int32_t>(RMSNormAttributes::VT_NORMALIZED_DIM_COUNT, normalized_dim_count);
+  }
+  explicit RMSNormAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<RMSNormAttributes> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<RMSNormAttributes>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<RMSNormAttributes> CreateRMSNormAttributes(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    hipdnn::wire::NormFwdPhase forward_phase = hipdnn::wire::NormFwdPhase::INFERENCE,
+    int64_t x_tensor_uid = 0,
+    ::flatbuffers::Optional<int64_t> scale_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> bias_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> epsilon_tensor_uid = ::flatbuffers::nullopt,
+    int64_t y_tensor_uid = 0,
+    ::flatbuffers::Optional<int64_t> inv_rms_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<float> epsilon_value = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int32_t> normalized_dim_count = ::flatbuffers::nullopt) {
+  RMSNormAttributesBuilder builder_(_fbb);
+  if(inv_rms_tensor_uid) { builder_.add_inv_rms_tensor_uid(*inv_rms_tensor_uid); }
+  builder_.add_y_tensor_uid(y_tensor_uid);
+  if(epsilon_tensor_uid) { builder_.add_epsilon_tensor_uid(*epsilon_tensor_uid); }
+  if(bias_tensor_uid) { builder_.add_bias_tensor_uid(*bias_tensor_uid); }
+  if(scale_tensor_uid) { builder_.add_scale_tensor_uid(*scale_tensor_uid); }
+  builder_.add_x_tensor_uid(x_tensor_uid);
+  if(normalized_dim_count) { builder_.add_normalized_dim_count(*normalized_dim_count); }
+  if(epsilon_value) { builder_.add_epsilon_value(*epsilon_value); }
+  builder_.add_forward_phase(forward_phase);
+  return builder_.Finish();
+}
+
+struct LayernormAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef LayernormAttributesBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_FORWARD_PHASE = 4,
+    VT_X_TENSOR_UID = 6,
+    VT_SCALE_TENSOR_UID = 8,
+    VT_BIAS_TENSOR_UID = 10,
+    VT_EPSILON_TENSOR_UID = 12,
+    VT_Y_TENSOR_UID = 14,
+    VT_MEAN_TENSOR_UID = 16,
+    VT_INV_VARIANCE_TENSOR_UID = 18,
+    VT_EPSILON_VALUE = 20,
+    VT_NORMALIZED_DIM_COUNT = 22
+  };
+  hipdnn::wire::NormFwdPhase forward_phase() const {
+    return static_cast<hipdnn::wire::NormFwdPhase>(GetField<int8_t>(VT_FORWARD_PHASE, 0));
+  }
+  int64_t x_tensor_uid() const {
+    return GetField<int64_t>(VT_X_TENSOR_UID, 0);
+  }
+  ::flatbuffers::Optional<int64_t> scale_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> bias_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_BIAS_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> epsilon_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_EPSILON_TENSOR_UID);
+  }
+  int64_t y_tensor_uid() const {
+    return GetField<int64_t>(VT_Y_TENSOR_UID, 0);
+  }
+  ::flatbuffers::Optional<int64_t> mean_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_MEAN_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> inv_variance_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_INV_VARIANCE_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<float> epsilon_value() const {
+    return GetOptional<float, float>(VT_EPSILON_VALUE);
+  }
+  ::flatbuffers::Optional<int32_t> normalized_dim_count() const {
+    return GetOptional<int32_t, int32_t>(VT_NORMALIZED_DIM_COUNT);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyField<int8_t>(verifier, VT_FORWARD_PHASE, 1) &&
+           VerifyField<int64_t>(verifier, VT_X_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_BIAS_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_EPSILON_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_Y_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_MEAN_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_INV_VARIANCE_TENSOR_UID, 8) &&
+           VerifyField<float>(verifier, VT_EPSILON_VALUE, 4) &&
+           VerifyField<int32_t>(verifier, VT_NORMALIZED_DIM_COUNT, 4) &&
+           verifier.EndTable();
+  }
+};
+
+struct LayernormAttributesBuilder {
+  typedef LayernormAttributes Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_forward_phase(hipdnn::wire::NormFwdPhase forward_phase) {
+    fbb_.AddElement<int8_t>(LayernormAttributes::VT_FORWARD_PHASE, static_cast<int8_t>(forward_phase), 0);
+  }
+  void add_x_tensor_uid(int64_t x_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_X_TENSOR_UID, x_tensor_uid, 0);
+  }
+  void add_scale_tensor_uid(int64_t scale_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_SCALE_TENSOR_UID, scale_tensor_uid);
+  }
+  void add_bias_tensor_uid(int64_t bias_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_BIAS_TENSOR_UID, bias_tensor_uid);
+  }
+  void add_epsilon_tensor_uid(int64_t epsilon_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_EPSILON_TENSOR_UID, epsilon_tensor_uid);
+  }
+  void add_y_tensor_uid(int64_t y_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_Y_TENSOR_UID, y_tensor_uid, 0);
+  }
+  void add_mean_tensor_uid(int64_t mean_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_MEAN_TENSOR_UID, mean_tensor_uid);
+  }
+  void add_inv_variance_tensor_uid(int64_t inv_variance_tensor_uid) {
+    fbb_.AddElement<int64_t>(LayernormAttributes::VT_INV_VARIANCE_TENSOR_UID, inv_variance_tensor_uid);
+  }
+  void add_epsilon_value(float epsilon_value) {
+    fbb_.AddElement<float>(LayernormAttributes::VT_EPSILON_VALUE, epsilon_value);
+  }
+  void add_normalized_dim_count(int32_t normalized_dim_count) {
+    fbb_.AddElement<int32_t>(LayernormAttributes::VT_NORMALIZED_DIM_COUNT, normalized_dim_count);
+  }
+  explicit LayernormAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<LayernormAttributes> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<LayernormAttributes>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<LayernormAttributes> CreateLayernormAttributes(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    hipdnn::wire::NormFwdPhase forward_phase = hipdnn::wire::NormFwdPhase::INFERENCE,
+    int64_t x_tensor_uid = 0,
+    ::flatbuffers::Optional<int64_t> scale_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> bias_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> epsilon_tensor_uid = ::flatbuffers::nullopt,
+    int64_t y_tensor_uid = 0,
+    ::flatbuffers::Optional<int64_t> mean_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> inv_variance_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<float> epsilon_value = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int32_t> normalized_dim_count = ::flatbuffers::nullopt) {
+  LayernormAttributesBuilder builder_(_fbb);
+  if(inv_variance_tensor_uid) { builder_.add_inv_variance_tensor_uid(*inv_variance_tensor_uid); }
+  if(mean_tensor_uid) { builder_.add_mean_tensor_uid(*mean_tensor_uid); }
+  builder_.add_y_tensor_uid(y_tensor_uid);
+  if(epsilon_tensor_uid) { builder_.add_epsilon_tensor_uid(*epsilon_tensor_uid); }
+  if(bias_tensor_uid) { builder_.add_bias_tensor_uid(*bias_tensor_uid); }
+  if(scale_tensor_uid) { builder_.add_scale_tensor_uid(*scale_tensor_uid); }
+  builder_.add_x_tensor_uid(x_tensor_uid);
+  if(normalized_dim_count) { builder_.add_normalized_dim_count(*normalized_dim_count); }
+  if(epsilon_value) { builder_.add_epsilon_value(*epsilon_value); }
+  builder_.add_forward_phase(forward_phase);
+  return builder_.Finish();
+}
+
+struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef SdpaBackwardAttributesBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_Q_TENSOR_UID = 4,
+    VT_K_TENSOR_UID = 6,
+    VT_V_TENSOR_UID = 8,
+    VT_O_TENSOR_UID = 10,
+    VT_DO_TENSOR_UID = 12,
+    VT_STATS_TENSOR_UID = 14,
+    VT_DQ_TENSOR_UID = 16,
+    VT_DK_TENSOR_UID = 18,
+    VT_DV_TENSOR_UID = 20,
+    VT_ATTN_MASK_TENSOR_UID = 22,
+    VT_DBIAS_TENSOR_UID = 24,
+    VT_SCALE_TENSOR_UID = 26,
+    VT_SEQ_LEN_Q_TENSOR_UID = 28,
+    VT_SEQ_LEN_KV_TENSOR_UID = 30,
+    VT_SEED_TENSOR_UID = 32,
+    VT_OFFSET_TENSOR_UID = 34,
+    VT_DROPOUT_PROBABILITY = 36,
+    VT_ATTN_SCALE_VALUE = 38,
+    VT_ALIBI_MASK = 40,
+    VT_PADDING_MASK = 42,
+    VT_CAUSAL_MASK = 44,
+    VT_CAUSAL_MASK_BOTTOM_RIGHT = 46,
+    VT_LEFT_BOUND = 48,
+    VT_RIGHT_BOUND = 50,
+    VT_DIAGONAL_ALIGNMENT = 52,
+    VT_MAX_TOTAL_SEQ_LEN_Q = 54,
+    VT_MAX_TOTAL_SEQ_LEN_KV = 56,
+    VT_DETERMINISTIC = 58
+  };
+  int64_t q_tensor_uid() const {
+    return GetField<int64_t>(VT_Q_TENSOR_UID, 0);
+  }
+  int64_t k_tensor_uid() const {
+    return GetField<int64_t>(VT_K_TENSOR_UID, 0);
+  }
+  int64_t v_tensor_uid() const {
+    return GetField<int64_t>(VT_V_TENSOR_UID, 0);
+  }
+  int64_t o_tensor_uid() const {
+    return GetField<int64_t>(VT_O_TENSOR_UID, 0);
+  }
+  int64_t do_tensor_uid() const {
+    return GetField<int64_t>(VT_DO_TENSOR_UID, 0);
+  }
+  int64_t stats_tensor_uid() const {
+    return GetField<int64_t>(VT_STATS_TENSOR_UID, 0);
+  }
+  int64_t dq_tensor_uid() const {
+    return GetField<int64_t>(VT_DQ_TENSOR_UID, 0);
+  }
+  int64_t dk_tensor_uid() const {
+    return GetField<int64_t>(VT_DK_TENSOR_UID, 0);
+  }
+  int64_t dv_tensor_uid() const {
+    return GetField<int64_t>(VT_DV_TENSOR_UID, 0);
+  }
+  ::flatbuffers::Optional<int64_t> attn_mask_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_ATTN_MASK_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> dbias_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DBIAS_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> seq_len_q_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SEQ_LEN_Q_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> seq_len_kv_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SEQ_LEN_KV_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> seed_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SEED_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> offset_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_OFFSET_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<float> dropout_probability() const {
+    return GetOptional<float, float>(VT_DROPOUT_PROBABILITY);
+  }
+  ::flatbuffers::Optional<float> attn_scale_value() const {
+    return GetOptional<float, float>(VT_ATTN_SCALE_VALUE);
+  }
+  bool alibi_mask() const {
+    return GetField<uint8_t>(VT_ALIBI_MASK, 0) != 0;
+  }
+  bool padding_mask() const {
+    return GetField<uint8_t>(VT_PADDING_MASK, 0) != 0;
+  }
+  bool causal_mask() const {
+    return GetField<uint8_t>(VT_CAUSAL_MASK, 0) != 0;
+  }
+  bool causal_mask_bottom_right() const {
+    return GetField<uint8_t>(VT_CAUSAL_MASK_BOTTOM_RIGHT, 0) != 0;
+  }
+  ::flatbuffers::Optional<int64_t> left_bound() const {
+    return GetOptional<int64_t, int64_t>(VT_LEFT_BOUND);
+  }
+  ::flatbuffers::Optional<int64_t> right_bound() const {
+    return GetOptional<int64_t, int64_t>(VT_RIGHT_BOUND);
+  }
+  hipdnn::wire::DiagonalAlignment diagonal_alignment() const {
+    return static_cast<hipdnn::wire::DiagonalAlignment>(GetField<int8_t>(VT_DIAGONAL_ALIGNMENT, 0));
+  }
+  ::flatbuffers::Optional<int64_t> max_total_seq_len_q() const {
+    return GetOptional<int64_t, int64_t>(VT_MAX_TOTAL_SEQ_LEN_Q);
+  }
+  ::flatbuffers::Optional<int64_t> max_total_seq_len_kv() const {
+    return GetOptional<int64_t, int64_t>(VT_MAX_TOTAL_SEQ_LEN_KV);
+  }
+  bool deterministic() const {
+    return GetField<uint8_t>(VT_DETERMINISTIC, 0) != 0;
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyField<int64_t>(verifier, VT_Q_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_K_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_V_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_O_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DO_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_STATS_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DQ_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DK_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DV_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_ATTN_MASK_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DBIAS_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SEQ_LEN_Q_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SEQ_LEN_KV_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SEED_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_OFFSET_TENSOR_UID, 8) &&
+           VerifyField<float>(verifier, VT_DROPOUT_PROBABILITY, 4) &&
+           VerifyField<float>(verifier, VT_ATTN_SCALE_VALUE, 4) &&
+           VerifyField<uint8_t>(verifier, VT_ALIBI_MASK, 1) &&
+           VerifyField<uint8_t>(verifier, VT_PADDING_MASK, 1) &&
+           VerifyField<uint8_t>(verifier, VT_CAUSAL_MASK, 1) &&
+           VerifyField<uint8_t>(verifier, VT_CAUSAL_MASK_BOTTOM_RIGHT, 1) &&
+           VerifyField<int64_t>(verifier, VT_LEFT_BOUND, 8) &&
+           VerifyField<int64_t>(verifier, VT_RIGHT_BOUND, 8) &&
+           VerifyField<int8_t>(verifier, VT_DIAGONAL_ALIGNMENT, 1) &&
+           VerifyField<int64_t>(verifier, VT_MAX_TOTAL_SEQ_LEN_Q, 8) &&
+           VerifyField<int64_t>(verifier, VT_MAX_TOTAL_SEQ_LEN_KV, 8) &&
+           VerifyField<uint8_t>(verifier, VT_DETERMINISTIC, 1) &&
+           verifier.EndTable();
+  }
+};
+
+struct SdpaBackwardAttributesBuilder {
+  typedef SdpaBackwardAttributes Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_q_tensor_uid(int64_t q_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_Q_TENSOR_UID, q_tensor_uid, 0);
+  }
+  void add_k_tensor_uid(int64_t k_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_K_TENSOR_UID, k_tensor_uid, 0);
+  }
+  void add_v_tensor_uid(int64_t v_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_V_TENSOR_UID, v_tensor_uid, 0);
+  }
+  void add_o_tensor_uid(int64_t o_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_O_TENSOR_UID, o_tensor_uid, 0);
+  }
+  void add_do_tensor_uid(int64_t do_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DO_TENSOR_UID, do_tensor_uid, 0);
+  }
+  void add_stats_tensor_uid(int64_t stats_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_STATS_TENSOR_UID, stats_tensor_uid, 0);
+  }
+  void add_dq_tensor_uid(int64_t dq_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DQ_TENSOR_UID, dq_tensor_uid, 0);
+  }
+  void add_dk_tensor_uid(int64_t dk_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DK_TENSOR_UID, dk_tensor_uid, 0);
+  }
+  void add_dv_tensor_uid(int64_t dv_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DV_TENSOR_UID, dv_tensor_uid, 0);
+  }
+  void add_attn_mask_tensor_uid(int64_t attn_mask_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_ATTN_MASK_TENSOR_UID, attn_mask_tensor_uid);
+  }
+  void add_dbias_tensor_uid(int64_t dbias_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DBIAS_TENSOR_UID, dbias_tensor_uid);
+  }
+  void add_scale_tensor_uid(int64_t scale_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_TENSOR_UID, scale_tensor_uid);
+  }
+  void add_seq_len_q_tensor_uid(int64_t seq_len_q_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SEQ_LEN_Q_TENSOR_UID, seq_len_q_tensor_uid);
+  }
+  void add_seq_len_kv_tensor_uid(int64_t seq_len_kv_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SEQ_LEN_KV_TENSOR_UID, seq_len_kv_tensor_uid);
+  }
+  void add_seed_tensor_uid(int64_t seed_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SEED_TENSOR_UID, seed_tensor_uid);
+  }
+  void add_offset_tensor_uid(int64_t offset_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_OFFSET_TENSOR_UID, offset_tensor_uid);
+  }
+  void add_dropout_probability(float dropout_probability) {
+    fbb_.AddElement<float>(SdpaBackwardAttributes::VT_DROPOUT_PROBABILITY, dropout_probability);
+  }
+  void add_attn_scale_value(float attn_scale_value) {
+    fbb_.AddElement<float>(SdpaBackwardAttributes::VT_ATTN_SCALE_VALUE, attn_scale_value);
+  }
+  void add_alibi_mask(bool alibi_mask) {
+    fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_ALIBI_MASK, static_cast<uint8_t>(alibi_mask), 0);
+  }
+  void add_padding_mask(bool padding_mask) {
+    fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_PADDING_MASK, static_cast<uint8_t>(padding_mask), 0);
+  }
+  void add_causal_mask(bool causal_mask) {
+    fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_CAUSAL_MASK, static_cast<uint8_t>(causal_mask), 0);
+  }
+  void add_causal_mask_bottom_right(bool causal_mask_bottom_right) {
+    fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_CAUSAL_MASK_BOTTOM_RIGHT, static_cast<uint8_t>(causal_mask_bottom_right), 0);
+  }
+  void add_left_bound(int64_t left_bound) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_LEFT_BOUND, left_bound);
+  }
+  void add_right_bound(int64_t right_bound) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_RIGHT_BOUND, right_bound);
+  }
+  void add_diagonal_alignment(hipdnn::wire::DiagonalAlignment diagonal_alignment) {
+    fbb_.AddElement<int8_t>(SdpaBackwardAttributes::VT_DIAGONAL_ALIGNMENT, static_cast<int8_t>(diagonal_alignment), 0);
+  }
+  void add_max_total_seq_len_q(int64_t max_total_seq_len_q) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_MAX_TOTAL_SEQ_LEN_Q, max_total_seq_len_q);
+  }
+  void add_max_total_seq_len_kv(int64_t max_total_seq_len_kv) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_MAX_TOTAL_SEQ_LEN_KV, max_total_seq_len_kv);
+  }
+  void add_deterministic(bool deterministic) {
+    fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_DETERMINISTIC, static_cast<uint8_t>(deterministic), 0);
+  }
+  explicit SdpaBackwardAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<SdpaBackwardAttributes> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<SdpaBackwardAttributes>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<SdpaBackwardAttributes> CreateSdpaBackwardAttributes(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    int64_t q_tensor_uid = 0,
+    int64_t k_tensor_uid = 0,
+    int64_t v_tensor_uid = 0,
+    int64_t o_tensor_uid = 0,
+    int64_t do_tensor_uid = 0,
+    int64_t stats_tensor_uid = 0,
+    int64_t dq_tensor_uid = 0,
+    int64_t dk_tensor_uid = 0,
+    int64_t dv_tensor_uid = 0,
+    ::flatbuffers::Optional<int64_t> attn_mask_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> dbias_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> seq_len_q_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> seq_len_kv_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> seed_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> offset_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<float> dropout_probability = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<float> attn_scale_value = ::flatbuffers::nullopt,
+    bool alibi_mask = false,
+    bool padding_mask = false,
+    bool causal_mask = false,
+    bool causal_mask_bottom_right = false,
+    ::flatbuffers::Optional<int64_t> left_bound = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> right_bound = ::flatbuffers::nullopt,
+    hipdnn::wire::DiagonalAlignment diagonal_alignment = hipdnn::wire::DiagonalAlignment::TOP_LEFT,
+    ::flatbuffers::Optional<int64_t> max_total_seq_len_q = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> max_total_seq_len_kv = ::flatbuffers::nullopt,
+    bool deterministic = false) {
+  SdpaBackwardAttributesBuilder builder_(_fbb);
+  if(max_total_seq_len_kv) { builder_.add_max_total_seq_len_kv(*max_total_seq_len_kv); }
+  if(max_total_seq_len_q) { builder_.add_max_total_seq_len_q(*max_total_seq_len_q); }
+  if(right_bound) { builder_.add_right_bound(*right_bound); }
+  if(left_bound) { builder_.add_left_bound(*left_bound); }
+  if(offset_tensor_uid) { builder_.add_offset_tensor_uid(*offset_tensor_uid); }
+  if(seed_tensor_uid) { builder_.add_seed_tensor_uid(*seed_tensor_uid); }
+  if(seq_len_kv_tensor_uid) { builder_.add_seq_len_kv_tensor_uid(*seq_len_kv_tensor_uid); }
+  if(seq_len_q_tensor_uid) { builder_.add_seq_len_q_tensor_uid(*seq_len_q_tensor_uid); }
+  if(scale_tensor_uid) { builder_.add_scale_tensor_uid(*scale_tensor_uid); }
+  if(dbias_tensor_uid) { builder_.add_dbias_tensor_uid(*dbias_tensor_uid); }
+  if(attn_mask_tensor_uid) { builder_.add_attn_mask_tensor_uid(*attn_mask_tensor_uid); }
+  builder_.add_dv_tensor_uid(dv_tensor_uid);
+  builder_.add_dk_tensor_uid(dk_tensor_uid);
+  builder_.add_dq_tensor_uid(dq_tensor_uid);
+  builder_.add_stats_tensor_uid(stats_tensor_uid);
+  builder_.add_do_tensor_uid(do_tensor_uid);
+  builder_.add_o_tensor_uid(o_tensor_uid);
+  builder_.add_v_tensor_uid(v_tensor_uid);
+  builder_.add_k_tensor_uid(k_tensor_uid);
+  builder_.add_q_tensor_uid(q_tensor_uid);
+  if(attn_scale_value) { builder_.add_attn_scale_value(*attn_scale_value); }
+  if(dropout_probability) { builder_.add_dropout_probability(*dropout_probability); }
+  builder_.add_deterministic(deterministic);
+  builder_.add_diagonal_alignment(diagonal_alignment);
+  builder_.add_causal_mask_bottom_right(causal_mask_bottom_right);
+  builder_.add_causal_mask(causal_mask);
+  builder_.add_padding_mask(padding_mask);
+  builder_.add_alibi_mask(alibi_mask);
+  return builder_.Finish();
+}
+
+struct ReductionAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
+  typedef ReductionAttributesBuilder Builder;
+  enum FlatBuffersVTableOffset FLATBUFFERS_VTABLE_UNDERLYING_TYPE {
+    VT_MODE = 4,
+    VT_X_TENSOR_UID = 6,
+    VT_Y_TENSOR_UID = 8
+  };
+  hipdnn::wire::ReductionMode mode() const {
+    return static_cast<hipdnn::wire::ReductionMode>(GetField<int8_t>(VT_MODE, 0));
+  }
+  int64_t x_tensor_uid() const {
+    return GetField<int64_t>(VT_X_TENSOR_UID, 0);
+  }
+  int64_t y_tensor_uid() const {
+    return GetField<int64_t>(VT_Y_TENSOR_UID, 0);
+  }
+  template <bool B = false>
+  bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
+    return VerifyTableStart(verifier) &&
+           VerifyField<int8_t>(verifier, VT_MODE, 1) &&
+           VerifyField<int64_t>(verifier, VT_X_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_Y_TENSOR_UID, 8) &&
+           verifier.EndTable();
+  }
+};
+
+struct ReductionAttributesBuilder {
+  typedef ReductionAttributes Table;
+  ::flatbuffers::FlatBufferBuilder &fbb_;
+  ::flatbuffers::uoffset_t start_;
+  void add_mode(hipdnn::wire::ReductionMode mode) {
+    fbb_.AddElement<int8_t>(ReductionAttributes::VT_MODE, static_cast<int8_t>(mode), 0);
+  }
+  void add_x_tensor_uid(int64_t x_tensor_uid) {
+    fbb_.AddElement<int64_t>(ReductionAttributes::VT_X_TENSOR_UID, x_tensor_uid, 0);
+  }
+  void add_y_tensor_uid(int64_t y_tensor_uid) {
+    fbb_.AddElement<int64_t>(ReductionAttributes::VT_Y_TENSOR_UID, y_tensor_uid, 0);
+  }
+  explicit ReductionAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
+        : fbb_(_fbb) {
+    start_ = fbb_.StartTable();
+  }
+  ::flatbuffers::Offset<ReductionAttributes> Finish() {
+    const auto end = fbb_.EndTable(start_);
+    auto o = ::flatbuffers::Offset<ReductionAttributes>(end);
+    return o;
+  }
+};
+
+inline ::flatbuffers::Offset<ReductionAttributes> CreateReductionAttributes(
+    ::flatbuffers::FlatBufferBuilder &_fbb,
+    hipdnn::wire::ReductionMode mode = hipdnn::wire::ReductionMode::UNSET,
+    int64_t x_tensor_uid = 0,
+    int64_t y_tensor_uid = 0) {
+  ReductionAttributesBuilder builder_(_fbb);
+  builder_.add_y_tensor_uid(y_tensor_uid);
+  builder_.add_x_tensor_uid(x_tensor_uid);
+  builder_.add_mode(mode);
   return builder_.Finish();
 }
 

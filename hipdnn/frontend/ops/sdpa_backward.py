@@ -1,0 +1,159 @@
+"""Scaled dot-product attention, backward: (dq, dk, dv) from q, k, v, o, do and the forward's stats."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.tensor import TensorAttributes
+from hipdnn.frontend.types import DataType, DiagonalAlignment
+from hipdnn.wire.NodeAttributes import NodeAttributes
+from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributesT
+
+
+@register
+class SdpaBackwardNode(Operation):
+    """q [B, Hq, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv], o and do [B, Hq, Sq, Dv], stats
+    [B, Hq, Sq, 1] (the forward's natural-log log-sum-exp; -inf marks an empty row) -> dq, dk, dv with
+    the dims of q, k, v. Masks and options mean what they mean for the forward (SdpaNode)."""
+
+    wire_type = NodeAttributes.SdpaBackwardAttributes
+    kind = "sdpa_backward"
+
+    def __init__(
+        self,
+        name: str,
+        compute_data_type: DataType,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        o: TensorAttributes,
+        do: TensorAttributes,
+        stats: TensorAttributes,
+        dq: TensorAttributes,
+        dk: TensorAttributes,
+        dv: TensorAttributes,
+        attn_scale: float | TensorAttributes | None,
+        use_causal_mask: bool,
+        diagonal_alignment: DiagonalAlignment,
+        diagonal_band_left_bound: int | None,
+        diagonal_band_right_bound: int | None,
+        use_padding_mask: bool,
+        seq_len_q: TensorAttributes | None,
+        seq_len_kv: TensorAttributes | None,
+        bias: TensorAttributes | None,
+        use_alibi_mask: bool,
+    ) -> None:
+        super().__init__(name, compute_data_type)
+        self.q, self.k, self.v, self.o, self.do, self.stats = q, k, v, o, do, stats
+        self.dq, self.dk, self.dv = dq, dk, dv
+        self.attn_scale = attn_scale
+        self.use_causal_mask = use_causal_mask
+        self.diagonal_alignment = DiagonalAlignment(diagonal_alignment)
+        self.diagonal_band_left_bound = diagonal_band_left_bound
+        self.diagonal_band_right_bound = diagonal_band_right_bound
+        self.use_padding_mask = use_padding_mask
+        self.seq_len_q, self.seq_len_kv = seq_len_q, seq_len_kv
+        self.bias = bias
+        self.use_alibi_mask = use_alibi_mask
+
+    def inputs(self) -> list[TensorAttributes]:
+        optional = [self.seq_len_q, self.seq_len_kv, self.bias]
+        if isinstance(self.attn_scale, TensorAttributes):
+            optional.append(self.attn_scale)
+        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for t in optional if t is not None]
+
+    def outputs(self) -> list[TensorAttributes]:
+        return [self.dq, self.dk, self.dv]
+
+    def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
+        roles = {"q": self.q, "k": self.k, "v": self.v, "o": self.o, "do": self.do, "stats": self.stats}
+        for role, t in roles.items():
+            self.require_rank(t, role, rank=4)
+        self._check_shapes({r: t.get_dim() for r, t in roles.items()}, {r: t.is_dynamic() for r, t in roles.items()})
+        if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
+            raise self.fail("attn_scale is NaN")
+        for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
+            if bound is not None and bound < 0:
+                raise self.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
+        if self.use_padding_mask and (self.seq_len_q is None or self.seq_len_kv is None):
+            raise self.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
+        for out, src, role in ((self.dq, self.q, "dq"), (self.dk, self.k, "dk"), (self.dv, self.v, "dv")):
+            self.fill_output(out, src.get_dim(), io_data_type, order_reference=src.get_stride())
+            self.check_output_dims(out, role, src.get_dim())
+
+    def _check_shapes(self, dims: dict[str, Sequence[int]], dynamic: dict[str, bool] | None = None) -> None:
+        dyn = dynamic or {}
+
+        def skip(*roles: str) -> bool:
+            return any(dyn.get(r, False) for r in roles)
+
+        b, hq, sq, d = dims["q"]
+        bk, hk, skv, dk = dims["k"]
+        bv, hv, skv_v, dv = dims["v"]
+        if not skip("q", "k", "v") and not (b == bk == bv):
+            raise self.fail(f"batch sizes differ: q {b}, k {bk}, v {bv}")
+        if not skip("q", "k") and d != dk:
+            raise self.fail(f"q head dim {d} differs from k head dim {dk}")
+        if not skip("k", "v") and (skv != skv_v or hk != hv):
+            raise self.fail(f"k {list(dims['k'])} and v {list(dims['v'])} differ in heads or sequence length")
+        if not skip("q", "k") and hq % hk != 0:
+            raise self.fail(f"q heads {hq} are not a multiple of kv heads {hk}")
+        for role, want in (("o", [b, hq, sq, dv]), ("do", [b, hq, sq, dv]), ("stats", [b, hq, sq, 1])):
+            if not skip(role, "q", "v") and list(dims[role]) != want:
+                raise self.fail(f"{role} has dims {list(dims[role])}, expected {want} from q and v")
+
+    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
+        got = {r: list(dims(t)) for r, t in (("q", self.q), ("k", self.k), ("v", self.v), ("o", self.o),
+                                             ("do", self.do), ("stats", self.stats))}
+        self._check_shapes(got)
+        return [got["q"], got["k"], got["v"]]
+
+    def to_wire(self) -> Any:
+        t = SdpaBackwardAttributesT()
+        t.qTensorUid, t.kTensorUid, t.vTensorUid = self.q.get_uid(), self.k.get_uid(), self.v.get_uid()
+        t.oTensorUid, t.doTensorUid, t.statsTensorUid = self.o.get_uid(), self.do.get_uid(), self.stats.get_uid()
+        t.dqTensorUid, t.dkTensorUid, t.dvTensorUid = self.dq.get_uid(), self.dk.get_uid(), self.dv.get_uid()
+        if isinstance(self.attn_scale, TensorAttributes):
+            t.scaleTensorUid = self.attn_scale.get_uid()
+        elif self.attn_scale is not None:
+            t.attnScaleValue = float(self.attn_scale)
+        bottom_right = self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT
+        t.causalMask = self.use_causal_mask and not bottom_right
+        t.causalMaskBottomRight = self.use_causal_mask and bottom_right
+        t.diagonalAlignment = int(self.diagonal_alignment)
+        t.leftBound = self.diagonal_band_left_bound
+        t.rightBound = self.diagonal_band_right_bound
+        t.paddingMask = self.use_padding_mask
+        t.seqLenQTensorUid = self.seq_len_q.get_uid() if self.seq_len_q is not None else None
+        t.seqLenKvTensorUid = self.seq_len_kv.get_uid() if self.seq_len_kv is not None else None
+        t.attnMaskTensorUid = self.bias.get_uid() if self.bias is not None else None
+        t.alibiMask = self.use_alibi_mask
+        return t
+
+    @classmethod
+    def from_wire(
+        cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
+    ) -> Operation:
+        alignment = DiagonalAlignment(table.diagonalAlignment)
+        if table.causalMaskBottomRight:
+            alignment = DiagonalAlignment.BOTTOM_RIGHT
+        scale: float | TensorAttributes | None = tensor(table.scaleTensorUid)
+        if scale is None and table.attnScaleValue is not None:
+            scale = float(table.attnScaleValue)
+        return cls(
+            name, compute_data_type,
+            q=tensor(table.qTensorUid), k=tensor(table.kTensorUid), v=tensor(table.vTensorUid),
+            o=tensor(table.oTensorUid), do=tensor(table.doTensorUid), stats=tensor(table.statsTensorUid),
+            dq=tensor(table.dqTensorUid), dk=tensor(table.dkTensorUid), dv=tensor(table.dvTensorUid),
+            attn_scale=scale,
+            use_causal_mask=bool(table.causalMask or table.causalMaskBottomRight),
+            diagonal_alignment=alignment,
+            diagonal_band_left_bound=table.leftBound,
+            diagonal_band_right_bound=table.rightBound,
+            use_padding_mask=bool(table.paddingMask),
+            seq_len_q=tensor(table.seqLenQTensorUid), seq_len_kv=tensor(table.seqLenKvTensorUid),
+            bias=tensor(table.attnMaskTensorUid),
+            use_alibi_mask=bool(table.alibiMask),
+        )
