@@ -54,8 +54,12 @@ def cpu_info() -> dict:
     fma_pipes = 2
     peak = cores * fma_pipes * lanes * 2 * (mhz or 0.0) / 1e3 if mhz else None
     return {
-        "model": model, "cpu_mhz_from_proc_cpuinfo": mhz, "cores": cores, "fp32_lanes": lanes,
-        "fma_pipes_per_core_assumed": fma_pipes, "peak_gflops": peak,
+        "model": model,
+        "cpu_mhz_from_proc_cpuinfo": mhz,
+        "cores": cores,
+        "fp32_lanes": lanes,
+        "fma_pipes_per_core_assumed": fma_pipes,
+        "peak_gflops": peak,
         "peak_formula": "cores x fma_pipes x fp32_lanes x 2 flops x cpu MHz (from /proc/cpuinfo)",
     }
 
@@ -67,8 +71,18 @@ def flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
 class Engine:
     """One graph, built once at the case's shape, executed repeatedly."""
 
-    def __init__(self, handle: hipdnn.Handle, b: int, h: int, s: int, d: int, causal: bool,
-                 q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+    def __init__(
+        self,
+        handle: hipdnn.Handle,
+        b: int,
+        h: int,
+        s: int,
+        d: int,
+        causal: bool,
+        q: np.ndarray,
+        k: np.ndarray,
+        v: np.ndarray,
+    ) -> None:
         g = hipdnn.Graph(name="bench", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
         tq = g.tensor(name="q", dim=dims, stride=strides, data_type=F32)
@@ -177,9 +191,14 @@ def main() -> None:
     result = {
         "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "machine": {**info, "platform": platform.platform(), "python": platform.python_version(),
-                    "numpy": np.__version__, "torch": torch_version,
-                    "loadavg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None},
+        "machine": {
+            **info,
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "torch": torch_version,
+            "loadavg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
+        },
         "engine_plugins": [p.name for p in handle.loaded_plugins()],
         "method": "best of interleaved rounds; GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time",
         "results": rows,
@@ -203,8 +222,9 @@ def main() -> None:
         for name, style in (("hipdnn", "o-"), ("torch", "s--"), ("numpy", "^:")):
             ys = [r.get(f"{name}_gflops") for r in sel]
             if any(y is not None for y in ys):
-                ax.plot([x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], style,
-                        label=name)
+                ax.plot(
+                    [x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], style, label=name
+                )
         if info["peak_gflops"]:
             ax.axhline(info["peak_gflops"], color="gray", lw=0.8, ls="-.", label="FMA peak")
         ax.set_xscale("log", base=2)

@@ -47,8 +47,12 @@ def main() -> int:
         qa, ka, va = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
         oa = np.full(shape, np.nan, np.float32)
         t0 = time.perf_counter()
-        g.execute(handle, {q: qa, k: ka, v: va, o: oa}, ws,
-                  overrides={t: hipdnn.OverrideEntry(shape, st) for t in (q, k, v, o)})
+        g.execute(
+            handle,
+            {q: qa, k: ka, v: va, o: oa},
+            ws,
+            overrides={t: hipdnn.OverrideEntry(shape, st) for t in (q, k, v, o)},
+        )
         engine_s += time.perf_counter() - t0
         want, _ = reference.sdpa(qa, ka, va, 1 / np.sqrt(d), causal=True)
         err = reference.relative_error(oa, want)
@@ -59,9 +63,18 @@ def main() -> int:
             print(f"S={s:5d}: worst relative error so far {worst:.2e} (at S={worst_s})", flush=True)
     result = {
         "command": "python bench/serve_all_lengths.py " + " ".join(sys.argv[1:]),
-        "plans_built": 1, "build_s": build_s, "lengths_served": served, "s_max": s_max,
-        "heads": h, "head_dim": d, "causal": True, "worst_relative_error": worst, "worst_at_s": worst_s,
-        "tolerance": 1e-5, "all_within_tolerance": worst < 1e-5, "execute_total_s": engine_s,
+        "plans_built": 1,
+        "build_s": build_s,
+        "lengths_served": served,
+        "s_max": s_max,
+        "heads": h,
+        "head_dim": d,
+        "causal": True,
+        "worst_relative_error": worst,
+        "worst_at_s": worst_s,
+        "tolerance": 1e-5,
+        "all_within_tolerance": worst < 1e-5,
+        "execute_total_s": engine_s,
         "plan_cache": vars(handle.backend.plan_cache.stats()),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -45,9 +45,13 @@ def per_call_us(fn: Callable[[], Any], calls: int, repeats: int = 5) -> float:
 
 
 def sdpa_graph(b: int, h: int, s: int, d: int, overridable: bool) -> tuple[hipdnn.Graph, list[hipdnn.TensorAttributes]]:
-    g = hipdnn.Graph(name=f"sdpa_s{s}", io_data_type=hipdnn.DataType.FLOAT,
-                     intermediate_data_type=hipdnn.DataType.FLOAT, compute_data_type=hipdnn.DataType.FLOAT,
-                     is_override_shape_enabled=overridable)
+    g = hipdnn.Graph(
+        name=f"sdpa_s{s}",
+        io_data_type=hipdnn.DataType.FLOAT,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=overridable,
+    )
     dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
     q, k, v = (g.tensor(name=n, dim=dims, stride=strides, data_type=hipdnn.DataType.FLOAT) for n in "qkv")
     o, _ = g.sdpa(q, k, v, attn_scale=1.0 / np.sqrt(d), use_causal_mask=True)
@@ -121,8 +125,12 @@ def serving_curve(ks: list[int], s_max: int, h: int, d: int) -> list[dict[str, f
         ws = np.empty(max(g.get_workspace_size(), 1), np.uint8)
         for s in lengths:
             dims, strides = [1, h, s, d], [h * s * d, s * d, d, 1]
-            g.execute(handle, dict(zip(tensors, data[s])), ws,
-                      overrides={t: hipdnn.OverrideEntry(dims, strides) for t in tensors})
+            g.execute(
+                handle,
+                dict(zip(tensors, data[s])),
+                ws,
+                overrides={t: hipdnn.OverrideEntry(dims, strides) for t in tensors},
+            )
         one_plan = time.perf_counter() - t0
 
         handle.backend.plan_cache.clear()
@@ -136,10 +144,19 @@ def serving_curve(ks: list[int], s_max: int, h: int, d: int) -> list[dict[str, f
             ws = np.empty(max(gs.get_workspace_size(), 1), np.uint8)
             gs.execute(handle, dict(zip(ts, data[s])), ws)
         k_plans = time.perf_counter() - t0
-        rows.append({"K": k, "one_plan_s": one_plan, "k_plans_s": k_plans, "k_plans_build_s": build_total,
-                     "speedup": k_plans / one_plan})
-        print(f"  K={k:4d}: one plan {one_plan * 1e3:8.1f} ms, K plans {k_plans * 1e3:8.1f} ms "
-              f"(builds {build_total * 1e3:7.1f} ms) -> {k_plans / one_plan:5.2f}x")
+        rows.append(
+            {
+                "K": k,
+                "one_plan_s": one_plan,
+                "k_plans_s": k_plans,
+                "k_plans_build_s": build_total,
+                "speedup": k_plans / one_plan,
+            }
+        )
+        print(
+            f"  K={k:4d}: one plan {one_plan * 1e3:8.1f} ms, K plans {k_plans * 1e3:8.1f} ms "
+            f"(builds {build_total * 1e3:7.1f} ms) -> {k_plans / one_plan:5.2f}x"
+        )
     handle.close()
     return rows
 
@@ -159,8 +176,12 @@ def build_latency(repeats: int) -> dict[str, float]:
         cached.append((time.perf_counter() - t0) * 1e3)
     stats = handle.backend.plan_cache.stats()
     handle.close()
-    return {"cold_ms": statistics.median(cold), "cached_ms": statistics.median(cached),
-            "cache_hits": stats.hits, "cache_misses": stats.misses}
+    return {
+        "cold_ms": statistics.median(cold),
+        "cached_ms": statistics.median(cached),
+        "cache_hits": stats.hits,
+        "cache_misses": stats.misses,
+    }
 
 
 def plot(result: dict[str, Any], path: Path) -> bool:
@@ -204,9 +225,11 @@ def main() -> int:
     anchor_file = ANCHORS / "h200-cudnn-frontend-2026-11-30.json"
     if anchor_file.exists():
         cf = json.loads(anchor_file.read_text())
-        anchors = {"cudnn_frontend_execute_us": cf.get("execute_us"),
-                   "cudnn_frontend_build_ms_first_cold": cf.get("build_ms", [None])[0],
-                   "cudnn_frontend_build_ms_new_length": statistics.median(cf.get("build_ms", [0])[1:] or [0])}
+        anchors = {
+            "cudnn_frontend_execute_us": cf.get("execute_us"),
+            "cudnn_frontend_build_ms_first_cold": cf.get("build_ms", [None])[0],
+            "cudnn_frontend_build_ms_new_length": statistics.median(cf.get("build_ms", [0])[1:] or [0]),
+        }
     print("host overhead per execute (us), no-op plugin:")
     overhead = host_overhead(calls)
     for name, us in overhead.items():
@@ -218,17 +241,25 @@ def main() -> int:
     print(f"  cold {latency['cold_ms']:.2f} ms, cached {latency['cached_ms']:.3f} ms")
     result = {
         "command": "python bench/serving.py" + (" --quick" if args.quick else ""),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "machine": {
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpus": __import__("os").cpu_count(),
+        },
         "host_overhead_us": overhead,
         "ratios": {
             "execute_4_overrides_vs_bare": overhead["execute_4_overrides"] / overhead["bare_cffi_call"],
             "bound_4_overrides_vs_bare": overhead["bound_4_overrides"] / overhead["bare_cffi_call"],
-            "cudnn_frontend_execute_vs_our_bound_4_overrides":
-                (anchors["cudnn_frontend_execute_us"] / overhead["bound_4_overrides"])
-                if anchors.get("cudnn_frontend_execute_us") else None,
-            "cudnn_frontend_new_length_build_vs_our_cold_build":
-                (anchors["cudnn_frontend_build_ms_new_length"] / latency["cold_ms"])
-                if anchors.get("cudnn_frontend_build_ms_new_length") else None,
+            "cudnn_frontend_execute_vs_our_bound_4_overrides": (
+                anchors["cudnn_frontend_execute_us"] / overhead["bound_4_overrides"]
+            )
+            if anchors.get("cudnn_frontend_execute_us")
+            else None,
+            "cudnn_frontend_new_length_build_vs_our_cold_build": (
+                anchors["cudnn_frontend_build_ms_new_length"] / latency["cold_ms"]
+            )
+            if anchors.get("cudnn_frontend_build_ms_new_length")
+            else None,
         },
         "serving_curve": curve,
         "build_latency": latency,
@@ -237,7 +268,10 @@ def main() -> int:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "serving.json").write_text(json.dumps(result, indent=2) + "\n")
     plotted = plot(result, RESULTS / "serving.png")
-    print(f"wrote {RESULTS / 'serving.json'}" + (f" and {RESULTS / 'serving.png'}" if plotted else " (no matplotlib: no plot)"))
+    print(
+        f"wrote {RESULTS / 'serving.json'}"
+        + (f" and {RESULTS / 'serving.png'}" if plotted else " (no matplotlib: no plot)")
+    )
     return 0
 
 

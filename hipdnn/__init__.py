@@ -1,9 +1,9 @@
 """hipdnn: a DNN graph runtime whose engines are C-ABI plugins, with execute-time shape overrides.
 
-    import hipdnn
-    handle = hipdnn.Handle()
-    g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
-    ...
+import hipdnn
+handle = hipdnn.Handle()
+g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
+...
 """
 
 from hipdnn.frontend import (

@@ -32,18 +32,22 @@ def _plugins(args: argparse.Namespace) -> int:
     loaded = handle.loaded_plugins()
     skipped = handle.skipped_plugins()
     if args.json:
-        print(json.dumps(
-            {
-                "search_paths": [str(p) for p in handle.plugin_search_paths],
-                "loaded": [asdict(p) for p in loaded],
-                "skipped": [{"path": str(s.path), "reason": s.reason} for s in skipped],
-            },
-            indent=2,
-        ))
+        print(
+            json.dumps(
+                {
+                    "search_paths": [str(p) for p in handle.plugin_search_paths],
+                    "loaded": [asdict(p) for p in loaded],
+                    "skipped": [{"path": str(s.path), "reason": s.reason} for s in skipped],
+                },
+                indent=2,
+            )
+        )
         return 0
     print("search paths: " + (", ".join(str(p) for p in handle.plugin_search_paths) or "(none)"))
     for p in loaded:
-        optional = ", ".join(e.removeprefix("hipdnnPlugin").removeprefix("hipdnnEnginePlugin") for e in p.optional_entries)
+        optional = ", ".join(
+            e.removeprefix("hipdnnPlugin").removeprefix("hipdnnEnginePlugin") for e in p.optional_entries
+        )
         print(f"loaded  {p.name} {p.version} (api {p.api_version}) engines {list(p.engine_ids)}")
         print(f"        {p.path}")
         print(f"        optional entries: {optional or 'none'}; sha256 {p.fingerprint.sha256[:16]}")
@@ -53,7 +57,9 @@ def _plugins(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sdpa_graph(b: int, h: int, s: int, d: int, causal: bool, overridable: bool) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
+def _sdpa_graph(
+    b: int, h: int, s: int, d: int, causal: bool, overridable: bool
+) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
     g = hipdnn.Graph(
         name="demo_sdpa",
         io_data_type=hipdnn.DataType.FLOAT,
@@ -81,8 +87,10 @@ def _demo(args: argparse.Namespace) -> int:
     g, t = _sdpa_graph(b, h, s_max, d, causal=True, overridable=True)
     g.build(handle)
     build_ms = (time.perf_counter() - t0) * 1e3
-    print(f"built causal SDPA graph at B={b} H={h} S={s_max} D={d} in {build_ms:.1f} ms "
-          f"on engine {g.get_engine_id()}; workspace {g.get_workspace_size()} bytes")
+    print(
+        f"built causal SDPA graph at B={b} H={h} S={s_max} D={d} in {build_ms:.1f} ms "
+        f"on engine {g.get_engine_id()}; workspace {g.get_workspace_size()} bytes"
+    )
     workspace = np.empty(max(g.get_workspace_size(), 1), dtype=np.uint8)
     worst = 0.0
     for s in args.seq_lens:
@@ -93,8 +101,12 @@ def _demo(args: argparse.Namespace) -> int:
         o = np.full((b, h, s, d), np.nan, dtype=np.float32)
         compact = [h * s * d, s * d, d, 1]
         t0 = time.perf_counter()
-        g.execute(handle, {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o}, workspace,
-                  overrides={t[n]: hipdnn.OverrideEntry(shape=[b, h, s, d], stride=compact) for n in "qkvo"})
+        g.execute(
+            handle,
+            {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o},
+            workspace,
+            overrides={t[n]: hipdnn.OverrideEntry(shape=[b, h, s, d], stride=compact) for n in "qkvo"},
+        )
         run_ms = (time.perf_counter() - t0) * 1e3
         expected, _ = reference.sdpa(q, k, v, 1.0 / np.sqrt(d), causal=True)
         err = reference.relative_error(o, expected)
@@ -156,13 +168,24 @@ def graph_to_dict(g: hipdnn.Graph) -> dict[str, Any]:
         "is_override_shape_enabled": g.is_override_shape_enabled(),
         "preferred_engine_id": g.preferred_engine_id,
         "tensors": [
-            {"uid": t.get_uid(), "name": t.get_name(), "data_type": t.get_data_type().name, "dim": t.get_dim(),
-             "stride": t.get_stride(), "virtual": t.get_is_virtual(), "dynamic": t.is_dynamic()}
+            {
+                "uid": t.get_uid(),
+                "name": t.get_name(),
+                "data_type": t.get_data_type().name,
+                "dim": t.get_dim(),
+                "stride": t.get_stride(),
+                "virtual": t.get_is_virtual(),
+                "dynamic": t.is_dynamic(),
+            }
             for t in g.tensors
         ],
         "nodes": [
-            {"name": n.name, "kind": n.kind, "compute_data_type": n.compute_data_type.name,
-             "attributes": {k: _json_value(v) for k, v in vars(n).items() if k not in ("name", "compute_data_type")}}
+            {
+                "name": n.name,
+                "kind": n.kind,
+                "compute_data_type": n.compute_data_type.name,
+                "attributes": {k: _json_value(v) for k, v in vars(n).items() if k not in ("name", "compute_data_type")},
+            }
             for n in g.nodes
         ],
     }
@@ -183,9 +206,12 @@ def _inspect(args: argparse.Namespace) -> int:
         if stop >= Stage.LOWERED:
             summary = summarize(blob)
             out["lowered"] = {
-                "required_plugin_api_version": str(required_api_version(
-                    is_override_shape_enabled=summary.is_override_shape_enabled,
-                    has_dynamic_tensors=summary.has_dynamic_tensors)),
+                "required_plugin_api_version": str(
+                    required_api_version(
+                        is_override_shape_enabled=summary.is_override_shape_enabled,
+                        has_dynamic_tensors=summary.has_dynamic_tensors,
+                    )
+                ),
                 "nodes": summary.node_count,
                 "tensors": len(summary.tensors),
             }
@@ -194,20 +220,27 @@ def _inspect(args: argparse.Namespace) -> int:
             try:
                 with progress("building a plan"):
                     g.build(handle)
-                out["planned"] = {"engine_id": g.get_engine_id(), "workspace_bytes": g.get_workspace_size(),
-                                  "plugins": g.plugin_report()}
+                out["planned"] = {
+                    "engine_id": g.get_engine_id(),
+                    "workspace_bytes": g.get_workspace_size(),
+                    "plugins": g.plugin_report(),
+                }
             except hipdnn.HipdnnError as exc:
                 out["planned"] = {"error": exc.message, "code": exc.code.name}
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
     graph = out["graph"]
-    print(f"graph {graph['name']!r}: {len(graph['tensors'])} tensors, {len(graph['nodes'])} nodes, "
-          f"override shapes {'on' if graph['is_override_shape_enabled'] else 'off'} ({out['bytes']} bytes)")
+    print(
+        f"graph {graph['name']!r}: {len(graph['tensors'])} tensors, {len(graph['nodes'])} nodes, "
+        f"override shapes {'on' if graph['is_override_shape_enabled'] else 'off'} ({out['bytes']} bytes)"
+    )
     for t in graph["tensors"]:
         flags = ", ".join(f for f, on in (("virtual", t["virtual"]), ("dynamic", t["dynamic"])) if on)
-        print(f"  tensor {t['uid']:>4} {t['name']!r:24} {t['data_type']:9} dim {t['dim']} stride {t['stride']}"
-              + (f" [{flags}]" if flags else ""))
+        print(
+            f"  tensor {t['uid']:>4} {t['name']!r:24} {t['data_type']:9} dim {t['dim']} stride {t['stride']}"
+            + (f" [{flags}]" if flags else "")
+        )
     for n in graph["nodes"]:
         tensors = {k: v["uid"] for k, v in n["attributes"].items() if isinstance(v, dict)}
         print(f"  node {n['name']!r} ({n['kind']}): {tensors}")
@@ -227,9 +260,14 @@ def _doctor(args: argparse.Namespace) -> int:
             problems += 1
         print(f"[{level:4}] {what}")
 
-    for tool, why in (("cc", "C compiler (builds plugins)"), ("c++", "C++ compiler (builds the CPU engine)"),
-                      ("cmake", "CMake (builds plugins)"), ("flatc", "flatc (regenerates wire code)"),
-                      ("nvcc", "nvcc (builds the HIP engine on NVIDIA)"), ("hipcc", "hipcc (builds the HIP engine on AMD)")):
+    for tool, why in (
+        ("cc", "C compiler (builds plugins)"),
+        ("c++", "C++ compiler (builds the CPU engine)"),
+        ("cmake", "CMake (builds plugins)"),
+        ("flatc", "flatc (regenerates wire code)"),
+        ("nvcc", "nvcc (builds the HIP engine on NVIDIA)"),
+        ("hipcc", "hipcc (builds the HIP engine on AMD)"),
+    ):
         found_tool = shutil.which(tool)
         report("OK" if found_tool else "WARN", f"{why}: {found_tool or 'not found'}")
     for lib, why in (("libcudart.so", "CUDA runtime"), ("libamdhip64.so", "HIP runtime")):
@@ -262,8 +300,10 @@ def _bench(args: argparse.Namespace) -> int:
     scripts = [bench_dir / f"{name}.py" for name in args.which]
     missing = [str(s) for s in scripts if not s.is_file()]
     if missing:
-        print(f"error: benchmark scripts not found: {', '.join(missing)} (run from a source checkout or pass --repo)",
-              file=sys.stderr)
+        print(
+            f"error: benchmark scripts not found: {', '.join(missing)} (run from a source checkout or pass --repo)",
+            file=sys.stderr,
+        )
         return 2
     status = 0
     for script in scripts:
@@ -274,7 +314,9 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hipdnn", description=hipdnn.__doc__.splitlines()[0] if hipdnn.__doc__ else "")
+    parser = argparse.ArgumentParser(
+        prog="hipdnn", description=hipdnn.__doc__.splitlines()[0] if hipdnn.__doc__ else ""
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("plugins", help="what loaded, versions, optional entries, engines, what was skipped and why")
     p.add_argument("--json", action="store_true")

@@ -46,7 +46,8 @@ def sdpa(
 
 def matmul(a: NDArray[np.floating], b: NDArray[np.floating]) -> NDArray[np.float64]:
     """Batched a @ b with numpy broadcasting of the leading dims."""
-    return np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    product: NDArray[np.float64] = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+    return product
 
 
 def sdpa_backward(
@@ -99,7 +100,10 @@ def norm_axes(rank: int, count: int) -> tuple[int, ...]:
 
 
 def rmsnorm(
-    x: NDArray[np.floating], count: int, eps: float, scale: NDArray[np.floating] | None = None,
+    x: NDArray[np.floating],
+    count: int,
+    eps: float,
+    scale: NDArray[np.floating] | None = None,
     bias: NDArray[np.floating] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(y, inv_rms): inv_rms = 1 / sqrt(mean(x^2) + eps) over the last ``count`` axes,
@@ -116,7 +120,10 @@ def rmsnorm(
 
 
 def layernorm(
-    x: NDArray[np.floating], count: int, eps: float, scale: NDArray[np.floating] | None = None,
+    x: NDArray[np.floating],
+    count: int,
+    eps: float,
+    scale: NDArray[np.floating] | None = None,
     bias: NDArray[np.floating] | None = None,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """(y, mean, inv_variance) over the last ``count`` axes; variance is the biased (1/N) one."""
@@ -137,25 +144,19 @@ def reduction(x: NDArray[np.floating], mode: int, axes: tuple[int, ...]) -> NDAr
     """hipDNN's reduction modes (1 ADD, 2 MUL, 3 MIN, 4 MAX, 5 AMAX, 6 AVG, 7 NORM1, 8 NORM2,
     9 MUL_NO_ZEROS) over ``axes``, keeping the rank."""
     x64 = np.asarray(x, dtype=np.float64)
-    kw = {"axis": axes, "keepdims": True}
-    if mode == 1:
-        return x64.sum(**kw)
-    if mode == 2:
-        return x64.prod(**kw)
-    if mode == 3:
-        return x64.min(**kw)
-    if mode == 4:
-        return x64.max(**kw)
-    if mode == 5:
-        return np.abs(x64).max(**kw)
-    if mode == 6:
-        return x64.mean(**kw)
-    if mode == 7:
-        return np.abs(x64).sum(**kw)
-    if mode == 8:
-        return np.sqrt((x64 * x64).sum(**kw))
-    if mode == 9:
-        return np.where(x64 == 0.0, 1.0, x64).prod(**kw)
+    reducers = {
+        1: lambda a: a.sum(axis=axes, keepdims=True),
+        2: lambda a: a.prod(axis=axes, keepdims=True),
+        3: lambda a: a.min(axis=axes, keepdims=True),
+        4: lambda a: a.max(axis=axes, keepdims=True),
+        5: lambda a: np.abs(a).max(axis=axes, keepdims=True),
+        6: lambda a: a.mean(axis=axes, keepdims=True),
+        7: lambda a: np.abs(a).sum(axis=axes, keepdims=True),
+        8: lambda a: np.sqrt((a * a).sum(axis=axes, keepdims=True)),
+        9: lambda a: np.where(a == 0.0, 1.0, a).prod(axis=axes, keepdims=True),
+    }
+    if mode in reducers:
+        return np.asarray(reducers[mode](x64), dtype=np.float64)
     raise ValueError(f"unknown reduction mode {mode}")
 
 

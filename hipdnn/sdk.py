@@ -64,9 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hipdnn.sdk", description="Locate the hipdnn plugin SDK.")
     what = parser.add_mutually_exclusive_group(required=True)
     what.add_argument("--include", action="store_true", help="the include directory")
-    what.add_argument(
-        "--cmake-dir", action="store_true", help="directory for find_package(hipdnn_plugin_sdk CONFIG)"
-    )
+    what.add_argument("--cmake-dir", action="store_true", help="directory for find_package(hipdnn_plugin_sdk CONFIG)")
     what.add_argument("--pkg-config-dir", action="store_true", help="directory holding hipdnn_plugin_sdk.pc")
     what.add_argument("--cflags", action="store_true", help="compiler flags: -I<include dir>")
     what.add_argument("--api-version", action="store_true", help="plugin API version of the headers")

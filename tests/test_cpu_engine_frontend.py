@@ -52,20 +52,38 @@ def nan_view(dims: list[int], strides: list[int]) -> np.ndarray:
 
 
 def sdpa_graph(
-    q_dims: list[int], kv_dims: list[int], q_strides: list[int], kv_strides: list[int],
-    causal: bool = False, bottom_right: bool = False, stats: bool = False, overridable: bool = False,
+    q_dims: list[int],
+    kv_dims: list[int],
+    q_strides: list[int],
+    kv_strides: list[int],
+    causal: bool = False,
+    bottom_right: bool = False,
+    stats: bool = False,
+    overridable: bool = False,
     scale: float = 0.125,
 ) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
-    g = hipdnn.Graph(name="sdpa", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32,
-                     is_override_shape_enabled=overridable)
+    g = hipdnn.Graph(
+        name="sdpa",
+        io_data_type=F32,
+        intermediate_data_type=F32,
+        compute_data_type=F32,
+        is_override_shape_enabled=overridable,
+    )
     q = g.tensor(name="q", dim=q_dims, stride=q_strides, data_type=F32)
     k = g.tensor(name="k", dim=kv_dims, stride=kv_strides, data_type=F32)
     v = g.tensor(name="v", dim=kv_dims, stride=kv_strides, data_type=F32)
-    o, lse = g.sdpa(q, k, v, attn_scale=scale, use_causal_mask=causal, generate_stats=stats,
-                    diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right
-                    else hipdnn.DiagonalAlignment.TOP_LEFT)
-    o.set_output(True).set_stride(q_strides[:3] + [1] if q_dims[3] == kv_dims[3] else compact(
-        [q_dims[0], q_dims[1], q_dims[2], kv_dims[3]]))
+    o, lse = g.sdpa(
+        q,
+        k,
+        v,
+        attn_scale=scale,
+        use_causal_mask=causal,
+        generate_stats=stats,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+    )
+    o.set_output(True).set_stride(
+        q_strides[:3] + [1] if q_dims[3] == kv_dims[3] else compact([q_dims[0], q_dims[1], q_dims[2], kv_dims[3]])
+    )
     tensors = {"q": q, "k": k, "v": v, "o": o}
     if lse is not None:
         lse.set_output(True)
@@ -89,8 +107,16 @@ def workspace_for(g: hipdnn.Graph) -> np.ndarray:
     ],
 )
 def test_sdpa_matches_float64(
-    handle: hipdnn.Handle, b: int, hq: int, hk: int, sq: int, skv: int, d: int,
-    causal: bool, bottom_right: bool, layout: str,
+    handle: hipdnn.Handle,
+    b: int,
+    hq: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    causal: bool,
+    bottom_right: bool,
+    layout: str,
 ) -> None:
     rng = np.random.default_rng(sq * 1000 + skv)
     if layout == "bshd":
@@ -113,8 +139,14 @@ def test_sdpa_matches_float64(
 def test_one_plan_serves_every_sequence_length(handle: hipdnn.Handle) -> None:
     """Built once at S=2048; executed at a spread of lengths (the benchmark covers all of 1..2048)."""
     b, h, s_max, d = 1, 2, 2048, 32
-    g, t = sdpa_graph([b, h, s_max, d], [b, h, s_max, d], compact([b, h, s_max, d]), compact([b, h, s_max, d]),
-                      causal=True, overridable=True)
+    g, t = sdpa_graph(
+        [b, h, s_max, d],
+        [b, h, s_max, d],
+        compact([b, h, s_max, d]),
+        compact([b, h, s_max, d]),
+        causal=True,
+        overridable=True,
+    )
     g.build(handle)
     ws = workspace_for(g)
     rng = np.random.default_rng(7)
@@ -122,8 +154,12 @@ def test_one_plan_serves_every_sequence_length(handle: hipdnn.Handle) -> None:
         dims, strides = [b, h, s, d], compact([b, h, s, d])
         q, k, v = (rng.standard_normal(dims).astype(np.float32) for _ in range(3))
         o = np.full(dims, np.nan, dtype=np.float32)
-        g.execute(handle, {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o}, ws,
-                  overrides={t[n]: hipdnn.OverrideEntry(shape=dims, stride=strides) for n in "qkvo"})
+        g.execute(
+            handle,
+            {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o},
+            ws,
+            overrides={t[n]: hipdnn.OverrideEntry(shape=dims, stride=strides) for n in "qkvo"},
+        )
         want, _ = reference.sdpa(q, k, v, 0.125, causal=True)
         assert reference.relative_error(o, want) < TOL, s
 
@@ -138,9 +174,14 @@ def test_override_into_max_size_buffers_with_non_compact_strides(handle: hipdnn.
     bufs = {n: rng.standard_normal(max_dims).astype(np.float32) for n in "qkv"}
     bufs["o"] = np.full(max_dims, np.nan, dtype=np.float32)
     small = [1, h, 37, d]
-    g.execute(handle, {t[n]: bufs[n] for n in "qkvo"}, workspace_for(g),
-              override_uids=[t[n].get_uid() for n in "qkvo"],
-              override_shapes=[small] * 4, override_strides=[max_strides] * 4)
+    g.execute(
+        handle,
+        {t[n]: bufs[n] for n in "qkvo"},
+        workspace_for(g),
+        override_uids=[t[n].get_uid() for n in "qkvo"],
+        override_shapes=[small] * 4,
+        override_strides=[max_strides] * 4,
+    )
     view = (slice(0, 1), slice(None), slice(0, 37), slice(None))
     want, _ = reference.sdpa(bufs["q"][view], bufs["k"][view], bufs["v"][view], 0.125, causal=True)
     assert reference.relative_error(bufs["o"][view], want) < TOL
@@ -151,25 +192,44 @@ def test_override_into_max_size_buffers_with_non_compact_strides(handle: hipdnn.
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    s=st.integers(1, 96), skv=st.integers(1, 96), b=st.integers(1, 2),
-    causal=st.booleans(), bottom_right=st.booleans(), layout=st.sampled_from(["bhsd", "bshd"]),
+    s=st.integers(1, 96),
+    skv=st.integers(1, 96),
+    b=st.integers(1, 2),
+    causal=st.booleans(),
+    bottom_right=st.booleans(),
+    layout=st.sampled_from(["bhsd", "bshd"]),
 )
 def test_sdpa_overrides_hypothesis(
     handle: hipdnn.Handle, s: int, skv: int, b: int, causal: bool, bottom_right: bool, layout: str
 ) -> None:
     h, d, s_max = 2, 8, 96
     strides_of = bshd_strides if layout == "bshd" else (lambda b_, h_, s_, d_: compact([b_, h_, s_, d_]))
-    g, t = sdpa_graph([2, h, s_max, d], [2, h, s_max, d], strides_of(2, h, s_max, d), strides_of(2, h, s_max, d),
-                      causal=causal, bottom_right=bottom_right, overridable=True)
+    g, t = sdpa_graph(
+        [2, h, s_max, d],
+        [2, h, s_max, d],
+        strides_of(2, h, s_max, d),
+        strides_of(2, h, s_max, d),
+        causal=causal,
+        bottom_right=bottom_right,
+        overridable=True,
+    )
     g.build(handle)
     rng = np.random.default_rng(s * 97 + skv)
     qd, kvd = [b, h, s, d], [b, h, skv, d]
     qs, kvs = strides_of(b, h, s, d), strides_of(b, h, skv, d)
     q, k, v = strided_view(rng, qd, qs), strided_view(rng, kvd, kvs), strided_view(rng, kvd, kvs)
     o = nan_view(qd, qs)
-    g.execute(handle, {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o}, workspace_for(g),
-              overrides={t["q"]: hipdnn.OverrideEntry(qd, qs), t["k"]: hipdnn.OverrideEntry(kvd, kvs),
-                         t["v"]: hipdnn.OverrideEntry(kvd, kvs), t["o"]: hipdnn.OverrideEntry(qd, qs)})
+    g.execute(
+        handle,
+        {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o},
+        workspace_for(g),
+        overrides={
+            t["q"]: hipdnn.OverrideEntry(qd, qs),
+            t["k"]: hipdnn.OverrideEntry(kvd, kvs),
+            t["v"]: hipdnn.OverrideEntry(kvd, kvs),
+            t["o"]: hipdnn.OverrideEntry(qd, qs),
+        },
+    )
     want, _ = reference.sdpa(q, k, v, 0.125, causal=causal, bottom_right=bottom_right)
     assert reference.relative_error(o, want) < TOL
 
@@ -200,9 +260,11 @@ def test_matmul_then_add_with_virtual_intermediate(handle: hipdnn.Handle) -> Non
     y = g.pointwise(hipdnn.PointwiseMode.ADD, g.matmul(a, b), bias)
     y.set_output(True)
     g.build(handle)
-    arrs = {a: rng.standard_normal([4, 37, 16]).astype(np.float32),
-            b: rng.standard_normal([4, 16, 9]).astype(np.float32),
-            bias: rng.standard_normal([1, 1, 9]).astype(np.float32)}
+    arrs = {
+        a: rng.standard_normal([4, 37, 16]).astype(np.float32),
+        b: rng.standard_normal([4, 16, 9]).astype(np.float32),
+        bias: rng.standard_normal([1, 1, 9]).astype(np.float32),
+    }
     out = np.full([4, 37, 9], np.nan, dtype=np.float32)
     g.execute(handle, {**arrs, y: out}, workspace_for(g))
     want = reference.matmul(arrs[a], arrs[b]) + arrs[bias].astype(np.float64)
@@ -211,8 +273,13 @@ def test_matmul_then_add_with_virtual_intermediate(handle: hipdnn.Handle) -> Non
 
 def test_matmul_overridden_m(handle: hipdnn.Handle) -> None:
     rng = np.random.default_rng(13)
-    g = hipdnn.Graph(name="mm_dyn", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32,
-                     is_override_shape_enabled=True)
+    g = hipdnn.Graph(
+        name="mm_dyn",
+        io_data_type=F32,
+        intermediate_data_type=F32,
+        compute_data_type=F32,
+        is_override_shape_enabled=True,
+    )
     a = g.tensor(name="a", dim=[2, 64, 32], stride=compact([2, 64, 32]), data_type=F32)
     b = g.tensor(name="b", dim=[2, 32, 8], stride=compact([2, 32, 8]), data_type=F32)
     c = g.matmul(a, b)
@@ -222,9 +289,15 @@ def test_matmul_overridden_m(handle: hipdnn.Handle) -> None:
         a_arr = rng.standard_normal([2, m, 32]).astype(np.float32)
         b_arr = rng.standard_normal([2, 32, 8]).astype(np.float32)
         c_arr = np.full([2, m, 8], np.nan, dtype=np.float32)
-        g.execute(handle, {a: a_arr, b: b_arr, c: c_arr}, workspace_for(g),
-                  overrides={a: hipdnn.OverrideEntry([2, m, 32], compact([2, m, 32])),
-                             c: hipdnn.OverrideEntry([2, m, 8], compact([2, m, 8]))})
+        g.execute(
+            handle,
+            {a: a_arr, b: b_arr, c: c_arr},
+            workspace_for(g),
+            overrides={
+                a: hipdnn.OverrideEntry([2, m, 32], compact([2, m, 32])),
+                c: hipdnn.OverrideEntry([2, m, 8], compact([2, m, 8])),
+            },
+        )
         assert reference.relative_error(c_arr, reference.matmul(a_arr, b_arr)) < TOL
 
 

@@ -41,22 +41,38 @@ def test_torch_like_bf16_tensor_is_read_through_its_accessors() -> None:
     buf = memory.to_buffer(t, "tensor 'q'")
     assert buf.on_device and buf.ptr == 0x10000 and buf.itemsize == 2
     assert buf.high is not None and buf.high - buf.ptr == 64 * 2
-    memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.BFLOAT16, dims=[1, 2, 8, 4],
-                        strides=[64, 32, 4, 1], overridden=False)
+    memory.check_buffer(
+        buf, where="q", data_type=hipdnn.DataType.BFLOAT16, dims=[1, 2, 8, 4], strides=[64, 32, 4, 1], overridden=False
+    )
     with pytest.raises(hipdnn.HipdnnError, match="item size 2 disagrees with FLOAT"):
-        memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.FLOAT, dims=[1, 2, 8, 4],
-                            strides=[64, 32, 4, 1], overridden=False)
+        memory.check_buffer(
+            buf, where="q", data_type=hipdnn.DataType.FLOAT, dims=[1, 2, 8, 4], strides=[64, 32, 4, 1], overridden=False
+        )
     with pytest.raises(hipdnn.HipdnnError, match="addresses"):
-        memory.check_buffer(buf, where="q", data_type=hipdnn.DataType.BFLOAT16, dims=[1, 2, 8, 8],
-                            strides=[128, 64, 8, 1], overridden=True)
+        memory.check_buffer(
+            buf,
+            where="q",
+            data_type=hipdnn.DataType.BFLOAT16,
+            dims=[1, 2, 8, 8],
+            strides=[128, 64, 8, 1],
+            overridden=True,
+        )
 
 
 def test_cuda_array_interface_values_are_on_device_and_bounded() -> None:
-    holder = SimpleNamespace(__cuda_array_interface__={
-        "data": (0x20000, False), "shape": (4, 8), "strides": None, "typestr": "<f2", "version": 3})
+    holder = SimpleNamespace(
+        __cuda_array_interface__={
+            "data": (0x20000, False),
+            "shape": (4, 8),
+            "strides": None,
+            "typestr": "<f2",
+            "version": 3,
+        }
+    )
     buf = memory.to_buffer(holder, "tensor 'k'")
     assert buf.on_device and buf.ptr == 0x20000 and buf.high == 0x20000 + 64
     memory.check_buffer(buf, where="k", data_type=hipdnn.DataType.HALF, dims=[4, 8], strides=[8, 1], overridden=False)
     with pytest.raises(hipdnn.HipdnnError, match="disagrees"):
-        memory.check_buffer(buf, where="k", data_type=hipdnn.DataType.FLOAT, dims=[4, 8], strides=[8, 1],
-                            overridden=False)
+        memory.check_buffer(
+            buf, where="k", data_type=hipdnn.DataType.FLOAT, dims=[4, 8], strides=[8, 1], overridden=False
+        )

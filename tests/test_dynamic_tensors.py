@@ -83,8 +83,9 @@ def test_backend_tensor_attribute_round_trip(fake_handle_factory) -> None:  # ty
     builder = flatbuffers.Builder(256)
     builder.Finish(graph.Pack(builder))
     op_graph = OperationGraphDescriptor(bytes(builder.Output()))
-    op_graph.set_attribute(AttributeName.OPERATIONGRAPH_HANDLE, AttributeType.HANDLE,
-                           fake_handle_factory("fake_override_v120").backend)
+    op_graph.set_attribute(
+        AttributeName.OPERATIONGRAPH_HANDLE, AttributeType.HANDLE, fake_handle_factory("fake_override_v120").backend
+    )
     op_graph.finalize()
     back = {d.get_attribute(AttributeName.TENSOR_UNIQUE_ID): d for d in op_graph.tensor_descriptors()}
     assert back[1].get_attribute(AttributeName.TENSOR_IS_DYNAMIC_EXT) is True
@@ -241,7 +242,9 @@ def test_stride_order_accepts_consistent_layouts_and_rejects_others(fakes, fake_
 
 
 def test_stride_order_helper_is_never_used_for_static_tensors(
-    fakes, fake_handle_factory, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
+    fakes,
+    fake_handle_factory,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
     """A static tensor whose strides happen to be small distinct numbers is still read as element
     strides: the axis-order helper is not called, and rule 8 compares element strides."""
@@ -255,11 +258,17 @@ def test_stride_order_helper_is_never_used_for_static_tensors(
     y.set_output(True).set_stride([1, 2])
     g.build(h)
     buf = np.zeros(6, np.float32)
-    g.execute(h, {x: buf, y: np.zeros(6, np.float32)},
-              overrides={x: hipdnn.OverrideEntry([2, 2], [1, 2]), y: hipdnn.OverrideEntry([2, 2], [1, 2])})
+    g.execute(
+        h,
+        {x: buf, y: np.zeros(6, np.float32)},
+        overrides={x: hipdnn.OverrideEntry([2, 2], [1, 2]), y: hipdnn.OverrideEntry([2, 2], [1, 2])},
+    )
     with pytest.raises(hipdnn.HipdnnError, match="rule 8"):
-        g.execute(h, {x: buf, y: np.zeros(6, np.float32)},
-                  overrides={x: hipdnn.OverrideEntry([2, 2], [2, 1]), y: hipdnn.OverrideEntry([2, 2], [1, 2])})
+        g.execute(
+            h,
+            {x: buf, y: np.zeros(6, np.float32)},
+            overrides={x: hipdnn.OverrideEntry([2, 2], [2, 1]), y: hipdnn.OverrideEntry([2, 2], [1, 2])},
+        )
     assert calls == []
 
 
@@ -272,8 +281,11 @@ def test_broadcast_of_dynamic_operands_is_checked_at_execute(fakes, fake_handle_
     y.set_output(True)
     g.build(h)
     arrays = {t: np.zeros(64, np.float32) for t in (x, bias, y)}
-    ok = {x: hipdnn.OverrideEntry([4, 8], [8, 1]), bias: hipdnn.OverrideEntry([1, 8], [8, 1]),
-          y: hipdnn.OverrideEntry([4, 8], [8, 1])}
+    ok = {
+        x: hipdnn.OverrideEntry([4, 8], [8, 1]),
+        bias: hipdnn.OverrideEntry([1, 8], [8, 1]),
+        y: hipdnn.OverrideEntry([4, 8], [8, 1]),
+    }
     g.execute(h, arrays, overrides=ok)
     bad = dict(ok)
     bad[bias] = hipdnn.OverrideEntry([3, 8], [8, 1])  # 3 vs 4: neither equal nor 1

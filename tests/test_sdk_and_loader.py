@@ -19,13 +19,25 @@ REPO = Path(__file__).resolve().parents[1]
 SDK_INCLUDE = REPO / "plugin_sdk" / "include"
 HEADERS = ["PluginApiDataTypes.h", "PluginApi.h", "EnginePluginApi.h"]
 ENTRY_POINTS = [
-    "hipdnnPluginGetName", "hipdnnPluginGetVersion", "hipdnnPluginGetApiVersion", "hipdnnPluginGetType",
-    "hipdnnPluginGetLastErrorString", "hipdnnPluginSetLoggingCallback", "hipdnnPluginSetLogLevel",
-    "hipdnnEnginePluginGetAllEngineIds", "hipdnnEnginePluginCreate", "hipdnnEnginePluginDestroy",
-    "hipdnnEnginePluginSetStream", "hipdnnEnginePluginGetApplicableEngineIds", "hipdnnEnginePluginGetEngineDetails",
-    "hipdnnEnginePluginDestroyEngineDetails", "hipdnnEnginePluginGetWorkspaceSize",
-    "hipdnnEnginePluginCreateExecutionContext", "hipdnnEnginePluginDestroyExecutionContext",
-    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", "hipdnnEnginePluginExecuteOpGraph",
+    "hipdnnPluginGetName",
+    "hipdnnPluginGetVersion",
+    "hipdnnPluginGetApiVersion",
+    "hipdnnPluginGetType",
+    "hipdnnPluginGetLastErrorString",
+    "hipdnnPluginSetLoggingCallback",
+    "hipdnnPluginSetLogLevel",
+    "hipdnnEnginePluginGetAllEngineIds",
+    "hipdnnEnginePluginCreate",
+    "hipdnnEnginePluginDestroy",
+    "hipdnnEnginePluginSetStream",
+    "hipdnnEnginePluginGetApplicableEngineIds",
+    "hipdnnEnginePluginGetEngineDetails",
+    "hipdnnEnginePluginDestroyEngineDetails",
+    "hipdnnEnginePluginGetWorkspaceSize",
+    "hipdnnEnginePluginCreateExecutionContext",
+    "hipdnnEnginePluginDestroyExecutionContext",
+    "hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext",
+    "hipdnnEnginePluginExecuteOpGraph",
     "hipdnnEnginePluginExecuteOpGraphWithOverrides",
 ]
 
@@ -46,9 +58,20 @@ def test_header_compiles_alone_without_gpu_runtime(tmp_path: Path, header: str, 
         "int main(void) { hipdnnPluginConstData_t d; d.ptr = 0; d.size = 0; return (int)d.size; }\n"
     )
     result = subprocess.run(
-        [compiler(cc), f"-std={std}", "-Wall", "-Wextra", "-Werror", "-pedantic", f"-I{SDK_INCLUDE}",
-         str(src), "-o", str(tmp_path / "a.out")],
-        capture_output=True, text=True,
+        [
+            compiler(cc),
+            f"-std={std}",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            f"-I{SDK_INCLUDE}",
+            str(src),
+            "-o",
+            str(tmp_path / "a.out"),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stderr
 

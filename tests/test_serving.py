@@ -217,8 +217,9 @@ def test_execute_is_thread_safe_with_different_overrides(handle: hipdnn.Handle) 
             arrays = [rng.standard_normal(dims).astype(np.float32) for _ in range(3)]
             arrays.append(np.full(dims, np.nan, np.float32))
             try:
-                g.execute(handle, dict(zip(t, arrays)), ws,
-                          overrides={x: hipdnn.OverrideEntry(dims, strides) for x in t})
+                g.execute(
+                    handle, dict(zip(t, arrays)), ws, overrides={x: hipdnn.OverrideEntry(dims, strides) for x in t}
+                )
             except hipdnn.HipdnnError as exc:  # pragma: no cover - reported below
                 errors.append(f"seed {seed} S={s}: {exc}")
                 continue

@@ -9,7 +9,6 @@ execution contexts) and then read with ``get_attribute``. Failures raise
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -180,7 +179,9 @@ class TensorDescriptor(Descriptor):
             if any(d <= 0 and d != -1 for d in dims):
                 raise BackendError(Status.BAD_PARAM, f"dynamic dims {dims} must be positive or -1")
             if sorted(strides) != list(range(len(strides))):
-                raise BackendError(Status.BAD_PARAM, f"dynamic strides {strides} must be an axis order 0..{len(strides) - 1}")
+                raise BackendError(
+                    Status.BAD_PARAM, f"dynamic strides {strides} must be an axis order 0..{len(strides) - 1}"
+                )
         elif any(d <= 0 for d in dims) or any(s <= 0 for s in strides):
             raise BackendError(Status.BAD_PARAM, f"dims {dims} and strides {strides} must be positive")
         self._values.setdefault(A.TENSOR_IS_VIRTUAL, [False])
@@ -272,9 +273,7 @@ class OperationGraphDescriptor(Descriptor):
         self._set_computed(A.OPERATIONGRAPH_INTERMEDIATE_DATA_TYPE_EXT, summary.intermediate_data_type)
         self._set_computed(A.OPERATIONGRAPH_IO_DATA_TYPE_EXT, summary.io_data_type)
         self._set_computed(A.OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, len(handle.engine_to_plugin))
-        if summary.preferred_engine_id is not None and not self.has_attribute(
-            A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT
-        ):
+        if summary.preferred_engine_id is not None and not self.has_attribute(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT):
             self._set_computed(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT, summary.preferred_engine_id)
 
 
@@ -415,9 +414,7 @@ class EngineHeurDescriptor(Descriptor):
         self.verdicts: list[PluginVerdict] = []
 
     def _finalize(self) -> None:
-        graph = _require_finalized(
-            self._require(A.ENGINEHEUR_OPERATION_GRAPH), OperationGraphDescriptor, "graph"
-        )
+        graph = _require_finalized(self._require(A.ENGINEHEUR_OPERATION_GRAPH), OperationGraphDescriptor, "graph")
         mode = self._get(A.ENGINEHEUR_MODE, int(HeurMode.FALLBACK))
         if mode not in set(HeurMode):
             raise BackendError(Status.BAD_PARAM, f"unknown heuristic mode {mode}")
@@ -586,9 +583,7 @@ class VariantPackDescriptor(Descriptor):
         o_strides = self._get(A.VARIANT_PACK_OVERRIDE_STRIDES_EXT)
         o_lengths = self._get(A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT)
         if len(o_lengths) != len(o_uids):
-            raise BackendError(
-                Status.BAD_PARAM, f"{len(o_uids)} override uids but {len(o_lengths)} override lengths"
-            )
+            raise BackendError(Status.BAD_PARAM, f"{len(o_uids)} override uids but {len(o_lengths)} override lengths")
         if any(n <= 0 or n > 0xFFFFFFFF for n in o_lengths):
             raise BackendError(Status.BAD_PARAM, f"override lengths {o_lengths} must be positive ranks")
         total = sum(o_lengths)
@@ -610,4 +605,3 @@ class VariantPackDescriptor(Descriptor):
             raise BackendError(Status.BAD_PARAM, "override stride values must be positive")
         self.override_uids, self.override_lengths = o_uids, o_lengths
         self.override_shapes, self.override_strides = o_shapes, o_strides
-

@@ -44,8 +44,7 @@ def execute(handle: BackendHandle, plan: ExecutionPlanDescriptor, variant_pack: 
                 # whether it can serve other shapes.
                 raise BackendError(
                     Status.BAD_PARAM,
-                    "override attributes on a plan whose graph was built without "
-                    "IS_OVERRIDE_SHAPE_ENABLED_EXT",
+                    "override attributes on a plan whose graph was built without IS_OVERRIDE_SHAPE_ENABLED_EXT",
                 )
             plugin.execute_with_overrides(
                 plan.context,

@@ -4,7 +4,16 @@ from hipdnn.frontend.graph import Graph
 from hipdnn.frontend.handle import Handle, PluginLoadingMode
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
-from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HeurMode, HipdnnError, NormFwdPhase, PointwiseMode, ReductionMode
+from hipdnn.frontend.types import (
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    HeurMode,
+    HipdnnError,
+    NormFwdPhase,
+    PointwiseMode,
+    ReductionMode,
+)
 
 __all__ = [
     "DYNAMIC_DIM",

@@ -111,7 +111,9 @@ class BoundExecute:
         for uid in o_uids:
             info = built.get(uid)
             if info is None or info.is_virtual:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"bind: uid {uid} is not an overridable tensor of this graph")
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE, f"bind: uid {uid} is not an overridable tensor of this graph"
+                )
             bounds = tuple(_UNBOUNDED if d == -1 else d for d in info.dims)
             outer_first = tuple(axis_order(info.strides))  # dynamic strides are an order: larger = outer too
             self._specs.append((uid, len(outer_first), bounds, outer_first))
@@ -207,15 +209,24 @@ class BoundExecute:
             scratch.strides[0 : len(flat_strides)] = flat_strides
             assert self._with_overrides is not None  # bind() refused plugins without the entry
             status = self._with_overrides(
-                self._plugin_handle, self._context, scratch.workspace, scratch.buffers, len(self._uids),
-                len(self._override_uids), scratch.override_uids, scratch.lengths, scratch.shape_ptrs,
+                self._plugin_handle,
+                self._context,
+                scratch.workspace,
+                scratch.buffers,
+                len(self._uids),
+                len(self._override_uids),
+                scratch.override_uids,
+                scratch.lengths,
+                scratch.shape_ptrs,
                 scratch.stride_ptrs,
             )
             entry = "hipdnnEnginePluginExecuteOpGraphWithOverrides"
         else:
             if override_shapes is not None or override_strides is not None:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, "override values given, but no override uids were bound")
-            status = self._plain(self._plugin_handle, self._context, scratch.workspace, scratch.buffers, len(self._uids))
+            status = self._plain(
+                self._plugin_handle, self._context, scratch.workspace, scratch.buffers, len(self._uids)
+            )
             entry = "hipdnnEnginePluginExecuteOpGraph"
         if status != _SUCCESS:
             raise HipdnnError(

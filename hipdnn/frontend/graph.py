@@ -140,7 +140,9 @@ class Graph:
 
     def _own(self, t: Any, role: str, node: str) -> TensorAttributes:
         if not isinstance(t, TensorAttributes):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"node {node!r}: {role} must be a tensor, got {type(t).__name__}")
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"node {node!r}: {role} must be a tensor, got {type(t).__name__}"
+            )
         if not any(t is mine for mine in self._tensors):
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"node {node!r}: {role} tensor {t.get_name()!r} belongs to another graph"
@@ -197,11 +199,23 @@ class Graph:
         stats = self._output(f"{node_name}::Stats") if stats_wanted else None
         self._add_node(
             SdpaNode(
-                node_name, DataType(compute_data_type),
-                self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name),
-                o, stats, attn_scale, use_causal_mask, DiagonalAlignment(diagonal_alignment),
-                diagonal_band_left_bound, diagonal_band_right_bound, use_padding_mask,
-                seq_len_q, seq_len_kv, bias, use_alibi_mask,
+                node_name,
+                DataType(compute_data_type),
+                self._own(q, "q", node_name),
+                self._own(k, "k", node_name),
+                self._own(v, "v", node_name),
+                o,
+                stats,
+                attn_scale,
+                use_causal_mask,
+                DiagonalAlignment(diagonal_alignment),
+                diagonal_band_left_bound,
+                diagonal_band_right_bound,
+                use_padding_mask,
+                seq_len_q,
+                seq_len_kv,
+                bias,
+                use_alibi_mask,
             )
         )
         return o, stats
@@ -229,9 +243,13 @@ class Graph:
         name: str | None = None,
     ) -> TensorAttributes:
         node_name = self._node_name(name, "pointwise")
-        ins = [self._own(t, f"in_{i}", node_name) if t is not None else None for i, t in enumerate((in_0, in_1, in_2))]
+        first = self._own(in_0, "in_0", node_name)
+        second = self._own(in_1, "in_1", node_name) if in_1 is not None else None
+        third = self._own(in_2, "in_2", node_name) if in_2 is not None else None
         out = self._output(f"{node_name}::OUT_0")
-        self._add_node(PointwiseNode(node_name, DataType(compute_data_type), PointwiseMode(mode), ins[0], ins[1], ins[2], out))  # type: ignore[arg-type]
+        self._add_node(
+            PointwiseNode(node_name, DataType(compute_data_type), PointwiseMode(mode), first, second, third, out)
+        )
         return out
 
     def add(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
@@ -280,20 +298,44 @@ class Graph:
                 self._own(t, role, node_name)
         if isinstance(attn_scale, TensorAttributes):
             self._own(attn_scale, "attn_scale", node_name)
-        ins = [self._own(t, role, node_name) for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"),
-                                                             (stats, "stats"))]
+        q_, k_, v_, o_, do_, stats_ = (
+            self._own(t, role, node_name)
+            for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"), (stats, "stats"))
+        )
         dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
         self._add_node(
             SdpaBackwardNode(
-                node_name, DataType(compute_data_type), *ins, dq, dk, dv, attn_scale, use_causal_mask,
-                DiagonalAlignment(diagonal_alignment), diagonal_band_left_bound, diagonal_band_right_bound,
-                use_padding_mask, seq_len_q, seq_len_kv, bias, use_alibi_mask,
+                node_name,
+                DataType(compute_data_type),
+                q_,
+                k_,
+                v_,
+                o_,
+                do_,
+                stats_,
+                dq,
+                dk,
+                dv,
+                attn_scale,
+                use_causal_mask,
+                DiagonalAlignment(diagonal_alignment),
+                diagonal_band_left_bound,
+                diagonal_band_right_bound,
+                use_padding_mask,
+                seq_len_q,
+                seq_len_kv,
+                bias,
+                use_alibi_mask,
             )
         )
         return dq, dk, dv
 
     def _norm_inputs(
-        self, node_name: str, input: TensorAttributes, scale: TensorAttributes | None, bias: TensorAttributes | None,
+        self,
+        node_name: str,
+        input: TensorAttributes,
+        scale: TensorAttributes | None,
+        bias: TensorAttributes | None,
         epsilon: float | TensorAttributes,
     ) -> tuple[TensorAttributes, float | TensorAttributes]:
         x = self._own(input, "input", node_name)
@@ -322,8 +364,20 @@ class Graph:
         y = self._output(f"{node_name}::Y")
         training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
         inv_rms = self._output(f"{node_name}::INV_RMS") if training else None
-        self._add_node(RMSNormNode(node_name, DataType(compute_data_type), x, scale, bias, eps, y, [inv_rms],
-                                   NormFwdPhase(norm_forward_phase), normalized_dim_count))
+        self._add_node(
+            RMSNormNode(
+                node_name,
+                DataType(compute_data_type),
+                x,
+                scale,
+                bias,
+                eps,
+                y,
+                [inv_rms],
+                NormFwdPhase(norm_forward_phase),
+                normalized_dim_count,
+            )
+        )
         return y, inv_rms
 
     def layernorm(
@@ -345,8 +399,20 @@ class Graph:
         training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
         mean = self._output(f"{node_name}::MEAN") if training else None
         inv_var = self._output(f"{node_name}::INV_VARIANCE") if training else None
-        self._add_node(LayerNormNode(node_name, DataType(compute_data_type), x, scale, bias, eps, y,
-                                     [mean, inv_var], NormFwdPhase(norm_forward_phase), normalized_dim_count))
+        self._add_node(
+            LayerNormNode(
+                node_name,
+                DataType(compute_data_type),
+                x,
+                scale,
+                bias,
+                eps,
+                y,
+                [mean, inv_var],
+                NormFwdPhase(norm_forward_phase),
+                normalized_dim_count,
+            )
+        )
         return y, mean, inv_var
 
     def reduction(
@@ -458,7 +524,8 @@ class Graph:
             # Dims: positive maxima or -1 (given at execute). Strides: an axis order, 0 = innermost.
             if any(d <= 0 and d != DYNAMIC_DIM for d in dims):
                 raise HipdnnError(
-                    ErrorCode.INVALID_VALUE, f"dynamic tensor {name!r}: dims {dims} must be positive or DYNAMIC_DIM (-1)"
+                    ErrorCode.INVALID_VALUE,
+                    f"dynamic tensor {name!r}: dims {dims} must be positive or DYNAMIC_DIM (-1)",
                 )
             if sorted(strides) != list(range(len(strides))):
                 raise HipdnnError(
@@ -652,8 +719,14 @@ class Graph:
             uid = t.get_uid()
             assert uid is not None  # validate() assigned every uid
             self._built_tensors[uid] = _BuiltTensor(
-                uid, t.get_name(), t.get_data_type(), tuple(t.get_dim()), tuple(t.get_stride()), t.get_is_virtual(),
-                t.is_dynamic(), f"tensor {t.get_name()!r} (uid {uid})",
+                uid,
+                t.get_name(),
+                t.get_data_type(),
+                tuple(t.get_dim()),
+                tuple(t.get_stride()),
+                t.get_is_virtual(),
+                t.is_dynamic(),
+                f"tensor {t.get_name()!r} (uid {uid})",
             )
             self._uid_to_tensor[uid] = t
         self._has_dynamic = any(t.is_dynamic for t in self._built_tensors.values())
@@ -850,19 +923,24 @@ class Graph:
         self, variant_pack: Mapping[TensorAttributes | int, Any], lowered: Overrides
     ) -> list[tuple[int, int]]:
         if not isinstance(variant_pack, Mapping):
-            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, "the variant pack must be a mapping {tensor or uid: buffer}")
+            raise HipdnnError(
+                ErrorCode.INVALID_VARIANT_PACK, "the variant pack must be a mapping {tensor or uid: buffer}"
+            )
         by_uid: dict[int, Any] = {}
         for key, value in variant_pack.items():
             if isinstance(key, TensorAttributes):
                 uid = key.get_uid()
                 if uid is None or self._uid_to_tensor.get(uid) is not key:
                     raise HipdnnError(
-                        ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key.get_name()!r} is not a tensor of this graph"
+                        ErrorCode.INVALID_VARIANT_PACK,
+                        f"variant pack key {key.get_name()!r} is not a tensor of this graph",
                     )
             elif isinstance(key, int) and not isinstance(key, bool):
                 uid = key
             else:
-                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key!r} is neither a tensor nor a uid")
+                raise HipdnnError(
+                    ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key!r} is neither a tensor nor a uid"
+                )
             if uid in by_uid:
                 raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"uid {uid} appears twice in the variant pack")
             by_uid[uid] = value
@@ -872,7 +950,9 @@ class Graph:
         for uid, value in by_uid.items():
             info = self._built_tensors.get(uid)
             if info is None:
-                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"variant pack uid {uid} is not a tensor of this graph")
+                raise HipdnnError(
+                    ErrorCode.INVALID_VARIANT_PACK, f"variant pack uid {uid} is not a tensor of this graph"
+                )
             if info.is_virtual:
                 raise HipdnnError(
                     ErrorCode.INVALID_VARIANT_PACK,
@@ -881,7 +961,11 @@ class Graph:
             buf = memory.to_buffer(value, info.label)
             dims, strides = override_map.get(uid, (info.dims, info.strides))
             memory.check_buffer(
-                buf, where=info.label, data_type=info.data_type, dims=dims, strides=strides,
+                buf,
+                where=info.label,
+                data_type=info.data_type,
+                dims=dims,
+                strides=strides,
                 overridden=uid in override_map,
             )
             if buf.low is not None:  # bare pointers say nothing about where they point

@@ -29,9 +29,19 @@ _NUMPY_DTYPES: dict[DataType, tuple[str, ...]] = {
     DataType.BFLOAT16: ("bfloat16",),
 }
 ITEMSIZE: dict[DataType, int] = {
-    DataType.FLOAT: 4, DataType.HALF: 2, DataType.BFLOAT16: 2, DataType.DOUBLE: 8, DataType.INT32: 4,
-    DataType.INT64: 8, DataType.INT8: 1, DataType.UINT8: 1, DataType.FP8_E4M3: 1, DataType.FP8_E5M2: 1,
-    DataType.FP8_E8M0: 1, DataType.FP8_E4M3_FNUZ: 1, DataType.FP8_E5M2_FNUZ: 1,
+    DataType.FLOAT: 4,
+    DataType.HALF: 2,
+    DataType.BFLOAT16: 2,
+    DataType.DOUBLE: 8,
+    DataType.INT32: 4,
+    DataType.INT64: 8,
+    DataType.INT8: 1,
+    DataType.UINT8: 1,
+    DataType.FP8_E4M3: 1,
+    DataType.FP8_E5M2: 1,
+    DataType.FP8_E8M0: 1,
+    DataType.FP8_E4M3_FNUZ: 1,
+    DataType.FP8_E5M2_FNUZ: 1,
 }
 
 
@@ -234,7 +244,8 @@ def check_buffer(
             )
         if expected is None and buf.dtype.itemsize != ITEMSIZE.get(data_type, buf.dtype.itemsize):
             raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"{where}: buffer item size {buf.dtype.itemsize} disagrees with {data_type.name}"
+                ErrorCode.INVALID_VALUE,
+                f"{where}: buffer item size {buf.dtype.itemsize} disagrees with {data_type.name}",
             )
     elif buf.itemsize is not None and buf.itemsize != ITEMSIZE.get(data_type, buf.itemsize):
         raise HipdnnError(

@@ -162,9 +162,7 @@ def validate(overrides: Overrides, tensors: Mapping[int, TensorAttributes], used
         if tensor is None:
             raise _invalid(f"rule 3 (unknown uid): uid {uid} is not a tensor of this graph")
         if key is not None and key is not tensor:
-            raise _invalid(
-                f"rule 3 (unknown uid): tensor {key.get_name()!r} (uid {uid}) belongs to another graph"
-            )
+            raise _invalid(f"rule 3 (unknown uid): tensor {key.get_name()!r} (uid {uid}) belongs to another graph")
         if tensor.get_is_virtual():
             raise _invalid(
                 f"rule 3 (unknown uid): uid {uid} ({tensor.get_name()!r}) is virtual; its shape follows "

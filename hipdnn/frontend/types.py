@@ -88,14 +88,34 @@ class PointwiseMode(IntEnum):
 
 #: How many inputs each pointwise mode takes; modes missing here take 2.
 POINTWISE_ARITY: dict[PointwiseMode, int] = {
-    **{m: 1 for m in (
-        PointwiseMode.ABS, PointwiseMode.CEIL, PointwiseMode.ELU_FWD, PointwiseMode.ERF, PointwiseMode.EXP,
-        PointwiseMode.FLOOR, PointwiseMode.GELU_APPROX_TANH_FWD, PointwiseMode.GELU_FWD, PointwiseMode.IDENTITY,
-        PointwiseMode.LOG, PointwiseMode.LOGICAL_NOT, PointwiseMode.NEG, PointwiseMode.RECIPROCAL,
-        PointwiseMode.RELU_FWD, PointwiseMode.RSQRT, PointwiseMode.SIGMOID_FWD, PointwiseMode.SIN,
-        PointwiseMode.SOFTPLUS_FWD, PointwiseMode.SQRT, PointwiseMode.SWISH_FWD, PointwiseMode.TAN,
-        PointwiseMode.TANH_FWD, PointwiseMode.GEN_INDEX,
-    )},
+    **{
+        m: 1
+        for m in (
+            PointwiseMode.ABS,
+            PointwiseMode.CEIL,
+            PointwiseMode.ELU_FWD,
+            PointwiseMode.ERF,
+            PointwiseMode.EXP,
+            PointwiseMode.FLOOR,
+            PointwiseMode.GELU_APPROX_TANH_FWD,
+            PointwiseMode.GELU_FWD,
+            PointwiseMode.IDENTITY,
+            PointwiseMode.LOG,
+            PointwiseMode.LOGICAL_NOT,
+            PointwiseMode.NEG,
+            PointwiseMode.RECIPROCAL,
+            PointwiseMode.RELU_FWD,
+            PointwiseMode.RSQRT,
+            PointwiseMode.SIGMOID_FWD,
+            PointwiseMode.SIN,
+            PointwiseMode.SOFTPLUS_FWD,
+            PointwiseMode.SQRT,
+            PointwiseMode.SWISH_FWD,
+            PointwiseMode.TAN,
+            PointwiseMode.TANH_FWD,
+            PointwiseMode.GEN_INDEX,
+        )
+    },
     PointwiseMode.BINARY_SELECT: 3,
 }
 

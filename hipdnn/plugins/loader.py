@@ -148,8 +148,8 @@ def elf_problem(path: Path) -> str | None:
                 fmt, ph_fmt, ph_size = o + "HHIIIIIHHHHHH", o + "IIIIII", 32
             if len(head) < 16 + struct.calcsize(fmt):
                 return "truncated ELF header"
-            (e_type, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = (
-                struct.unpack_from(fmt, head, 16)
+            (e_type, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = struct.unpack_from(
+                fmt, head, 16
             )
             if e_type != _ET_DYN:
                 return f"ELF type {e_type} is not a shared object (ET_DYN)"
@@ -168,10 +168,7 @@ def elf_problem(path: Path) -> str | None:
         # 64-bit: type, flags, offset, vaddr, paddr, filesz; 32-bit: type, offset, vaddr, paddr, filesz
         offset, filesz = (fields[2], fields[5]) if elf_class == 2 else (fields[1], fields[4])
         if filesz and offset + filesz > size:
-            return (
-                f"segment {i} ends at byte {offset + filesz}, past the end of the file ({size} bytes): "
-                "truncated?"
-            )
+            return f"segment {i} ends at byte {offset + filesz}, past the end of the file ({size} bytes): truncated?"
     return None
 
 
@@ -303,8 +300,9 @@ class PluginLibrary:
         count = ffi.new("uint32_t*")
         status = fn(ffi.NULL, 0, count)
         if status != STATUS_SUCCESS:
-            raise PluginLoadError(str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status,
-                                                  self.last_error())))
+            raise PluginLoadError(
+                str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status, self.last_error()))
+            )
         n = int(count[0])
         if n == 0:
             raise PluginLoadError("plugin reports zero engines")
@@ -314,8 +312,9 @@ class PluginLibrary:
         count2 = ffi.new("uint32_t*")
         status = fn(ids, n, count2)
         if status != STATUS_SUCCESS:
-            raise PluginLoadError(str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status,
-                                                  self.last_error())))
+            raise PluginLoadError(
+                str(PluginError(self.name, "hipdnnEnginePluginGetAllEngineIds", status, self.last_error()))
+            )
         if int(count2[0]) != n:
             raise PluginLoadError(f"engine count changed between calls ({n} then {int(count2[0])})")
         engine_ids = tuple(int(ids[i]) for i in range(n))
@@ -469,14 +468,18 @@ class EnginePlugin:
         n = int(count[0])
         if n > cap:
             raise PluginError(
-                self.name, "hipdnnEnginePluginGetApplicableEngineIds", 3,
+                self.name,
+                "hipdnnEnginePluginGetApplicableEngineIds",
+                3,
                 self.library.with_last_error(f"reported {n} applicable engines but has only {cap}"),
             )
         found = [int(ids[i]) for i in range(n)]
         unknown = [e for e in found if e not in self.library.engine_ids]
         if unknown:
             raise PluginError(
-                self.name, "hipdnnEnginePluginGetApplicableEngineIds", 3,
+                self.name,
+                "hipdnnEnginePluginGetApplicableEngineIds",
+                3,
                 self.library.with_last_error(f"reported engine ids {unknown} it never declared"),
             )
         return [e for e in found if e in self.engine_ids]
@@ -505,7 +508,9 @@ class EnginePlugin:
         self.library.call("hipdnnEnginePluginCreateExecutionContext", self.handle, cfg, data, out)
         if out[0] == ffi.NULL:
             raise PluginError(
-                self.name, "hipdnnEnginePluginCreateExecutionContext", 3,
+                self.name,
+                "hipdnnEnginePluginCreateExecutionContext",
+                3,
                 self.library.with_last_error("returned a null execution context"),
             )
         return out[0]
@@ -560,8 +565,16 @@ class EnginePlugin:
             offset += rank
         self.library.call(
             "hipdnnEnginePluginExecuteOpGraphWithOverrides",
-            self.handle, context, ffi.cast("void*", workspace), array, n,
-            count, uids, lengths, shape_ptrs, stride_ptrs,
+            self.handle,
+            context,
+            ffi.cast("void*", workspace),
+            array,
+            n,
+            count,
+            uids,
+            lengths,
+            shape_ptrs,
+            stride_ptrs,
         )
 
     def set_stream(self, stream: int) -> None:
@@ -579,8 +592,12 @@ class EnginePlugin:
             finally:
                 _release_instance(self.address)
             if status != STATUS_SUCCESS:
-                log.warning("%s (%s): %s", self.name, self.library.path, PluginError(
-                    self.name, "hipdnnEnginePluginDestroy", status, self.library.last_error()))
+                log.warning(
+                    "%s (%s): %s",
+                    self.name,
+                    self.library.path,
+                    PluginError(self.name, "hipdnnEnginePluginDestroy", status, self.library.last_error()),
+                )
 
 
 @dataclass(frozen=True)
@@ -696,7 +713,11 @@ def instantiate(
                 log.error(
                     "engine id %d of plugin %r (%s) collides with plugin %r (%s), which keeps it; "
                     "the later engine is dropped",
-                    engine_id, library.name, path, first.name, first.library.path,
+                    engine_id,
+                    library.name,
+                    path,
+                    first.name,
+                    first.library.path,
                 )
                 dropped.append(engine_id)
                 continue
@@ -705,14 +726,15 @@ def instantiate(
         if not kept:
             firsts = sorted({f"{engine_owner[e].name!r} ({engine_owner[e].library.path})" for e in dropped})
             plugin.destroy()
-            skip(path, f"every engine id {list(dropped)} is already served by plugin {', '.join(firsts)}",
-                 source)
+            skip(path, f"every engine id {list(dropped)} is already served by plugin {', '.join(firsts)}", source)
             continue
         for engine_id in kept:
             engine_owner[engine_id] = plugin
         plugins.append(plugin)
     log.log(
         logging.WARNING if skipped else logging.INFO,
-        "loaded %d plugin(s), skipped %d", len(plugins), len(skipped),
+        "loaded %d plugin(s), skipped %d",
+        len(plugins),
+        len(skipped),
     )
     return plugins, skipped

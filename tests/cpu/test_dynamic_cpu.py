@@ -118,26 +118,46 @@ def workspace(g: hipdnn.Graph) -> np.ndarray:
     return np.empty(max(1, g.get_workspace_size()), np.uint8)
 
 
-def sdpa_ref(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool = False,
-             bottom_right: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def sdpa_ref(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, causal: bool = False, bottom_right: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """reference.sdpa, in query blocks when there is no mask (keeps S=4096 cheap in memory)."""
     if causal or q.shape[2] <= 1024:
         return reference.sdpa(q, k, v, scale, causal=causal, bottom_right=bottom_right)
-    parts = [reference.sdpa(q[:, :, i:i + 1024], k, v, scale) for i in range(0, q.shape[2], 1024)]
+    parts = [reference.sdpa(q[:, :, i : i + 1024], k, v, scale) for i in range(0, q.shape[2], 1024)]
     return np.concatenate([p[0] for p in parts], axis=2), np.concatenate([p[1] for p in parts], axis=2)
 
 
 # -------------------------------------------------------------------------------------- SDPA
-def dyn_sdpa(h: int, hk: int, d: int, order: list[int], causal: bool = False, bottom_right: bool = False,
-             stats: bool = False, scale: float = 0.25) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
-    g = hipdnn.Graph(name="dyn_sdpa", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32,
-                     is_override_shape_enabled=True)
+def dyn_sdpa(
+    h: int,
+    hk: int,
+    d: int,
+    order: list[int],
+    causal: bool = False,
+    bottom_right: bool = False,
+    stats: bool = False,
+    scale: float = 0.25,
+) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
+    g = hipdnn.Graph(
+        name="dyn_sdpa",
+        io_data_type=F32,
+        intermediate_data_type=F32,
+        compute_data_type=F32,
+        is_override_shape_enabled=True,
+    )
     q = g.tensor(name="q", dim=[DYN, h, DYN, d], stride=order, data_type=F32).mark_dynamic()
     k = g.tensor(name="k", dim=[DYN, hk, DYN, d], stride=order, data_type=F32).mark_dynamic()
     v = g.tensor(name="v", dim=[DYN, hk, DYN, d], stride=order, data_type=F32).mark_dynamic()
-    o, lse = g.sdpa(q, k, v, attn_scale=scale, use_causal_mask=causal, generate_stats=stats,
-                    diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right
-                    else hipdnn.DiagonalAlignment.TOP_LEFT)
+    o, lse = g.sdpa(
+        q,
+        k,
+        v,
+        attn_scale=scale,
+        use_causal_mask=causal,
+        generate_stats=stats,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+    )
     o.set_output(True)
     t = {"q": q, "k": k, "v": v, "o": o}
     if lse is not None:
@@ -146,16 +166,34 @@ def dyn_sdpa(h: int, hk: int, d: int, order: list[int], causal: bool = False, bo
     return g, t
 
 
-def run_sdpa(handle: hipdnn.Handle, g: hipdnn.Graph, t: dict[str, hipdnn.TensorAttributes], ws: np.ndarray,
-             b: int, h: int, hk: int, sq: int, skv: int, d: int, layout, rng: np.random.Generator,
-             causal: bool = False, bottom_right: bool = False, scale: float = 0.25) -> None:
+def run_sdpa(
+    handle: hipdnn.Handle,
+    g: hipdnn.Graph,
+    t: dict[str, hipdnn.TensorAttributes],
+    ws: np.ndarray,
+    b: int,
+    h: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    layout,
+    rng: np.random.Generator,
+    causal: bool = False,
+    bottom_right: bool = False,
+    scale: float = 0.25,
+) -> None:
     qd, kd = [b, h, sq, d], [b, hk, skv, d]
     qs, ks = layout(qd), layout(kd)
     q, k, v = data(rng, qd, qs), data(rng, kd, ks), data(rng, kd, ks)
     o = Out(qd, layout(qd))
     vp = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o.view}
-    ov = {t["q"]: hipdnn.OverrideEntry(qd, qs), t["k"]: hipdnn.OverrideEntry(kd, ks),
-          t["v"]: hipdnn.OverrideEntry(kd, ks), t["o"]: hipdnn.OverrideEntry(qd, o.strides)}
+    ov = {
+        t["q"]: hipdnn.OverrideEntry(qd, qs),
+        t["k"]: hipdnn.OverrideEntry(kd, ks),
+        t["v"]: hipdnn.OverrideEntry(kd, ks),
+        t["o"]: hipdnn.OverrideEntry(qd, o.strides),
+    }
     st = None
     if "stats" in t:
         st = Out([b, h, sq, 1], compact([b, h, sq, 1]))
@@ -189,8 +227,9 @@ def test_dynamic_sdpa_bshd_order_with_bshd_and_padded_strides(handle: hipdnn.Han
         run_sdpa(handle, g, t, ws, b, 2, 2, s, s, 16, lambda dims: bshd(dims, pad), rng)
 
 
-@pytest.mark.parametrize(("sq", "skv", "bottom_right"), [(37, 100, True), (100, 37, True), (100, 37, False),
-                                                         (5, 5, False), (700, 700, True)])
+@pytest.mark.parametrize(
+    ("sq", "skv", "bottom_right"), [(37, 100, True), (100, 37, True), (100, 37, False), (5, 5, False), (700, 700, True)]
+)
 def test_dynamic_sdpa_causal(handle: hipdnn.Handle, sq: int, skv: int, bottom_right: bool) -> None:
     """Causal top-left / bottom-right with different query and key lengths per call, and stats."""
     g, t = dyn_sdpa(2, 2, 16, BHSD, causal=True, bottom_right=bottom_right, stats=True)
@@ -228,8 +267,13 @@ def test_dynamic_sdpa_workspace_does_not_grow_with_length(handle: hipdnn.Handle)
 def dyn_matmul(k: int, n: int, epilogue: tuple[str, ...] = ()) -> tuple[hipdnn.Graph, dict]:
     """a [-1, -1, K] (batch and M wildcards) @ b [1, K, N], then optional pointwise epilogue nodes
     ("bias": + bias[1, 1, N]; "relu"); the matmul output is virtual when an epilogue follows."""
-    g = hipdnn.Graph(name="dyn_mm", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32,
-                     is_override_shape_enabled=True)
+    g = hipdnn.Graph(
+        name="dyn_mm",
+        io_data_type=F32,
+        intermediate_data_type=F32,
+        compute_data_type=F32,
+        is_override_shape_enabled=True,
+    )
     a = g.tensor(name="a", dim=[DYN, DYN, k], stride=[2, 1, 0], data_type=F32).mark_dynamic()
     b = g.tensor(name="b", dim=[1, k, n], stride=[k * n, n, 1], data_type=F32)
     t = {"a": a, "b": b}
@@ -265,8 +309,9 @@ def test_dynamic_matmul_and_epilogue(handle: hipdnn.Handle, epilogue: tuple[str,
         vp = {t["a"]: a, t["b"]: bv, t["y"]: y.view}
         if "bias" in t:
             vp[t["bias"]] = biasv
-        g.execute(handle, vp, ws,
-                  overrides={t["a"]: hipdnn.OverrideEntry(ad, as_), t["y"]: hipdnn.OverrideEntry(yd, ys)})
+        g.execute(
+            handle, vp, ws, overrides={t["a"]: hipdnn.OverrideEntry(ad, as_), t["y"]: hipdnn.OverrideEntry(yd, ys)}
+        )
         want = reference.matmul(a, bv)
         if "bias" in epilogue:
             want = want + biasv
@@ -290,10 +335,16 @@ def test_wildcard_intermediate_must_have_its_outputs_shape(handle: hipdnn.Handle
     av, bv, biasv = (rng.standard_normal(s).astype(np.float32) for s in ([1, 4, k], [1, k, n], [3, 1, n]))
     out = Out([3, 4, n], compact([3, 4, n]))
     with pytest.raises(hipdnn.HipdnnError, match="intermediate"):
-        g.execute(handle, {a: av, b: bv, bias: biasv, y: out.view}, workspace(g),
-                  overrides={a: hipdnn.OverrideEntry([1, 4, k], compact([1, 4, k])),
-                             bias: hipdnn.OverrideEntry([3, 1, n], compact([3, 1, n])),
-                             y: hipdnn.OverrideEntry([3, 4, n], compact([3, 4, n]))})
+        g.execute(
+            handle,
+            {a: av, b: bv, bias: biasv, y: out.view},
+            workspace(g),
+            overrides={
+                a: hipdnn.OverrideEntry([1, 4, k], compact([1, 4, k])),
+                bias: hipdnn.OverrideEntry([3, 1, n], compact([3, 1, n])),
+                y: hipdnn.OverrideEntry([3, 4, n], compact([3, 4, n])),
+            },
+        )
     assert np.isnan(out.base).all()
 
 
@@ -326,7 +377,8 @@ def test_missing_override_is_caught_by_the_host(handle: hipdnn.Handle) -> None:
 @pytest.fixture(scope="module")
 def abi(handle: hipdnn.Handle) -> Iterator[tuple[cffi.FFI, object, object]]:
     path = os.environ.get("HIPDNN_CPU_ENGINE_LIB") or next(
-        p.path for p in handle.loaded_plugins() if p.name == "hipdnn_cpu_engine")
+        p.path for p in handle.loaded_plugins() if p.name == "hipdnn_cpu_engine"
+    )
     ffi = cffi.FFI()
     ffi.cdef(sdk_cdef())
     lib = ffi.dlopen(path)
@@ -365,9 +417,15 @@ def context(ffi, lib, h, gb: bytes) -> Ctx:
     return Ctx(ffi, lib, h, p[0], ws[0], keep)
 
 
-DYN_SDPA = wire_graph([(1, [DYN, 2, DYN, 8], BHSD, False, True), (2, [DYN, 2, DYN, 8], BHSD, False, True),
-                       (3, [DYN, 2, DYN, 8], BHSD, False, True), (4, [DYN, 2, DYN, 8], BHSD, False, True)],
-                      [sdpa_node(1, 2, 3, 4, scale=0.5)])
+DYN_SDPA = wire_graph(
+    [
+        (1, [DYN, 2, DYN, 8], BHSD, False, True),
+        (2, [DYN, 2, DYN, 8], BHSD, False, True),
+        (3, [DYN, 2, DYN, 8], BHSD, False, True),
+        (4, [DYN, 2, DYN, 8], BHSD, False, True),
+    ],
+    [sdpa_node(1, 2, 3, 4, scale=0.5)],
+)
 
 
 def test_abi_dynamic_sdpa_runs_and_plain_entry_is_refused(abi) -> None:  # type: ignore[no-untyped-def]
@@ -409,20 +467,39 @@ def test_abi_dynamic_sdpa_runs_and_plain_entry_is_refused(abi) -> None:  # type:
 @pytest.mark.parametrize(
     ("why", "gb"),
     [
-        ("static tensor with a wildcard",
-         wire_graph([(1, [DYN, 4], [4, 1], False, False), (2, [DYN, 4], [4, 1], False, False)],
-                    [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)])),
-        ("dynamic strides that are no axis order",
-         wire_graph([(1, [DYN, 4], [4, 1], False, True), (2, [DYN, 4], [1, 0], False, True)],
-                    [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)])),
-        ("wildcard head dim",
-         wire_graph([(u, [DYN, 2, DYN, DYN], BHSD, False, True) for u in (1, 2, 3, 4)],
-                    [sdpa_node(1, 2, 3, 4, scale=0.5)])),
-        ("wildcard intermediate read by a matmul",
-         wire_graph([(1, [DYN, 8], [1, 0], False, True), (2, [8, 8], [8, 1], False, False),
-                     (3, [DYN, 8], [1, 0], True, True), (4, [8, 8], [8, 1], False, False),
-                     (5, [DYN, 8], [1, 0], False, True)],
-                    [matmul_node(1, 2, 3), matmul_node(3, 4, 5)])),
+        (
+            "static tensor with a wildcard",
+            wire_graph(
+                [(1, [DYN, 4], [4, 1], False, False), (2, [DYN, 4], [4, 1], False, False)],
+                [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)],
+            ),
+        ),
+        (
+            "dynamic strides that are no axis order",
+            wire_graph(
+                [(1, [DYN, 4], [4, 1], False, True), (2, [DYN, 4], [1, 0], False, True)],
+                [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)],
+            ),
+        ),
+        (
+            "wildcard head dim",
+            wire_graph(
+                [(u, [DYN, 2, DYN, DYN], BHSD, False, True) for u in (1, 2, 3, 4)], [sdpa_node(1, 2, 3, 4, scale=0.5)]
+            ),
+        ),
+        (
+            "wildcard intermediate read by a matmul",
+            wire_graph(
+                [
+                    (1, [DYN, 8], [1, 0], False, True),
+                    (2, [8, 8], [8, 1], False, False),
+                    (3, [DYN, 8], [1, 0], True, True),
+                    (4, [8, 8], [8, 1], False, False),
+                    (5, [DYN, 8], [1, 0], False, True),
+                ],
+                [matmul_node(1, 2, 3), matmul_node(3, 4, 5)],
+            ),
+        ),
     ],
 )
 def test_abi_not_applicable(abi, why: str, gb: bytes) -> None:  # type: ignore[no-untyped-def]
@@ -433,8 +510,10 @@ def test_abi_not_applicable(abi, why: str, gb: bytes) -> None:  # type: ignore[n
 def test_abi_static_wildcard_free_graph_still_runs_plain(abi) -> None:  # type: ignore[no-untyped-def]
     """A graph without dynamic tensors keeps the plain entry."""
     ffi, lib, h = abi
-    gb = wire_graph([(1, [2, 4], [4, 1], False, False), (2, [2, 4], [4, 1], False, False)],
-                    [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)])
+    gb = wire_graph(
+        [(1, [2, 4], [4, 1], False, False), (2, [2, 4], [4, 1], False, False)],
+        [pw_node(PointwiseMode.RELU_FWD, 1, None, 2)],
+    )
     ctx = context(ffi, lib, h, gb)
     try:
         x = np.array([[-1, 2, -3, 4], [5, -6, 7, -8]], np.float32)

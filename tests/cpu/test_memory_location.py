@@ -45,8 +45,15 @@ def test_cpu_plan_is_a_host_plan(handle: hipdnn.Handle) -> None:
 
 
 def cuda_array_interface(ptr: int) -> SimpleNamespace:
-    return SimpleNamespace(__cuda_array_interface__={
-        "data": (ptr, False), "shape": (4, 8), "strides": None, "typestr": "<f4", "version": 3})
+    return SimpleNamespace(
+        __cuda_array_interface__={
+            "data": (ptr, False),
+            "shape": (4, 8),
+            "strides": None,
+            "typestr": "<f4",
+            "version": 3,
+        }
+    )
 
 
 class FakeCudaF32(FakeCudaTensor):

@@ -39,22 +39,36 @@ def rel(got: np.ndarray, want: np.ndarray) -> float:
     return ref.relative_error(got, want)
 
 
-def run_norm(handle, kind: str, dims: list[int], count: int, scale: bool, bias: bool, training: bool,
-             eps: float, seed: int, eps_tensor: bool = False, explicit: bool = False,
-             transposed: bool = False) -> None:
+def run_norm(
+    handle,
+    kind: str,
+    dims: list[int],
+    count: int,
+    scale: bool,
+    bias: bool,
+    training: bool,
+    eps: float,
+    seed: int,
+    eps_tensor: bool = False,
+    explicit: bool = False,
+    transposed: bool = False,
+) -> None:
     rng = np.random.default_rng(seed)
     g = hipdnn.Graph(io_data_type=DT.FLOAT)
     xs = compact(dims)
     if transposed and len(dims) >= 2:  # swap the memory order of the first and last axes
         xs = compact(dims[::-1])[::-1]
     x = g.tensor("x", dims, xs)
-    pdims = [1] * (len(dims) - count) + dims[len(dims) - count:]
+    pdims = [1] * (len(dims) - count) + dims[len(dims) - count :]
     ts = g.tensor("scale", pdims, compact(pdims)) if scale else None
     tb = g.tensor("bias", pdims, compact(pdims)) if bias else None
     te = g.tensor("eps", [1, 1], [1, 1]) if eps_tensor else None
     phase = hipdnn.NormFwdPhase.TRAINING if training else hipdnn.NormFwdPhase.INFERENCE
-    kw = dict(epsilon=te if eps_tensor else eps, norm_forward_phase=phase,
-              normalized_dim_count=count if (explicit or not (scale or bias)) else None)
+    kw = dict(
+        epsilon=te if eps_tensor else eps,
+        norm_forward_phase=phase,
+        normalized_dim_count=count if (explicit or not (scale or bias)) else None,
+    )
     if kind == "rms":
         y, *stats = g.rmsnorm(x, ts, tb, **kw)
     else:
@@ -122,9 +136,16 @@ def test_norm_epsilon_tensor_and_layout(handle, kind: str) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(dims=st.lists(st.sampled_from([1, 2, 3, 7, 37, 64, 129]), min_size=1, max_size=4),
-       data=st.data(), kind=st.sampled_from(["rms", "ln"]), scale=st.booleans(), bias=st.booleans(),
-       training=st.booleans(), transposed=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    dims=st.lists(st.sampled_from([1, 2, 3, 7, 37, 64, 129]), min_size=1, max_size=4),
+    data=st.data(),
+    kind=st.sampled_from(["rms", "ln"]),
+    scale=st.booleans(),
+    bias=st.booleans(),
+    training=st.booleans(),
+    transposed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_norm_hypothesis(handle, dims, data, kind, scale, bias, training, transposed, seed) -> None:
     count = data.draw(st.integers(1, len(dims)))
     run_norm(handle, kind, dims, count, scale, bias, training, 1e-5, seed, explicit=True, transposed=transposed)
@@ -141,8 +162,15 @@ def test_norm_rejects_bad_scale() -> None:
 
 
 # ------------------------------------------------------------------------------------------ reduction
-def run_reduction(handle, dims: list[int], axes: list[int], mode: RM, seed: int, transposed: bool = False,
-                  via_output_dims: bool = False) -> None:
+def run_reduction(
+    handle,
+    dims: list[int],
+    axes: list[int],
+    mode: RM,
+    seed: int,
+    transposed: bool = False,
+    via_output_dims: bool = False,
+) -> None:
     rng = np.random.default_rng(seed)
     g = hipdnn.Graph(io_data_type=DT.FLOAT)
     xs = compact(dims[::-1])[::-1] if transposed else compact(dims)
@@ -181,9 +209,13 @@ def test_reduction_all_and_output_dims(handle) -> None:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(dims=st.lists(st.sampled_from([1, 2, 3, 7, 37, 129]), min_size=1, max_size=4), data=st.data(),
-       mode=st.sampled_from([RM.ADD, RM.MAX, RM.AVG, RM.MIN, RM.AMAX, RM.NORM2]), transposed=st.booleans(),
-       seed=st.integers(0, 2**16))
+@given(
+    dims=st.lists(st.sampled_from([1, 2, 3, 7, 37, 129]), min_size=1, max_size=4),
+    data=st.data(),
+    mode=st.sampled_from([RM.ADD, RM.MAX, RM.AVG, RM.MIN, RM.AMAX, RM.NORM2]),
+    transposed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_reduction_hypothesis(handle, dims, data, mode, transposed, seed) -> None:
     axes = data.draw(st.lists(st.integers(0, len(dims) - 1), min_size=1, unique=True))
     run_reduction(handle, dims, sorted(axes), mode, seed, transposed)
@@ -199,8 +231,14 @@ def test_reduction_with_overrides(handle) -> None:
     xv = rng.standard_normal((5, 40)).astype(np.float32)
     out = np.full((5, 1), np.nan, np.float32)
     ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
-    g.execute(handle, {x: xv, y: out}, ws, override_uids=[x, y], override_shapes=[[5, 40], [5, 1]],
-              override_strides=[[40, 1], [1, 1]])
+    g.execute(
+        handle,
+        {x: xv, y: out},
+        ws,
+        override_uids=[x, y],
+        override_shapes=[[5, 40], [5, 1]],
+        override_strides=[[40, 1], [1, 1]],
+    )
     assert rel(out, xv.max(axis=1, keepdims=True)) < TOL
 
 

@@ -97,13 +97,15 @@ def compact(dims: list[int]) -> list[int]:
 def guarded_out(dims: list[int]) -> tuple[np.ndarray, np.ndarray]:
     n = int(np.prod(dims))
     base = np.full(n + 2 * GUARD, np.nan, np.float32)
-    return base, base[GUARD:GUARD + n].reshape(dims)
+    return base, base[GUARD : GUARD + n].reshape(dims)
 
 
 def run(handle: hipdnn.Handle, mode: PM, arrays: list[np.ndarray], out_dims: list[int]) -> np.ndarray:
     g = hipdnn.Graph(name="pw", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
-    ts = [g.tensor(name=f"in{i}", dim=list(a.shape), stride=[s // 4 for s in a.strides], data_type=F32)
-          for i, a in enumerate(arrays)]
+    ts = [
+        g.tensor(name=f"in{i}", dim=list(a.shape), stride=[s // 4 for s in a.strides], data_type=F32)
+        for i, a in enumerate(arrays)
+    ]
     out = g.pointwise(mode, *ts)
     out.set_output(True).set_dim(out_dims).set_stride(compact(out_dims))
     g.build(handle)
@@ -111,7 +113,7 @@ def run(handle: hipdnn.Handle, mode: PM, arrays: list[np.ndarray], out_dims: lis
     pack = {t: a for t, a in zip(ts, arrays)}
     pack[out] = view
     g.execute(handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
-    assert np.isnan(base[:GUARD]).all() and np.isnan(base[GUARD + view.size:]).all(), "guard written"
+    assert np.isnan(base[:GUARD]).all() and np.isnan(base[GUARD + view.size :]).all(), "guard written"
     return view
 
 
@@ -164,7 +166,7 @@ def test_matmul_bias_gelu_one_graph(handle: hipdnn.Handle) -> None:
     want = 0.5 * zz * (1 + _erf(zz / math.sqrt(2)))
     err = np.abs(view - want).max() / np.abs(want).max()
     assert err < 1e-5
-    assert np.isnan(base[:GUARD]).all() and np.isnan(base[GUARD + view.size:]).all()
+    assert np.isnan(base[:GUARD]).all() and np.isnan(base[GUARD + view.size :]).all()
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -180,7 +182,7 @@ def test_pointwise_hypothesis(handle: hipdnn.Handle, mode: PM, dims: list[int], 
         x = sample(rng, dims).astype(np.float32)
         check(run(handle, mode, [x], dims), ref(x.astype(np.float64)))
         return
-    bdims = [d if data.draw(st.booleans()) else 1 for d in dims][data.draw(st.integers(0, len(dims) - 1)):]
+    bdims = [d if data.draw(st.booleans()) else 1 for d in dims][data.draw(st.integers(0, len(dims) - 1)) :]
     a = rng.integers(-3, 4, dims).astype(np.float32)
     b = rng.integers(-3, 4, bdims or [1]).astype(np.float32)
     if mode == PM.DIV:

@@ -18,7 +18,15 @@ from hypothesis import strategies as st
 import hipdnn
 from hipdnn import reference as refmod
 from tests.cpu.test_sdpa_modes import (
-    Case, alibi_slopes, decode, encode, guarded, layout_strides, reference, storage, untouched_outside,
+    Case,
+    alibi_slopes,
+    decode,
+    encode,
+    guarded,
+    layout_strides,
+    reference,
+    storage,
+    untouched_outside,
 )
 
 DT = hipdnn.DataType
@@ -56,12 +64,12 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
     qd, kd, vd = [c.b, c.hq, c.sq, c.d], [c.b, c.hk, c.skv, c.d], [c.b, c.hk, c.skv, c.dv]
     od = [c.b, c.hq, c.sq, c.dv]
     qs, ks, vs, os_ = (layout_strides(c.layout, x) for x in (qd, kd, vd, od))
-    g = hipdnn.Graph(name="sdpa_bwd", io_data_type=c.dt, intermediate_data_type=DT.FLOAT,
-                     compute_data_type=DT.FLOAT)
-    t = {n: g.tensor(name=n, dim=dd, stride=ss, data_type=c.dt)
-         for n, dd, ss in (("q", qd, qs), ("k", kd, ks), ("v", vd, vs), ("o", od, os_), ("do", od, os_))}
-    t["stats"] = g.tensor(name="stats", dim=[c.b, c.hq, c.sq, 1], stride=[c.hq * c.sq, c.sq, 1, 1],
-                          data_type=DT.FLOAT)
+    g = hipdnn.Graph(name="sdpa_bwd", io_data_type=c.dt, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    t = {
+        n: g.tensor(name=n, dim=dd, stride=ss, data_type=c.dt)
+        for n, dd, ss in (("q", qd, qs), ("k", kd, ks), ("v", vd, vs), ("o", od, os_), ("do", od, os_))
+    }
+    t["stats"] = g.tensor(name="stats", dim=[c.b, c.hq, c.sq, 1], stride=[c.hq * c.sq, c.sq, 1, 1], data_type=DT.FLOAT)
     scale = float(rng.uniform(0.1, 0.5))
     extra: dict = {}
     pack: dict = {}
@@ -85,20 +93,44 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
         pack[tb] = encode(bias64.astype(np.float32), c.dt)
         extra["bias"] = tb
     dq, dk, dv = g.sdpa_backward(
-        t["q"], t["k"], t["v"], t["o"], t["do"], t["stats"], use_causal_mask=c.causal,
-        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if c.bottom_right
+        t["q"],
+        t["k"],
+        t["v"],
+        t["o"],
+        t["do"],
+        t["stats"],
+        use_causal_mask=c.causal,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT
+        if c.bottom_right
         else hipdnn.DiagonalAlignment.TOP_LEFT,
-        diagonal_band_left_bound=c.left, diagonal_band_right_bound=c.right, use_alibi_mask=c.alibi, **extra)
+        diagonal_band_left_bound=c.left,
+        diagonal_band_right_bound=c.right,
+        use_alibi_mask=c.alibi,
+        **extra,
+    )
     for x, s in ((dq, qs), (dk, ks), (dv, vs)):
         x.set_output(True).set_stride(s)
     g.build(handle)
 
-    vals = {n: decode(encode(rng.standard_normal(dd).astype(np.float32), c.dt), c.dt)
-            for n, dd in (("q", qd), ("k", kd), ("v", vd), ("do", od))}
+    vals = {
+        n: decode(encode(rng.standard_normal(dd).astype(np.float32), c.dt), c.dt)
+        for n, dd in (("q", qd), ("k", kd), ("v", vd), ("do", od))
+    }
     scale64 = np.float64(np.float32(scale))
-    o64, lse64 = reference(vals["q"], vals["k"], vals["v"], scale64, bias=bias64, alibi=c.alibi, seq_q=seq_q,
-                           seq_kv=seq_kv, right=c.right, left=c.left, bottom_right=c.bottom_right,
-                           causal=c.causal)
+    o64, lse64 = reference(
+        vals["q"],
+        vals["k"],
+        vals["v"],
+        scale64,
+        bias=bias64,
+        alibi=c.alibi,
+        seq_q=seq_q,
+        seq_kv=seq_kv,
+        right=c.right,
+        left=c.left,
+        bottom_right=c.bottom_right,
+        causal=c.causal,
+    )
     vals["o"] = decode(encode(o64.astype(np.float32), c.dt), c.dt)
     stats32 = lse64.astype(np.float32)
     for n, dd, ss in (("q", qd, qs), ("k", kd, ks), ("v", vd, vs), ("o", od, os_), ("do", od, os_)):
@@ -118,11 +150,30 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
     if c.alibi:
         ii, jj = np.arange(c.sq)[:, None], np.arange(c.skv)[None, :]
         additive = additive + alibi_slopes(c.hq)[None, :, None, None] * (jj - ii)[None, None]
-    want = refmod.sdpa_backward(vals["q"], vals["k"], vals["v"], vals["o"], vals["do"], stats32, scale64,
-                                visible=visibility(c, seq_q, seq_kv), additive=additive)
+    want = refmod.sdpa_backward(
+        vals["q"],
+        vals["k"],
+        vals["v"],
+        vals["o"],
+        vals["do"],
+        stats32,
+        scale64,
+        visible=visibility(c, seq_q, seq_kv),
+        additive=additive,
+    )
     # Errors are judged relative to the size of the summed terms (dS = P (dP - D) cancels).
-    mags = refmod.sdpa_backward(vals["q"], vals["k"], vals["v"], vals["o"], vals["do"], stats32, scale64,
-                                visible=visibility(c, seq_q, seq_kv), additive=additive, magnitude=True)
+    mags = refmod.sdpa_backward(
+        vals["q"],
+        vals["k"],
+        vals["v"],
+        vals["o"],
+        vals["do"],
+        stats32,
+        scale64,
+        visible=visibility(c, seq_q, seq_kv),
+        additive=additive,
+        magnitude=True,
+    )
     for name, w, mag in zip(("dq", "dk", "dv"), want, mags):
         base, view = outs[name]
         got = decode(np.array(view), c.dt)
@@ -137,8 +188,20 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
     if check_fd:
         # Independent check: central differences of L = sum(o * dO) with the float64 forward.
         def loss(q, k, v):
-            o, _ = reference(q, k, v, scale64, bias=bias64, alibi=c.alibi, seq_q=seq_q, seq_kv=seq_kv,
-                             right=c.right, left=c.left, bottom_right=c.bottom_right, causal=c.causal)
+            o, _ = reference(
+                q,
+                k,
+                v,
+                scale64,
+                bias=bias64,
+                alibi=c.alibi,
+                seq_q=seq_q,
+                seq_kv=seq_kv,
+                right=c.right,
+                left=c.left,
+                bottom_right=c.bottom_right,
+                causal=c.causal,
+            )
             return float((o * vals["do"]).sum())
 
         h = 1e-6
@@ -170,8 +233,19 @@ CASES = {
     "window_br": replace(BASE, sq=90, skv=160, left=33, right=0, bottom_right=True),
     "band_right": replace(BASE, sq=100, skv=100, right=5),
     "padding": replace(BASE, b=3, sq=70, skv=90, padding=True, seq_q=[70, 33, 1], seq_kv=[90, 0, 61]),
-    "padding_causal_br_gqa": replace(BASE, b=2, hq=4, hk=2, sq=80, skv=80, padding=True, seq_q=[50, 80],
-                                     seq_kv=[77, 20], causal=True, bottom_right=True),
+    "padding_causal_br_gqa": replace(
+        BASE,
+        b=2,
+        hq=4,
+        hk=2,
+        sq=80,
+        skv=80,
+        padding=True,
+        seq_q=[50, 80],
+        seq_kv=[77, 20],
+        causal=True,
+        bottom_right=True,
+    ),
     "bias_full": replace(BASE, b=2, bias="full"),
     "bias_h1_causal": replace(BASE, b=2, hq=4, hk=2, bias="h1", causal=True),
     "alibi": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
@@ -191,10 +265,12 @@ def test_sdpa_backward_case(handle, name: str) -> None:
 
 FD_CASES = {
     "fd_plain": Case(b=1, hq=2, hk=1, sq=3, skv=4, d=3, dv=2),
-    "fd_causal_br_bias_alibi": Case(b=1, hq=2, hk=2, sq=4, skv=3, d=2, dv=3, causal=True, bottom_right=True,
-                                    bias="full", alibi=True),
-    "fd_padding_window": Case(b=2, hq=1, hk=1, sq=4, skv=5, d=2, dv=2, padding=True, seq_q=[3, 4],
-                              seq_kv=[5, 2], left=2),
+    "fd_causal_br_bias_alibi": Case(
+        b=1, hq=2, hk=2, sq=4, skv=3, d=2, dv=3, causal=True, bottom_right=True, bias="full", alibi=True
+    ),
+    "fd_padding_window": Case(
+        b=2, hq=1, hk=1, sq=4, skv=5, d=2, dv=2, padding=True, seq_q=[3, 4], seq_kv=[5, 2], left=2
+    ),
 }
 
 
@@ -213,15 +289,24 @@ def cases(draw: st.DrawFn) -> Case:
     d = draw(st.sampled_from([1, 8, 13, 32]))
     padding = draw(st.booleans())
     return Case(
-        b=b, hq=hq, hk=hk, sq=sq, skv=skv, d=d, dv=draw(st.sampled_from([d, 8, 19])),
+        b=b,
+        hq=hq,
+        hk=hk,
+        sq=sq,
+        skv=skv,
+        d=d,
+        dv=draw(st.sampled_from([d, 8, 19])),
         dt=draw(st.sampled_from([DT.FLOAT, DT.FLOAT, DT.FLOAT, DT.HALF, DT.BFLOAT16])),
         layout=draw(st.sampled_from(["bhsd", "bshd", "padded", "dstride"])),
-        causal=draw(st.booleans()), bottom_right=draw(st.booleans()),
-        left=draw(st.one_of(st.none(), st.integers(1, 90))), right=draw(st.one_of(st.none(), st.integers(0, 20))),
+        causal=draw(st.booleans()),
+        bottom_right=draw(st.booleans()),
+        left=draw(st.one_of(st.none(), st.integers(1, 90))),
+        right=draw(st.one_of(st.none(), st.integers(0, 20))),
         padding=padding,
         seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
         seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
-        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])), alibi=draw(st.booleans()),
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
+        alibi=draw(st.booleans()),
         scale_tensor=draw(st.booleans()),
     )
 
@@ -237,11 +322,18 @@ def test_sdpa_backward_with_overrides(handle) -> None:
     c = Case(b=1, hq=2, hk=2, sq=50, skv=60, d=16, dv=16, causal=True)
     small = replace(c, sq=20, skv=33)
     g = hipdnn.Graph(io_data_type=DT.FLOAT, is_override_shape_enabled=True)
-    dims = {"q": [1, 2, 50, 16], "k": [1, 2, 60, 16], "v": [1, 2, 60, 16], "o": [1, 2, 50, 16],
-            "do": [1, 2, 50, 16], "stats": [1, 2, 50, 1]}
+    dims = {
+        "q": [1, 2, 50, 16],
+        "k": [1, 2, 60, 16],
+        "v": [1, 2, 60, 16],
+        "o": [1, 2, 50, 16],
+        "do": [1, 2, 50, 16],
+        "stats": [1, 2, 50, 1],
+    }
     t = {n: g.tensor(n, d, layout_strides("bhsd", d) if n != "stats" else [100, 50, 1, 1]) for n, d in dims.items()}
-    dq, dk, dv = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["do"], t["stats"], attn_scale=0.25,
-                                 use_causal_mask=True)
+    dq, dk, dv = g.sdpa_backward(
+        t["q"], t["k"], t["v"], t["o"], t["do"], t["stats"], attn_scale=0.25, use_causal_mask=True
+    )
     for x in (dq, dk, dv):
         x.set_output(True)
     g.build(handle)
@@ -265,7 +357,15 @@ def test_sdpa_backward_with_overrides(handle) -> None:
         strides.append([int(s // 4) for s in outs[n].strides])
     ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
     g.execute(handle, pack, ws, override_uids=uids, override_shapes=shapes, override_strides=strides)
-    want = refmod.sdpa_backward(vals["q"], vals["k"], vals["v"], vals["o"], vals["do"], vals["stats"], 0.25,
-                                visible=visibility(small, None, None))
+    want = refmod.sdpa_backward(
+        vals["q"],
+        vals["k"],
+        vals["v"],
+        vals["o"],
+        vals["do"],
+        vals["stats"],
+        0.25,
+        visible=visibility(small, None, None),
+    )
     for n, w in zip(("dq", "dk", "dv"), want):
         assert refmod.relative_error(outs[n], w) < 1e-5, n

@@ -87,8 +87,13 @@ def layout_strides(layout: str, dims: list[int]) -> list[int]:
     raise ValueError(layout)
 
 
-def guarded(dims: list[int], strides: list[int], dtype: np.dtype, fill: np.ndarray | None = None,
-            rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+def guarded(
+    dims: list[int],
+    strides: list[int],
+    dtype: np.dtype,
+    fill: np.ndarray | None = None,
+    rng: np.random.Generator | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(base buffer, strided view at offset GUARD). Unviewed elements hold NaN (or 0xFFFF for uint16)."""
     extent = sum((d - 1) * s for d, s in zip(dims, strides)) + 1
     if dtype == np.uint16:
@@ -124,8 +129,21 @@ def alibi_slopes(h: int) -> np.ndarray:
     return np.array(m, dtype=np.float64)
 
 
-def reference(q, k, v, scale, *, bias=None, alibi=False, seq_q=None, seq_kv=None, right=None, left=None,
-              bottom_right=False, causal=False):
+def reference(
+    q,
+    k,
+    v,
+    scale,
+    *,
+    bias=None,
+    alibi=False,
+    seq_q=None,
+    seq_kv=None,
+    right=None,
+    left=None,
+    bottom_right=False,
+    causal=False,
+):
     b, hq, sq, _ = q.shape
     hk, skv = k.shape[1], k.shape[2]
     g = hq // hk
@@ -190,8 +208,7 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
     qd, kd, vd = [c.b, c.hq, c.sq, c.d], [c.b, c.hk, c.skv, c.d], [c.b, c.hk, c.skv, c.dv]
     od = [c.b, c.hq, c.sq, c.dv]
     qs, ks, vs, os_ = (layout_strides(c.layout, x) for x in (qd, kd, vd, od))
-    g = hipdnn.Graph(name="sdpa_modes", io_data_type=c.dt, intermediate_data_type=DT.FLOAT,
-                     compute_data_type=DT.FLOAT)
+    g = hipdnn.Graph(name="sdpa_modes", io_data_type=c.dt, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
     tq = g.tensor(name="q", dim=qd, stride=qs, data_type=c.dt)
     tk = g.tensor(name="k", dim=kd, stride=ks, data_type=c.dt)
     tv = g.tensor(name="v", dim=vd, stride=vs, data_type=c.dt)
@@ -220,11 +237,18 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
         bias64 = bias_vals
         extra["bias"] = tb
     o, stats = g.sdpa(
-        tq, tk, tv, use_causal_mask=c.causal, generate_stats=c.stats,
-        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if c.bottom_right
+        tq,
+        tk,
+        tv,
+        use_causal_mask=c.causal,
+        generate_stats=c.stats,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT
+        if c.bottom_right
         else hipdnn.DiagonalAlignment.TOP_LEFT,
-        diagonal_band_left_bound=c.left, diagonal_band_right_bound=c.right,
-        use_alibi_mask=c.alibi, **extra,
+        diagonal_band_left_bound=c.left,
+        diagonal_band_right_bound=c.right,
+        use_alibi_mask=c.alibi,
+        **extra,
     )
     o.set_output(True).set_stride(os_)
     if stats is not None:
@@ -246,9 +270,19 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
     g.execute(handle, pack, ws)
 
     want_o, want_lse = reference(
-        vals["q"], vals["k"], vals["v"], np.float64(np.float32(scale)), bias=bias64, alibi=c.alibi,
-        seq_q=seq_q, seq_kv=seq_kv, right=c.right, left=c.left, bottom_right=c.bottom_right,
-        causal=c.causal)
+        vals["q"],
+        vals["k"],
+        vals["v"],
+        np.float64(np.float32(scale)),
+        bias=bias64,
+        alibi=c.alibi,
+        seq_q=seq_q,
+        seq_kv=seq_kv,
+        right=c.right,
+        left=c.left,
+        bottom_right=c.bottom_right,
+        causal=c.causal,
+    )
     got = decode(np.array(oview), c.dt)
     assert not np.isnan(got).any(), f"{c}: unwritten output elements"
     assert untouched_outside(obase, oview), f"{c}: output guard region written"
@@ -278,8 +312,9 @@ CASES = {
     "fp32_window_only": replace(BASE, sq=100, skv=120, left=9),
     "fp32_window_all_masked_rows": replace(BASE, sq=120, skv=40, left=3, right=0),
     "fp32_padding": replace(BASE, b=3, sq=70, skv=90, padding=True, seq_q=[70, 33, 1], seq_kv=[90, 0, 61]),
-    "fp32_padding_causal_br": replace(BASE, b=2, sq=80, skv=80, padding=True, seq_q=[50, 80], seq_kv=[77, 20],
-                                      causal=True, bottom_right=True),
+    "fp32_padding_causal_br": replace(
+        BASE, b=2, sq=80, skv=80, padding=True, seq_q=[50, 80], seq_kv=[77, 20], causal=True, bottom_right=True
+    ),
     "fp32_bias_full": replace(BASE, b=2, bias="full"),
     "fp32_bias_b1": replace(BASE, b=2, bias="b1", causal=True),
     "fp32_bias_h1": replace(BASE, b=2, hq=4, hk=2, bias="h1"),
@@ -292,11 +327,23 @@ CASES = {
     "fp32_non_unit_head_stride": replace(BASE, layout="dstride", d=12, dv=12, sq=40, skv=45),
     "fp32_decode": replace(BASE, b=2, hq=8, hk=2, sq=1, skv=300, d=64, dv=64),
     "fp16": replace(BASE, dt=DT.HALF, sq=100, skv=130, d=64, dv=64, causal=True),
-    "fp16_all_options": replace(BASE, dt=DT.HALF, b=2, padding=True, seq_q=[37, 20], seq_kv=[30, 37],
-                                bias="h1", alibi=True, left=9, right=2, layout="bshd"),
+    "fp16_all_options": replace(
+        BASE,
+        dt=DT.HALF,
+        b=2,
+        padding=True,
+        seq_q=[37, 20],
+        seq_kv=[30, 37],
+        bias="h1",
+        alibi=True,
+        left=9,
+        right=2,
+        layout="bshd",
+    ),
     "bf16": replace(BASE, dt=DT.BFLOAT16, sq=100, skv=90, d=64, dv=32),
-    "bf16_causal_br_gqa": replace(BASE, dt=DT.BFLOAT16, hq=4, hk=2, sq=70, skv=100, causal=True,
-                                  bottom_right=True, bias="full"),
+    "bf16_causal_br_gqa": replace(
+        BASE, dt=DT.BFLOAT16, hq=4, hk=2, sq=70, skv=100, causal=True, bottom_right=True, bias="full"
+    ),
 }
 
 
@@ -316,7 +363,13 @@ def cases(draw: st.DrawFn) -> Case:
     dv = draw(st.sampled_from([d, 8, 19]))
     padding = draw(st.booleans())
     return Case(
-        b=b, hq=hq, hk=hk, sq=sq, skv=skv, d=d, dv=dv,
+        b=b,
+        hq=hq,
+        hk=hk,
+        sq=sq,
+        skv=skv,
+        d=d,
+        dv=dv,
         dt=draw(st.sampled_from([DT.FLOAT, DT.FLOAT, DT.HALF, DT.BFLOAT16])),
         layout=draw(st.sampled_from(["bhsd", "bshd", "padded", "dstride"])),
         causal=draw(st.booleans()),

@@ -39,7 +39,9 @@ def main():
     h = ffi.new("hipdnnEnginePluginHandle_t*")
     assert lib.hipdnnEnginePluginCreate(h) == t.SUCCESS
     handle = h[0]
-    for b, hh, s, d in ((1, 8, 1024, 64), (1, 8, 4096, 64), (4, 16, 1, 128))[: int(os.environ.get('BENCH_SDPA_CASES', 3))]:
+    for b, hh, s, d in ((1, 8, 1024, 64), (1, 8, 4096, 64), (4, 16, 1, 128))[
+        : int(os.environ.get("BENCH_SDPA_CASES", 3))
+    ]:
         for mask in (None, "tl"):
             skv = 4096 if s == 1 else s
             case = t.SdpaCase(b, hh, hh, s, skv, d, mask=mask, stats=True)
@@ -50,7 +52,7 @@ def main():
             sec, gf, gfc = bench(ctx, bufs, 4.0 * b * hh * s * skv * d * frac)
             print(
                 f"sdpa B={b} H={hh} Sq={s} Skv={skv} D={d} mask={mask}: "
-                f"{sec*1e3:.1f} ms, {gf:.1f} GFLOP/s wall, {gfc:.1f} GFLOP/s per CPU-second"
+                f"{sec * 1e3:.1f} ms, {gf:.1f} GFLOP/s wall, {gfc:.1f} GFLOP/s per CPU-second"
             )
             ctx.destroy()
     for m, k, n in ((1024, 1024, 1024), (4096, 512, 512)):
@@ -58,14 +60,14 @@ def main():
         ctx = t.make_ctx(ffi, lib, handle, t.graph_bytes(tensors, [t.matmul_node(1, 2, 3)]))
         bufs = {x.uid: t.make_buf(x.dims, x.strides) for x in tensors}
         sec, gf, gfc = bench(ctx, bufs, 2.0 * m * k * n)
-        print(f"matmul {m}x{k}x{n}: {sec*1e3:.1f} ms, {gf:.1f} GFLOP/s wall, {gfc:.1f} GFLOP/s per CPU-second")
+        print(f"matmul {m}x{k}x{n}: {sec * 1e3:.1f} ms, {gf:.1f} GFLOP/s wall, {gfc:.1f} GFLOP/s per CPU-second")
         ctx.destroy()
     n = 1 << 24
     tensors = [t.T(1, [n]), t.T(2, [n]), t.T(3, [n])]
     ctx = t.make_ctx(ffi, lib, handle, t.graph_bytes(tensors, [t.pw_node(t.PointwiseMode.ADD, 1, 2, 3)]))
     bufs = {x.uid: t.make_buf(x.dims, x.strides) for x in tensors}
     sec, _, _ = bench(ctx, bufs, 0)
-    print(f"add 16M fp32: {sec*1e3:.1f} ms, {3 * 4 * n / sec / 1e9:.1f} GB/s")
+    print(f"add 16M fp32: {sec * 1e3:.1f} ms, {3 * 4 * n / sec / 1e9:.1f} GB/s")
     ctx.destroy()
     assert lib.hipdnnEnginePluginDestroy(handle) == t.SUCCESS
 

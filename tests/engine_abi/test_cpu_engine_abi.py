@@ -344,10 +344,10 @@ def sdpa_ref(q, k, v, scale, diag=None):
     dead = np.isneginf(m)
     m_safe = np.where(dead, 0.0, m)
     e = np.exp(s - m_safe)
-    l = e.sum(axis=-1, keepdims=True)
+    row_sum = e.sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(dead, 0.0, e / np.where(dead, 1.0, l))
-        lse = np.where(dead, -np.inf, m_safe + np.log(np.where(dead, 1.0, l)))
+        p = np.where(dead, 0.0, e / np.where(dead, 1.0, row_sum))
+        lse = np.where(dead, -np.inf, m_safe + np.log(np.where(dead, 1.0, row_sum)))
     return np.einsum("bhqk,bhkd->bhqd", p, v), lse
 
 
@@ -687,8 +687,11 @@ def test_pointwise_by_value_scalar(ffi, lib, handle):
 @pytest.mark.parametrize(
     ("mode", "params", "ref"),
     [
-        (PointwiseMode.RELU_FWD, {"reluLowerClip": -1.0, "reluUpperClip": 6.0, "reluLowerClipSlope": 0.1},
-         lambda x: np.minimum(np.where(x < -1, -1 + 0.1 * (x + 1), x), 6.0)),
+        (
+            PointwiseMode.RELU_FWD,
+            {"reluLowerClip": -1.0, "reluUpperClip": 6.0, "reluLowerClipSlope": 0.1},
+            lambda x: np.minimum(np.where(x < -1, -1 + 0.1 * (x + 1), x), 6.0),
+        ),
         (PointwiseMode.SWISH_FWD, {"swishBeta": 1.7}, lambda x: x / (1 + np.exp(-1.7 * x))),
         (PointwiseMode.ELU_FWD, {"eluAlpha": 0.5}, lambda x: np.where(x > 0, x, 0.5 * np.expm1(x))),
         (PointwiseMode.SOFTPLUS_FWD, {"softplusBeta": 2.0}, lambda x: np.log1p(np.exp(2 * x)) / 2),

@@ -123,9 +123,7 @@ def build_fake_plugins(build_dir: Path) -> dict[str, Path]:
     for cmd in (configure, build):
         proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
         if proc.returncode != 0:
-            raise RuntimeError(
-                f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
+            raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     paths = {name: library_path(build_dir, name) for name in FAKE_VARIANTS}
     missing = [str(p) for p in paths.values() if not p.is_file()]
     if missing:

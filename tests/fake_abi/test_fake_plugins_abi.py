@@ -388,10 +388,7 @@ def test_override_payload_round_trips(ffi, libs, name, workspace, buffers, overr
     try:
         assert execute_with_overrides(ffi, lib, h, ctx, workspace, buffers, overrides) == SUCCESS
         bufs = device_buffers(ffi, buffers)
-        assert (
-            lib.hipdnnEnginePluginExecuteOpGraph(h, ctx, ffi.cast("void*", workspace), bufs, len(buffers))
-            == SUCCESS
-        )
+        assert lib.hipdnnEnginePluginExecuteOpGraph(h, ctx, ffi.cast("void*", workspace), bufs, len(buffers)) == SUCCESS
         log = call_log(ffi, lib)
         hid, cid = log[0]["handle"], log[0]["context"]
         assert log[0] == expected_override_record(hid, cid, workspace, buffers, overrides)

@@ -46,9 +46,7 @@ def compact(dims: Sequence[int]) -> list[int]:
     return out
 
 
-def attn_shapes(
-    *, b: int = 1, hq: int, hkv: int, sq: int, skv: int, d: int, dv: int
-) -> dict[str, list[int]]:
+def attn_shapes(*, b: int = 1, hq: int, hkv: int, sq: int, skv: int, d: int, dv: int) -> dict[str, list[int]]:
     """Mutually consistent SDPA shapes, written out here rather than borrowed from the package under
     test: q [B, Hq, Sq, D], k [B, Hkv, Skv, D], v [B, Hkv, Skv, Dv] and o [B, Hq, Sq, Dv], with Hq a
     multiple of Hkv. Overrides of an SDPA graph must be shape-consistent (Graph.execute re-runs the

@@ -38,7 +38,9 @@ def run(attn, entries, form):
     h, g, _, vp = attn
     if form == "parallel":
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             override_uids=[u for u, _, _ in entries],
             override_shapes=[s for _, s, _ in entries],
             override_strides=[t for _, _, t in entries],

@@ -94,7 +94,9 @@ def test_corner3_flag_present_with_overrides_full_payload(fakes, fake_handle_fac
     spy.clear()
     if form == "parallel":
         g.execute(
-            h, vp, ws,
+            h,
+            vp,
+            ws,
             override_uids=[t.get_uid() for t, _, _ in entries],
             override_shapes=[s for _, s, _ in entries],
             override_strides=[st for _, _, st in entries],
@@ -119,19 +121,19 @@ def test_corner3_flag_present_with_overrides_full_payload(fakes, fake_handle_fac
     assert spy.attribute_ids("VariantPackDescriptor") >= OVERRIDE_ATTRIBUTE_IDS
     assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT) == [rec["override_uids"]]
     assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_LENGTHS_EXT) == [[4, 4, 4]]
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_SHAPES_EXT) == [
-        [d for _, s, _ in entries for d in s]
-    ]
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_STRIDES_EXT) == [
-        [d for _, _, st in entries for d in st]
-    ]
+    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_SHAPES_EXT) == [[d for _, s, _ in entries for d in s]]
+    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_STRIDES_EXT) == [[d for _, _, st in entries for d in st]]
 
 
 # -- corner 4: override arguments without the flag -----------------------------------------------
 def _misuse_calls(q):
     return {
-        "parallel": dict(override_uids=[q.get_uid()], override_shapes=[[1, 2, 4, 4]], override_strides=[[32, 16, 4, 1]]),
-        "parallel_tensor_key": dict(override_uids=[q], override_shapes=[[1, 2, 4, 4]], override_strides=[[32, 16, 4, 1]]),
+        "parallel": dict(
+            override_uids=[q.get_uid()], override_shapes=[[1, 2, 4, 4]], override_strides=[[32, 16, 4, 1]]
+        ),
+        "parallel_tensor_key": dict(
+            override_uids=[q], override_shapes=[[1, 2, 4, 4]], override_strides=[[32, 16, 4, 1]]
+        ),
         "map": dict(overrides={q: hipdnn.OverrideEntry(shape=[1, 2, 4, 4], stride=[32, 16, 4, 1])}),
         "map_uid_key": dict(overrides={q.get_uid(): hipdnn.OverrideEntry(shape=[1, 2, 4, 4], stride=[32, 16, 4, 1])}),
     }

@@ -16,7 +16,7 @@ from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, exe
 
 OVERRIDE = "fake_override_v110"
 DIMS = [1, 2, 8, 4]
-Q, K, V, O = 101, 102, 103, 104  # explicit uids so that messages can be checked for them
+Q, K, V, O = 101, 102, 103, 104  # noqa: E741 - explicit uids so that messages can be checked for them
 
 
 @pytest.fixture
@@ -40,7 +40,9 @@ def run(attn, entries, form):
     h, g, ts, vp = attn
     if form == "parallel":
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             override_uids=[u for u, _, _ in entries],
             override_shapes=[s for _, s, _ in entries],
             override_strides=[t for _, _, t in entries],
@@ -74,6 +76,7 @@ def heads1(*, o_heads=1):
     """Companion overrides for a q with one head: k and v at one head (compact), o at ``o_heads``."""
     s = attn_shapes(hq=o_heads, hkv=1, sq=8, skv=8, d=4, dv=4)
     return [(K, s["k"], compact(s["k"])), (V, s["v"], compact(s["v"])), (O, s["o"], compact(s["o"]))]
+
 
 # (id, entries, rule, uid named): each a single-rule violation.
 SINGLE = [
@@ -175,8 +178,12 @@ def test_rule2_parallel_form_tensor_and_uid_is_a_duplicate(attn, fakes):
     h, g, ts, vp = attn
     with pytest.raises(hipdnn.HipdnnError) as e:
         g.execute(
-            h, vp, None, override_uids=[ts[Q], Q],
-            override_shapes=[GOOD_SHAPE, GOOD_SHAPE], override_strides=[GOOD_STRIDE, GOOD_STRIDE],
+            h,
+            vp,
+            None,
+            override_uids=[ts[Q], Q],
+            override_shapes=[GOOD_SHAPE, GOOD_SHAPE],
+            override_strides=[GOOD_STRIDE, GOOD_STRIDE],
         )
     assert_rejected(e, 2, Q)
 
@@ -185,7 +192,9 @@ def test_rule2_parallel_form_tensor_and_uid_is_a_duplicate(attn, fakes):
 def test_rule2_map_form_tensor_and_its_uid(attn, fakes, bad_first):
     """A map cannot repeat a key, but a tensor and its uid are two keys naming one tensor."""
     h, g, ts, vp = attn
-    first = hipdnn.OverrideEntry(shape=[1, 2, 99] if bad_first else GOOD_SHAPE, stride=[1, 1, 1] if bad_first else GOOD_STRIDE)
+    first = hipdnn.OverrideEntry(
+        shape=[1, 2, 99] if bad_first else GOOD_SHAPE, stride=[1, 1, 1] if bad_first else GOOD_STRIDE
+    )
     with pytest.raises(hipdnn.HipdnnError) as e:
         g.execute(h, vp, None, overrides={ts[K]: first, K: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE)})
     assert_rejected(e, 2, K)
@@ -240,10 +249,15 @@ ACCEPTED = [
     ("r7-equal-to-max", [(Q, DIMS, compact(DIMS))]),
     ("r7-all-max-all-tensors", [(u, DIMS, compact(DIMS)) for u in (Q, K, V, O)]),
     # compact strides of smaller shapes, down to the all-ones tensor (k) whose strides all tie
-    ("r8-compact-of-smaller", [
-        (Q, [1, 2, 4, 1], [8, 4, 1, 1]), (K, [1, 1, 1, 1], [1, 1, 1, 1]),
-        (V, [1, 1, 1, 4], [4, 4, 4, 1]), (O, GOOD_SHAPE, GOOD_STRIDE),
-    ]),
+    (
+        "r8-compact-of-smaller",
+        [
+            (Q, [1, 2, 4, 1], [8, 4, 1, 1]),
+            (K, [1, 1, 1, 1], [1, 1, 1, 1]),
+            (V, [1, 1, 1, 4], [4, 4, 4, 1]),
+            (O, GOOD_SHAPE, GOOD_STRIDE),
+        ],
+    ),
     ("r8-padded-same-order", [(Q, GOOD_SHAPE, [60, 30, 5, 1]), O_GOOD]),
     ("r8-size1-axes-ignored", [(Q, [1, 1, 8, 4], [2, 2, 4, 1]), *heads1()]),
     ("r8-size1-inner-ignored", [(O, [1, 2, 8, 1], [16, 8, 1, 1000]), (V, [1, 2, 8, 1], [16, 8, 1, 1])]),
@@ -291,14 +305,23 @@ def test_rule8_follows_the_declared_layout_not_row_major(fakes, fake_handle_fact
     def go(stride):
         if form == "parallel":
             g.execute(
-                h, vp, None, override_uids=[7, 8], override_shapes=[[2, 4, 4], [2, 4, 4]],
+                h,
+                vp,
+                None,
+                override_uids=[7, 8],
+                override_shapes=[[2, 4, 4], [2, 4, 4]],
                 override_strides=[stride, [16, 4, 1]],
             )
         else:
-            g.execute(h, vp, None, overrides={
-                x: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=stride),
-                y: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=[16, 4, 1]),
-            })
+            g.execute(
+                h,
+                vp,
+                None,
+                overrides={
+                    x: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=stride),
+                    y: hipdnn.OverrideEntry(shape=[2, 4, 4], stride=[16, 4, 1]),
+                },
+            )
 
     go([16, 1, 4])
     assert last_override_call(fakes)["override_strides"] == [[16, 1, 4], [16, 4, 1]]
@@ -326,14 +349,23 @@ def test_override_addressing_past_the_buffer_is_rejected(attn, fakes, form, buff
     with pytest.raises(hipdnn.HipdnnError) as e:
         if form == "parallel":
             g.execute(
-                h, vp, None, override_uids=[Q, O], override_shapes=[shape, GOOD_SHAPE],
+                h,
+                vp,
+                None,
+                override_uids=[Q, O],
+                override_shapes=[shape, GOOD_SHAPE],
                 override_strides=[stride, GOOD_STRIDE],
             )
         else:
-            g.execute(h, vp, None, overrides={
-                Q: hipdnn.OverrideEntry(shape=shape, stride=stride),
-                O: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE),
-            })
+            g.execute(
+                h,
+                vp,
+                None,
+                overrides={
+                    Q: hipdnn.OverrideEntry(shape=shape, stride=stride),
+                    O: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE),
+                },
+            )
     assert e.value.code == INVALID_VALUE
     assert f"uid {Q}" in e.value.message and "addresses" in e.value.message
     assert execute_calls(fakes) == []
@@ -349,7 +381,11 @@ def test_larger_contiguous_backing_buffer_is_accepted(attn, fakes, buffer):
     vp = dict(vp)
     vp[ts[Q]] = buffer
     g.execute(
-        h, vp, None, override_uids=[Q, O], override_shapes=[GOOD_SHAPE, GOOD_SHAPE],
+        h,
+        vp,
+        None,
+        override_uids=[Q, O],
+        override_shapes=[GOOD_SHAPE, GOOD_SHAPE],
         override_strides=[GOOD_STRIDE, GOOD_STRIDE],
     )
     rec = last_override_call(fakes)
@@ -395,8 +431,13 @@ def valid_overrides(draw):
     # q's heads a multiple of k's and v's (the declared h = 2 is a multiple of any drawn hkv)
     hq = draw(st.sampled_from(list(range(hkv, max_h + 1, hkv)))) if Q in uids and O in uids else max_h
     shapes = attn_shapes(
-        b=free(Q, K, V, O, top=max_b), hq=hq, hkv=hkv, sq=free(Q, O, top=max_s), skv=free(K, V, top=max_s),
-        d=free(Q, K, top=max_d), dv=free(V, O, top=max_d),
+        b=free(Q, K, V, O, top=max_b),
+        hq=hq,
+        hkv=hkv,
+        sq=free(Q, O, top=max_s),
+        skv=free(K, V, top=max_s),
+        d=free(Q, K, top=max_d),
+        dv=free(V, O, top=max_d),
     )
     out = []
     for u in uids:
@@ -422,13 +463,17 @@ def test_map_and_parallel_forms_deliver_identical_payloads(attn, fakes):
         key = lambda u, by_tensor: ts[u] if by_tensor else u  # noqa: E731
         fakes[OVERRIDE].reset()
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             override_uids=[key(u, b) for u, _, _, b in entries],
             override_shapes=[s for _, s, _, _ in entries],
             override_strides=[t for _, _, t, _ in entries],
         )
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             overrides={key(u, not b): hipdnn.OverrideEntry(shape=s, stride=t) for u, s, t, b in entries},
         )
         recs = fakes[OVERRIDE].calls("ExecuteOpGraphWithOverrides")

@@ -127,7 +127,9 @@ def test_payload_is_delivered_bit_for_bit(fakes, fake_handle_factory):
                 )
         fakes[OVERRIDE].reset()
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             override_uids=[t.get_uid() for t, _, _ in entries],
             override_shapes=[s for _, s, _ in entries],
             override_strides=[s for _, _, s in entries],
@@ -169,7 +171,9 @@ def test_large_values_survive_through_bare_pointers(fakes, fake_handle_factory):
         vp = {t: ptr(anchor) for t in tensors}
         fakes[OVERRIDE].reset()
         g.execute(
-            h, vp, None,
+            h,
+            vp,
+            None,
             overrides={t: hipdnn.OverrideEntry(shape=s, stride=st_) for t, s, st_ in entries},
         )
         rec = fakes[OVERRIDE].calls("ExecuteOpGraphWithOverrides")[0]

@@ -17,9 +17,7 @@ from hipdnn.plugins import loader as loader_module
 EXPLODING_INIT = "raise RuntimeError('hipdnn imported a plugin package during discovery')\n"
 
 
-def make_distribution(
-    site: Path, dist: str, entry_points: dict[str, str], packages: dict[str, list[Path]]
-) -> None:
+def make_distribution(site: Path, dist: str, entry_points: dict[str, str], packages: dict[str, list[Path]]) -> None:
     """A distribution installed into ``site``: a dist-info with ``entry_points`` (name -> value) in
     hipdnn's group, and packages (dotted name -> plugin files copied into it). Every package's
     __init__.py raises, so importing one fails the test."""
@@ -55,7 +53,9 @@ def test_entry_point_package_is_found_without_importing_it(
     site: Path, fake_plugin_paths: dict[str, Path], no_env: None
 ) -> None:
     make_distribution(
-        site, "hipdnn_fakeplug", {"plain": "hipdnn_fakeplug_pkg"},
+        site,
+        "hipdnn_fakeplug",
+        {"plain": "hipdnn_fakeplug_pkg"},
         {"hipdnn_fakeplug_pkg": [fake_plugin_paths["fake_plain_v100"]]},
     )
     found = discover_candidates()
@@ -74,7 +74,9 @@ def test_dotted_entry_point_is_resolved_without_importing_its_parents(
     site: Path, fake_plugin_paths: dict[str, Path], no_env: None
 ) -> None:
     make_distribution(
-        site, "nested_dist", {"nested": "nested_pkg.sub.engines"},
+        site,
+        "nested_dist",
+        {"nested": "nested_pkg.sub.engines"},
         {"nested_pkg.sub.engines": [fake_plugin_paths["fake_override_v120"]]},
     )
     (ep,) = [c for c in discover_candidates().candidates if c.source is PluginSource.ENTRY_POINT]
@@ -85,7 +87,8 @@ def test_dotted_entry_point_is_resolved_without_importing_its_parents(
 def test_bad_entry_points_are_reported_not_raised(site: Path, no_env: None) -> None:
     (site / "plain_module.py").write_text(EXPLODING_INIT)
     make_distribution(
-        site, "bad_dist",
+        site,
+        "bad_dist",
         {"a_missing": "no_such_package_anywhere", "b_module": "plain_module", "c_attr": "plain_module:thing"},
         {},
     )
@@ -110,7 +113,9 @@ def test_search_order_and_sources(
         shutil.copy(fake_plugin_paths[name], d)
     monkeypatch.setenv("HIPDNN_PLUGIN_DIR", os.pathsep.join([str(env_a), str(env_b)]))
     make_distribution(
-        site, "two_eps", {"z_last": "ep_pkg_z", "a_first": "ep_pkg_a"},
+        site,
+        "two_eps",
+        {"z_last": "ep_pkg_z", "a_first": "ep_pkg_a"},
         {
             "ep_pkg_a": [fake_plugin_paths["fake_override_v120"]],
             "ep_pkg_z": [fake_plugin_paths["fake_version_liar"]],
@@ -130,7 +135,11 @@ def test_search_order_and_sources(
         ("handle", "libfake_override_v110.so"),
     ]
     assert [s.source.value for s in found.search_paths if s.source is not PluginSource.BUILTIN] == [
-        "env", "env", "entry_point", "entry_point", "handle"
+        "env",
+        "env",
+        "entry_point",
+        "entry_point",
+        "handle",
     ]
     with hipdnn.Handle(plugin_paths=[given]) as handle:
         loaded = [(p.source, p.name) for p in handle.loaded_plugins()]
@@ -178,9 +187,7 @@ def test_missing_env_directory_is_reported(tmp_path: Path, monkeypatch: pytest.M
     assert r.path == tmp_path / "nowhere" and r.reason == "plugin directory does not exist"
 
 
-def test_directory_scan_is_non_recursive_and_by_name(
-    fake_plugin_paths: dict[str, Path], tmp_path: Path
-) -> None:
+def test_directory_scan_is_non_recursive_and_by_name(fake_plugin_paths: dict[str, Path], tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     shutil.copy(fake_plugin_paths["fake_plain_v100"], tmp_path / "sub" / "libhidden.so")
     for name in ("libb.so", "liba.so.1", "libc.dylib", "notes.txt"):

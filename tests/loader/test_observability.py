@@ -24,8 +24,11 @@ def _plugin_records(caplog: pytest.LogCaptureFixture, name: str) -> list[logging
 
 @pytest.mark.parametrize(("env_level", "expect_info"), [("INFO", True), ("WARNING", False), ("20", True)])
 def test_hipdnn_log_level_reaches_the_plugin(
-    fake_plugin_paths: dict[str, Path], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
-    env_level: str, expect_info: bool,
+    fake_plugin_paths: dict[str, Path],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    env_level: str,
+    expect_info: bool,
 ) -> None:
     monkeypatch.setenv("HIPDNN_LOG_LEVEL", env_level)
     # Python would accept INFO records either way: what arrives is what the plugin chose to emit.
@@ -67,7 +70,9 @@ def test_loaded_plugins_describe_each_plugin(fake_plugin_paths: dict[str, Path])
     assert (over.name, over.version, over.api_version, over.engine_ids) == (FAKE, "0.1.0", "1.1.0", (9001,))
     assert Path(over.path) == fake_plugin_paths[FAKE].resolve() and over.source == "handle"
     assert over.optional_entries == (
-        "hipdnnPluginGetApiVersion", "hipdnnPluginSetLoggingCallback", "hipdnnPluginSetLogLevel",
+        "hipdnnPluginGetApiVersion",
+        "hipdnnPluginSetLoggingCallback",
+        "hipdnnPluginSetLogLevel",
         "hipdnnEnginePluginExecuteOpGraphWithOverrides",
     )
     assert over.has_override_execute and not old.has_override_execute
@@ -109,6 +114,4 @@ def test_plugin_error_names_plugin_entry_status_and_detail() -> None:
     assert str(err) == (
         "plugin 'p': hipdnnEnginePluginCreate failed with HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR: the detail"
     )
-    assert (err.plugin, err.entry, err.status, err.detail) == (
-        "p", "hipdnnEnginePluginCreate", 3, "the detail"
-    )
+    assert (err.plugin, err.entry, err.status, err.detail) == ("p", "hipdnnEnginePluginCreate", 3, "the detail")

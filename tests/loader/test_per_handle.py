@@ -40,19 +40,21 @@ def test_engine_collisions_are_decided_per_handle(
         assert first_good.backend.plugin_for(9001).name == GOOD
         assert first_collider.backend.plugin_for(9001).name == "zoo_collides_9001"
         assert {p.name: p.engine_ids for p in first_good.loaded_plugins()} == {
-            GOOD: (9001,), "zoo_collides_9001": (9911,)
+            GOOD: (9001,),
+            "zoo_collides_9001": (9911,),
         }
         assert [p.name for p in first_collider.loaded_plugins()] == ["zoo_collides_9001"]
         assert [s.path for s in first_collider.skipped_plugins()] == [good]
         assert first_good.skipped_plugins() == []
 
 
-def test_skipped_lists_are_per_handle(
-    fake_plugin_paths: dict[str, Path], zoo_dir: Path, garbage_dir: Path
-) -> None:
-    with hipdnn.Handle(
-        plugin_paths=[fake_plugin_paths[GOOD], zoo_dir, garbage_dir], plugin_loading_mode=ABSOLUTE
-    ) as dirty, hipdnn.Handle(plugin_paths=[fake_plugin_paths[GOOD]], plugin_loading_mode=ABSOLUTE) as clean:
+def test_skipped_lists_are_per_handle(fake_plugin_paths: dict[str, Path], zoo_dir: Path, garbage_dir: Path) -> None:
+    with (
+        hipdnn.Handle(
+            plugin_paths=[fake_plugin_paths[GOOD], zoo_dir, garbage_dir], plugin_loading_mode=ABSOLUTE
+        ) as dirty,
+        hipdnn.Handle(plugin_paths=[fake_plugin_paths[GOOD]], plugin_loading_mode=ABSOLUTE) as clean,
+    ):
         assert len(dirty.skipped_plugins()) > 10
         assert clean.skipped_plugins() == []
         dirty.skipped_plugins().clear()  # a copy: the handle's own list is not exposed
@@ -97,9 +99,7 @@ def test_a_plugin_sharing_one_instance_between_handles_is_refused_while_it_is_li
         assert [p.name for p in h3.loaded_plugins()] == ["zoo_shared_handle_a"]
 
 
-def test_a_refused_file_is_tried_again_once_replaced(
-    fake_plugin_paths: dict[str, Path], tmp_path: Path
-) -> None:
+def test_a_refused_file_is_tried_again_once_replaced(fake_plugin_paths: dict[str, Path], tmp_path: Path) -> None:
     target = tmp_path / "libreplaced.so"
     target.write_bytes(b"not yet a plugin")
     os.chmod(target, 0o644)

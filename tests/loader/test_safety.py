@@ -114,9 +114,7 @@ def test_setuid_process_ignores_plugin_dir_from_environment(
     assert [c.path for c in given.candidates] == [plugin_dir / "libplain.so"]
 
 
-def test_setgid_process_ignores_plugin_dir_from_environment(
-    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_setgid_process_ignores_plugin_dir_from_environment(plugin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIPDNN_PLUGIN_DIR", str(plugin_dir))
     real_gid = os.getgid()
     monkeypatch.setattr(os, "getegid", lambda: real_gid + 1000)

@@ -54,7 +54,10 @@ def test_expectations_cover_the_whole_zoo() -> None:
 
 
 def _zoo_handle(
-    fake_plugin_paths: dict[str, Path], zoo_dir: Path, garbage_dir: Path, missing: Path,
+    fake_plugin_paths: dict[str, Path],
+    zoo_dir: Path,
+    garbage_dir: Path,
+    missing: Path,
     mode: hipdnn.PluginLoadingMode = hipdnn.PluginLoadingMode.ABSOLUTE,
 ) -> hipdnn.Handle:
     return hipdnn.Handle(
@@ -158,7 +161,9 @@ def test_zoo_next_to_the_cpu_engine_computes_the_right_numbers(
 
 
 def test_the_earlier_plugin_keeps_the_id_whichever_it_is(
-    fake_plugin_paths: dict[str, Path], zoo_paths: dict[str, Path], fakes  # type: ignore[no-untyped-def]
+    fake_plugin_paths: dict[str, Path],
+    zoo_paths: dict[str, Path],
+    fakes,  # type: ignore[no-untyped-def]
 ) -> None:
     """Colliding first: the zoo plugin keeps 9001 and the good plugin, all of whose engines collide, is
     skipped with a reason naming the plugin that kept them."""

@@ -166,9 +166,7 @@ def test_pointer_types_and_version(c_layout: dict[str, object], ffi: cffi.FFI) -
     assert major == 1 and minor >= 1
     # the pkg-config file states the version too: bump it with the header
     pc = (SDK_INCLUDE.parent / "pkgconfig" / "hipdnn_plugin_sdk.pc").read_text()
-    assert f"\nVersion: {text}\n" in pc, (
-        "update plugin_sdk/pkgconfig/hipdnn_plugin_sdk.pc with the API version"
-    )
+    assert f"\nVersion: {text}\n" in pc, "update plugin_sdk/pkgconfig/hipdnn_plugin_sdk.pc with the API version"
 
 
 @pytest.mark.parametrize(("std", "cc"), [("c99", "gcc"), ("c11", "gcc"), ("c++17", "g++")])

@@ -87,9 +87,7 @@ CASES = [
 
 
 @pytest.mark.parametrize(("mode", "xd", "yd"), CASES)
-def test_serves_broadcast_pointwise(
-    handle: hipdnn.Handle, mode: PointwiseMode, xd: list[int], yd: list[int]
-) -> None:
+def test_serves_broadcast_pointwise(handle: hipdnn.Handle, mode: PointwiseMode, xd: list[int], yd: list[int]) -> None:
     g = hipdnn.Graph(
         name="example",
         io_data_type=F,

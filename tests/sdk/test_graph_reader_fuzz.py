@@ -34,9 +34,7 @@ def run_driver(exe: Path, buffers: list[bytes], tmp: Path, dump: bool) -> subpro
     records = tmp / "records.bin"
     write_records(records, buffers)
     args = [str(exe), str(records)] + (["dump"] if dump else [])
-    result = subprocess.run(
-        args, capture_output=True, text=True, env={**os.environ, **SANITIZER_ENV}, timeout=120
-    )
+    result = subprocess.run(args, capture_output=True, text=True, env={**os.environ, **SANITIZER_ENV}, timeout=120)
     assert result.returncode == 0, f"driver exited {result.returncode}\n{result.stderr[-4000:]}"
     for marker in ("AddressSanitizer", "runtime error", "UndefinedBehaviorSanitizer", "check failed"):
         assert marker not in result.stderr, result.stderr[-4000:]
@@ -140,10 +138,7 @@ def test_appended_fields_and_unknown_kinds(driver: Path, tmp_path: Path) -> None
 def test_cplusplus_build_reads_the_same(driver: Path, tmp_path: Path) -> None:
     cpp = build_driver(tmp_path, sanitize=False, cplusplus=True)
     buffers = list(seed_buffers().values()) + list(truncations(seed_buffers()["sdpa_full"]))[::37]
-    assert (
-        run_driver(cpp, buffers, tmp_path, dump=True).stdout
-        == run_driver(driver, buffers, tmp_path, True).stdout
-    )
+    assert run_driver(cpp, buffers, tmp_path, dump=True).stdout == run_driver(driver, buffers, tmp_path, True).stdout
 
 
 # -- negative ---------------------------------------------------------------------------------

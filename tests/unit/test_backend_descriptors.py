@@ -67,8 +67,12 @@ def tensor_desc(uid=1, dims=(4, 3), strides=(3, 1), data_type=DataType.FLOAT, **
 
 def serialized(name="g", override=False, preferred=None) -> bytes:
     g = Graph(
-        name=name, io_data_type=DataType.HALF, intermediate_data_type=DataType.FLOAT,
-        compute_data_type=DataType.FLOAT, is_override_shape_enabled=override, preferred_engine_id=preferred,
+        name=name,
+        io_data_type=DataType.HALF,
+        intermediate_data_type=DataType.FLOAT,
+        compute_data_type=DataType.FLOAT,
+        is_override_shape_enabled=override,
+        preferred_engine_id=preferred,
     )
     x = g.tensor("x", [4, 3], [3, 1])
     g.pointwise(PointwiseMode.RELU_FWD, x).set_output(True)

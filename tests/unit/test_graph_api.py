@@ -77,18 +77,16 @@ def test_setters_chain_and_return_the_tensor() -> None:
     q = g.tensor("q", [1, 2, 3, 4], compact([1, 2, 3, 4]))
     o, stats = g.sdpa(q, inp(g, "k", [1, 2, 5, 4]), inp(g, "v", [1, 2, 5, 4]))
     assert stats is None
-    same = (
-        o.set_output(True)
-        .set_dim([1, 2, 3, 4])
-        .set_stride([24, 12, 4, 1])
-        .set_data_type(DataType.HALF)
-        .set_uid(4)
-    )
+    same = o.set_output(True).set_dim([1, 2, 3, 4]).set_stride([24, 12, 4, 1]).set_data_type(DataType.HALF).set_uid(4)
     assert same is o
     assert o.set_name("out") is o and o.set_is_virtual(False) is o
     g.validate()
     assert (o.get_name(), o.get_dim(), o.get_stride(), o.get_data_type(), o.get_uid()) == (
-        "out", [1, 2, 3, 4], [24, 12, 4, 1], DataType.HALF, 4,
+        "out",
+        [1, 2, 3, 4],
+        [24, 12, 4, 1],
+        DataType.HALF,
+        4,
     )
     assert not o.is_virtual() and o.has_uid()
 

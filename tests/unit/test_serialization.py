@@ -82,7 +82,7 @@ def graphs(draw) -> Graph:
 
     def broadcastable_to(dims: list[int]) -> list[int]:
         keep = draw(st.integers(1, len(dims)))  # drop leading dims
-        return [d if draw(st.booleans()) else 1 for d in dims[len(dims) - keep:]]
+        return [d if draw(st.booleans()) else 1 for d in dims[len(dims) - keep :]]
 
     # Output shapes are only inferred at validate, so the strategy tracks the current shape itself.
     dims = draw(st.lists(DIM, min_size=4, max_size=4) | st.lists(DIM, min_size=1, max_size=4))
@@ -127,7 +127,9 @@ def graphs(draw) -> Graph:
             bias = new_input([1, h, sq, skv]) if draw(st.booleans()) else None
             bound = st.none() | st.integers(0, INT64_MAX)
             out, stats = g.sdpa(
-                cur, k, v,
+                cur,
+                k,
+                v,
                 attn_scale=scale,
                 use_causal_mask=draw(st.booleans()),
                 generate_stats=draw(st.booleans()),
@@ -153,9 +155,7 @@ def graphs(draw) -> Graph:
     return g
 
 
-ROUNDTRIP = settings(
-    max_examples=120, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow]
-)
+ROUNDTRIP = settings(max_examples=120, deadline=timedelta(seconds=2), suppress_health_check=[HealthCheck.too_slow])
 
 
 def _node_fields(n) -> tuple:
@@ -168,9 +168,13 @@ def _node_fields(n) -> tuple:
     assert isinstance(n, SdpaNode)
     scale = n.attn_scale.get_uid() if isinstance(n.attn_scale, TensorAttributes) else n.attn_scale
     return common + (
-        scale, n.use_causal_mask, n.diagonal_alignment,
-        n.diagonal_band_left_bound, n.diagonal_band_right_bound,
-        n.use_padding_mask, n.use_alibi_mask,
+        scale,
+        n.use_causal_mask,
+        n.diagonal_alignment,
+        n.diagonal_band_left_bound,
+        n.diagonal_band_right_bound,
+        n.use_padding_mask,
+        n.use_alibi_mask,
         *(t.get_uid() if t is not None else None for t in (n.stats, n.seq_len_q, n.seq_len_kv, n.bias)),
     )
 
@@ -186,7 +190,10 @@ def test_random_graphs_round_trip(g: Graph) -> None:
     back = Graph.deserialize(blob)
     assert back.serialize() == blob
     assert (back.name, back.io_data_type, back.intermediate_data_type, back.compute_data_type) == (
-        g.name, g.io_data_type, g.intermediate_data_type, g.compute_data_type,
+        g.name,
+        g.io_data_type,
+        g.intermediate_data_type,
+        g.compute_data_type,
     )
     assert back.is_override_shape_enabled() is g.is_override_shape_enabled()
     assert back.preferred_engine_id == g.preferred_engine_id
@@ -197,10 +204,7 @@ def test_random_graphs_round_trip(g: Graph) -> None:
     assert summary.name == g.name and summary.node_count == len(g.nodes)
     assert summary.is_override_shape_enabled is g.is_override_shape_enabled()
     assert summary.preferred_engine_id == g.preferred_engine_id
-    read = [
-        (i.uid, i.name, list(i.dims), list(i.strides), i.data_type, i.is_virtual)
-        for i in summary.tensors.values()
-    ]
+    read = [(i.uid, i.name, list(i.dims), list(i.strides), i.data_type, i.is_virtual) for i in summary.tensors.values()]
     assert read == [
         (t.get_uid(), t.get_name(), t.get_dim(), t.get_stride(), int(t.get_data_type()), t.get_is_virtual())
         for t in g.tensors
@@ -226,9 +230,7 @@ def test_deserialize_accepts_bytes_like() -> None:
 
 # -- fuzzing ---------------------------------------------------------------------------------
 def _sample_graphs() -> list[Graph]:
-    g = Graph(
-        name="fuzz ∑ graph", io_data_type=DataType.HALF, is_override_shape_enabled=True, preferred_engine_id=9
-    )
+    g = Graph(name="fuzz ∑ graph", io_data_type=DataType.HALF, is_override_shape_enabled=True, preferred_engine_id=9)
     q = g.tensor("q", [2, 4, 3, 8], [96, 8, 32, 1], uid=11)
     k = g.tensor("k", [2, 2, 5, 8], [80, 8, 16, 1])
     v = g.tensor("v", [2, 2, 5, 8], [80, 40, 8, 1])

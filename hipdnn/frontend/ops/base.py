@@ -90,9 +90,7 @@ class Operation(ABC):
     def check_output_dims(self, tensor: TensorAttributes, role: str, dims: Sequence[int]) -> None:
         """A user-set output shape must agree with the inferred one (wildcards agree with anything)."""
         have = tensor.get_dim()
-        if len(have) != len(dims) or any(
-            a != b and DYNAMIC_DIM not in (a, b) for a, b in zip(have, dims)
-        ):
+        if len(have) != len(dims) or any(a != b and DYNAMIC_DIM not in (a, b) for a, b in zip(have, dims)):
             raise self.fail(f"{role} {tensor.get_name()!r} has dims {have}, inferred {list(dims)}")
 
     @staticmethod

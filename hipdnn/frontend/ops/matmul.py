@@ -62,4 +62,6 @@ class MatmulNode(Operation):
     def from_wire(
         cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
     ) -> Operation:
-        return cls(name, compute_data_type, tensor(table.aTensorUid), tensor(table.bTensorUid), tensor(table.cTensorUid))
+        return cls(
+            name, compute_data_type, tensor(table.aTensorUid), tensor(table.bTensorUid), tensor(table.cTensorUid)
+        )

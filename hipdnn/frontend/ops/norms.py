@@ -51,8 +51,9 @@ class _NormNode(Operation):
     def outputs(self) -> list[TensorAttributes]:
         return [self.y] + [t for t in self.stats if t is not None]
 
-    def norm_count(self, x_dims: Sequence[int], scale_dims: Sequence[int] | None,
-                   bias_dims: Sequence[int] | None) -> int:
+    def norm_count(
+        self, x_dims: Sequence[int], scale_dims: Sequence[int] | None, bias_dims: Sequence[int] | None
+    ) -> int:
         rank = len(x_dims)
         if self.normalized_dim_count is not None:
             n = int(self.normalized_dim_count)
@@ -69,8 +70,9 @@ class _NormNode(Operation):
                     n = max(n, rank - (offset + i))
         return max(n, 1)
 
-    def _shapes(self, x: Sequence[int], scale: Sequence[int] | None, bias: Sequence[int] | None,
-                check: bool) -> tuple[list[int], list[int]]:
+    def _shapes(
+        self, x: Sequence[int], scale: Sequence[int] | None, bias: Sequence[int] | None, check: bool
+    ) -> tuple[list[int], list[int]]:
         rank = len(x)
         n = self.norm_count(x, scale, bias)
         for role, dims in (("scale", scale), ("bias", bias)):
@@ -84,8 +86,10 @@ class _NormNode(Operation):
                 if d == 1:
                     continue
                 if axis < rank - n:
-                    raise self.fail(f"{role} {list(dims)} varies along axis {axis}, which is not normalized "
-                                    f"(the last {n} axes of x {list(x)} are)")
+                    raise self.fail(
+                        f"{role} {list(dims)} varies along axis {axis}, which is not normalized "
+                        f"(the last {n} axes of x {list(x)} are)"
+                    )
                 if d != x[axis] and DYNAMIC_DIM not in (d, x[axis]):
                     raise self.fail(f"{role} {list(dims)} does not broadcast to x {list(x)}")
         stat = [d if i < rank - n else 1 for i, d in enumerate(x)]
@@ -102,8 +106,11 @@ class _NormNode(Operation):
             raise self.fail("TRAINING needs the statistics outputs")
         check = not self.any_dynamic(self.x, self.scale, self.bias)
         y_dims, stat_dims = self._shapes(
-            self.x.get_dim(), self.scale.get_dim() if self.scale else None,
-            self.bias.get_dim() if self.bias else None, check)
+            self.x.get_dim(),
+            self.scale.get_dim() if self.scale else None,
+            self.bias.get_dim() if self.bias else None,
+            check,
+        )
         dt = intermediate_data_type if self.y.get_is_virtual() else io_data_type
         self.fill_output(self.y, y_dims, dt, order_reference=self.x.get_stride())
         self.check_output_dims(self.y, "y", y_dims)
@@ -114,8 +121,11 @@ class _NormNode(Operation):
 
     def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
         y_dims, stat_dims = self._shapes(
-            list(dims(self.x)), list(dims(self.scale)) if self.scale else None,
-            list(dims(self.bias)) if self.bias else None, True)
+            list(dims(self.x)),
+            list(dims(self.scale)) if self.scale else None,
+            list(dims(self.bias)) if self.bias else None,
+            True,
+        )
         return [y_dims] + [stat_dims for t in self.stats if t is not None]
 
     def _fill_wire(self, t: Any) -> Any:
@@ -153,9 +163,18 @@ class RMSNormNode(_NormNode):
     def from_wire(
         cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
     ) -> Operation:
-        return cls(name, compute_data_type, tensor(table.xTensorUid), tensor(table.scaleTensorUid),
-                   tensor(table.biasTensorUid), cls._epsilon(table, tensor), tensor(table.yTensorUid),
-                   [tensor(table.invRmsTensorUid)], NormFwdPhase(table.forwardPhase), table.normalizedDimCount)
+        return cls(
+            name,
+            compute_data_type,
+            tensor(table.xTensorUid),
+            tensor(table.scaleTensorUid),
+            tensor(table.biasTensorUid),
+            cls._epsilon(table, tensor),
+            tensor(table.yTensorUid),
+            [tensor(table.invRmsTensorUid)],
+            NormFwdPhase(table.forwardPhase),
+            table.normalizedDimCount,
+        )
 
 
 @register
@@ -174,7 +193,15 @@ class LayerNormNode(_NormNode):
     def from_wire(
         cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
     ) -> Operation:
-        return cls(name, compute_data_type, tensor(table.xTensorUid), tensor(table.scaleTensorUid),
-                   tensor(table.biasTensorUid), cls._epsilon(table, tensor), tensor(table.yTensorUid),
-                   [tensor(table.meanTensorUid), tensor(table.invVarianceTensorUid)],
-                   NormFwdPhase(table.forwardPhase), table.normalizedDimCount)
+        return cls(
+            name,
+            compute_data_type,
+            tensor(table.xTensorUid),
+            tensor(table.scaleTensorUid),
+            tensor(table.biasTensorUid),
+            cls._epsilon(table, tensor),
+            tensor(table.yTensorUid),
+            [tensor(table.meanTensorUid), tensor(table.invVarianceTensorUid)],
+            NormFwdPhase(table.forwardPhase),
+            table.normalizedDimCount,
+        )

@@ -76,7 +76,11 @@ class PointwiseNode(Operation):
         except ValueError:
             raise ValueError(f"unknown pointwise mode {table.operation}") from None
         return cls(
-            name, compute_data_type, mode,
-            tensor(table.in0TensorUid), tensor(table.in1TensorUid), tensor(table.in2TensorUid),
+            name,
+            compute_data_type,
+            mode,
+            tensor(table.in0TensorUid),
+            tensor(table.in1TensorUid),
+            tensor(table.in2TensorUid),
             tensor(table.out0TensorUid),
         )

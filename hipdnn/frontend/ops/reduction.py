@@ -22,8 +22,13 @@ class ReductionNode(Operation):
     kind = "reduction"
 
     def __init__(
-        self, name: str, compute_data_type: DataType, mode: ReductionMode, x: TensorAttributes,
-        y: TensorAttributes, axes: Sequence[int] | None,
+        self,
+        name: str,
+        compute_data_type: DataType,
+        mode: ReductionMode,
+        x: TensorAttributes,
+        y: TensorAttributes,
+        axes: Sequence[int] | None,
     ) -> None:
         super().__init__(name, compute_data_type)
         self.mode = ReductionMode(mode)

@@ -67,8 +67,12 @@ class SdpaNode(Operation):
             self.require_rank(t, role, rank=4)
         # Value-dependent checks are skipped when an operand they involve is dynamic (spec 6.5);
         # execute checks them again with the real shapes (infer_dims).
-        self._check_shapes(q.get_dim(), k.get_dim(), v.get_dim(), dynamic={
-            "q": q.is_dynamic(), "k": k.is_dynamic(), "v": v.is_dynamic()})
+        self._check_shapes(
+            q.get_dim(),
+            k.get_dim(),
+            v.get_dim(),
+            dynamic={"q": q.is_dynamic(), "k": k.is_dynamic(), "v": v.is_dynamic()},
+        )
         if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
             raise self.fail("attn_scale is NaN")
         for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
@@ -83,9 +87,7 @@ class SdpaNode(Operation):
             self.fill_output(self.stats, stats_dims, DataType.FLOAT)
             self.check_output_dims(self.stats, "stats", stats_dims)
 
-    def _check_shapes(
-        self, q: list[int], k: list[int], v: list[int], dynamic: dict[str, bool] | None = None
-    ) -> None:
+    def _check_shapes(self, q: list[int], k: list[int], v: list[int], dynamic: dict[str, bool] | None = None) -> None:
         dyn = dynamic or {}
 
         def involved(*roles: str) -> bool:
@@ -152,16 +154,21 @@ class SdpaNode(Operation):
         if scale is None and table.attnScaleValue is not None:
             scale = float(table.attnScaleValue)
         return cls(
-            name, compute_data_type,
-            q=tensor(table.qTensorUid), k=tensor(table.kTensorUid), v=tensor(table.vTensorUid),
-            o=tensor(table.oTensorUid), stats=tensor(table.statsTensorUid),
+            name,
+            compute_data_type,
+            q=tensor(table.qTensorUid),
+            k=tensor(table.kTensorUid),
+            v=tensor(table.vTensorUid),
+            o=tensor(table.oTensorUid),
+            stats=tensor(table.statsTensorUid),
             attn_scale=scale,
             use_causal_mask=bool(table.causalMask or table.causalMaskBottomRight),
             diagonal_alignment=alignment,
             diagonal_band_left_bound=table.leftBound,
             diagonal_band_right_bound=table.rightBound,
             use_padding_mask=bool(table.paddingMask),
-            seq_len_q=tensor(table.seqLenQTensorUid), seq_len_kv=tensor(table.seqLenKvTensorUid),
+            seq_len_q=tensor(table.seqLenQTensorUid),
+            seq_len_kv=tensor(table.seqLenKvTensorUid),
             bias=tensor(table.attnMaskTensorUid),
             use_alibi_mask=bool(table.alibiMask),
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, register
@@ -83,7 +83,7 @@ class SdpaBackwardNode(Operation):
             self.fill_output(out, src.get_dim(), io_data_type, order_reference=src.get_stride())
             self.check_output_dims(out, role, src.get_dim())
 
-    def _check_shapes(self, dims: dict[str, Sequence[int]], dynamic: dict[str, bool] | None = None) -> None:
+    def _check_shapes(self, dims: Mapping[str, Sequence[int]], dynamic: dict[str, bool] | None = None) -> None:
         dyn = dynamic or {}
 
         def skip(*roles: str) -> bool:
@@ -105,8 +105,17 @@ class SdpaBackwardNode(Operation):
                 raise self.fail(f"{role} has dims {list(dims[role])}, expected {want} from q and v")
 
     def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        got = {r: list(dims(t)) for r, t in (("q", self.q), ("k", self.k), ("v", self.v), ("o", self.o),
-                                             ("do", self.do), ("stats", self.stats))}
+        got = {
+            r: list(dims(t))
+            for r, t in (
+                ("q", self.q),
+                ("k", self.k),
+                ("v", self.v),
+                ("o", self.o),
+                ("do", self.do),
+                ("stats", self.stats),
+            )
+        }
         self._check_shapes(got)
         return [got["q"], got["k"], got["v"]]
 
@@ -143,17 +152,25 @@ class SdpaBackwardNode(Operation):
         if scale is None and table.attnScaleValue is not None:
             scale = float(table.attnScaleValue)
         return cls(
-            name, compute_data_type,
-            q=tensor(table.qTensorUid), k=tensor(table.kTensorUid), v=tensor(table.vTensorUid),
-            o=tensor(table.oTensorUid), do=tensor(table.doTensorUid), stats=tensor(table.statsTensorUid),
-            dq=tensor(table.dqTensorUid), dk=tensor(table.dkTensorUid), dv=tensor(table.dvTensorUid),
+            name,
+            compute_data_type,
+            q=tensor(table.qTensorUid),
+            k=tensor(table.kTensorUid),
+            v=tensor(table.vTensorUid),
+            o=tensor(table.oTensorUid),
+            do=tensor(table.doTensorUid),
+            stats=tensor(table.statsTensorUid),
+            dq=tensor(table.dqTensorUid),
+            dk=tensor(table.dkTensorUid),
+            dv=tensor(table.dvTensorUid),
             attn_scale=scale,
             use_causal_mask=bool(table.causalMask or table.causalMaskBottomRight),
             diagonal_alignment=alignment,
             diagonal_band_left_bound=table.leftBound,
             diagonal_band_right_bound=table.rightBound,
             use_padding_mask=bool(table.paddingMask),
-            seq_len_q=tensor(table.seqLenQTensorUid), seq_len_kv=tensor(table.seqLenKvTensorUid),
+            seq_len_q=tensor(table.seqLenQTensorUid),
+            seq_len_kv=tensor(table.seqLenKvTensorUid),
             bias=tensor(table.attnMaskTensorUid),
             use_alibi_mask=bool(table.alibiMask),
         )
