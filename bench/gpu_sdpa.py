@@ -76,8 +76,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--tag", default="gpu_sdpa")
-    ap.add_argument("--variants", default="", help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these "
-                    "(comma-separated: serial, mma)")
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these (comma-separated: ws, wg, serial, mma)",
+    )
     ap.add_argument("--one", default=None, help="D,S,causal(0/1): build and execute once (for a profiler), then exit")
     args = ap.parse_args()
 
@@ -92,12 +95,21 @@ def main() -> None:
         d1, s1, c1 = (int(x) for x in args.one.split(","))
         b1 = TOKENS // s1
         q, k, v, o = (torch.randn(b1, H, s1, d1, device="cuda", dtype=torch.bfloat16) for _ in range(4))
-        g, t = sdpa_graph(bf, [b1, H, s1, d1], [b1, H, s1, d1], "bhsd", causal=bool(c1), stats=False,
-                          scale=1 / math.sqrt(d1), engine=TENSOR_CORE)
+        g, t = sdpa_graph(
+            bf,
+            [b1, H, s1, d1],
+            [b1, H, s1, d1],
+            "bhsd",
+            causal=bool(c1),
+            stats=False,
+            scale=1 / math.sqrt(d1),
+            engine=TENSOR_CORE,
+        )
         g.build(handle)
         for _ in range(2):
-            g.execute(handle, {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(),
-                               t["o"]: o.data_ptr()}, None)
+            g.execute(
+                handle, {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}, None
+            )
         torch.cuda.synchronize()
         return
     results: list[dict[str, Any]] = []
@@ -105,19 +117,37 @@ def main() -> None:
 
     for d in (64, 128):
         for causal in (False, True):
-            g_max, t_max = sdpa_graph(bf, [B_MAX, H, S_MAX, d], [B_MAX, H, S_MAX, d], "bhsd", causal=causal,
-                                      stats=False, overridable=True, scale=1 / math.sqrt(d), engine=TENSOR_CORE)
+            g_max, t_max = sdpa_graph(
+                bf,
+                [B_MAX, H, S_MAX, d],
+                [B_MAX, H, S_MAX, d],
+                "bhsd",
+                causal=causal,
+                stats=False,
+                overridable=True,
+                scale=1 / math.sqrt(d),
+                engine=TENSOR_CORE,
+            )
             g_max.build(handle)
             max_plans[(d, causal)] = (g_max, t_max)
             for s in s_list:
                 b = TOKENS // s
                 reps = max(3, min(30, int(2e12 / flops(b, H, s, s, d, causal))))
                 gen = torch.Generator(device="cuda").manual_seed(s + d)
-                q, k, v = (torch.randn(b, H, s, d, device="cuda", generator=gen, dtype=torch.bfloat16)
-                           for _ in range(3))
+                q, k, v = (
+                    torch.randn(b, H, s, d, device="cuda", generator=gen, dtype=torch.bfloat16) for _ in range(3)
+                )
                 o = torch.empty_like(q)
-                g, t = sdpa_graph(bf, [b, H, s, d], [b, H, s, d], "bhsd", causal=causal, stats=False,
-                                  scale=1 / math.sqrt(d), engine=TENSOR_CORE)
+                g, t = sdpa_graph(
+                    bf,
+                    [b, H, s, d],
+                    [b, H, s, d],
+                    "bhsd",
+                    causal=causal,
+                    stats=False,
+                    scale=1 / math.sqrt(d),
+                    engine=TENSOR_CORE,
+                )
                 g.build(handle)
                 engine_id = g.get_engine_id()
                 pack = {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}
@@ -148,8 +178,17 @@ def main() -> None:
                 torch.cuda.synchronize()
                 err_max = float((o.float() - ref.float()).norm() / ref.float().norm())
                 fl = flops(b, H, s, s, d, causal)
-                row: dict[str, Any] = {"hd": d, "causal": causal, "s": s, "B": b, "H": H, "engine": engine_id,
-                                       "rel_err_vs_flash": err, "rel_err_override_plan": err_max}
+                row: dict[str, Any] = {
+                    "hd": d,
+                    "causal": causal,
+                    "s": s,
+                    "B": b,
+                    "H": H,
+                    "engine": engine_id,
+                    "rel_err_vs_flash": err,
+                    "rel_err_override_plan": err_max,
+                }
+
                 def variant(kind: str) -> Callable[[], None]:
                     def run() -> None:
                         os.environ["HIPDNN_HIP_202_KERNEL"] = kind
@@ -157,6 +196,7 @@ def main() -> None:
                             g.execute(handle, pack, None)
                         finally:
                             del os.environ["HIPDNN_HIP_202_KERNEL"]
+
                     return run
 
                 for kind in variants:
@@ -183,10 +223,13 @@ def main() -> None:
                 if row.get("ours") and row.get("ours_smax_override"):
                     row["max_shape_penalty"] = row["ours_smax_override_ms"] / row["ours_ms"] - 1.0
                 results.append(row)
-                print(f"d={d:3d} causal={causal!s:5} S={s:5d} B={b:3d}  ours {row.get('ours') or 0:6.1f}  "
-                      f"smax {row.get('ours_smax_override') or 0:6.1f}  flash {row.get('flash') or 0:6.1f}  "
-                      f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  host {row['host_us_execute']:.0f} us"
-                      + "".join(f"  {k} {row.get('ours_' + k) or 0:6.1f}" for k in variants), flush=True)
+                print(
+                    f"d={d:3d} causal={causal!s:5} S={s:5d} B={b:3d}  ours {row.get('ours') or 0:6.1f}  "
+                    f"smax {row.get('ours_smax_override') or 0:6.1f}  flash {row.get('flash') or 0:6.1f}  "
+                    f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  host {row['host_us_execute']:.0f} us"
+                    + "".join(f"  {k} {row.get('ours_' + k) or 0:6.1f}" for k in variants),
+                    flush=True,
+                )
                 del q, k, v, o, ref
 
     # The portable engine (201) at one size, for the record.
@@ -195,13 +238,20 @@ def main() -> None:
         d, s, b = 128, 2048, 4
         q, k, v = (torch.randn(b, H, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
         o = torch.empty_like(q)
-        g, t = sdpa_graph(bf, [b, H, s, d], [b, H, s, d], "bhsd", stats=False, scale=1 / math.sqrt(d),
-                          engine=PORTABLE)
+        g, t = sdpa_graph(bf, [b, H, s, d], [b, H, s, d], "bhsd", stats=False, scale=1 / math.sqrt(d), engine=PORTABLE)
         g.build(handle)
         pack = {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}
         ms = gpu_ms(lambda: g.execute(handle, pack, None), 3, warm=1)
-        portable = {"engine": g.get_engine_id(), "hd": d, "s": s, "B": b, "H": H, "causal": False, "ms": ms,
-                    "tflops": flops(b, H, s, s, d, False) / (ms * 1e-3) / 1e12}
+        portable = {
+            "engine": g.get_engine_id(),
+            "hd": d,
+            "s": s,
+            "B": b,
+            "H": H,
+            "causal": False,
+            "ms": ms,
+            "tflops": flops(b, H, s, s, d, False) / (ms * 1e-3) / 1e12,
+        }
         print(f"portable engine 201: d=128 S=2048 B=4: {portable['tflops']:.1f} TFLOP/s")
     except Exception as exc:
         portable = {"error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -209,11 +259,15 @@ def main() -> None:
     out = {
         "command": " ".join([Path(sys.executable).name] + sys.argv),
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "device": dev.name, "sms": dev.multi_processor_count, "torch": torch.__version__,
-        "cudnn": torch.backends.cudnn.version(), "plugin": str(plugin),
+        "device": dev.name,
+        "sms": dev.multi_processor_count,
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "plugin": str(plugin),
         "flops": "4*B*H*S*S*D, halved for causal",
         "timing": "CUDA events around N calls queued behind torch.cuda._sleep; median of 3 batches",
-        "results": results, "portable": portable,
+        "results": results,
+        "portable": portable,
     }
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -229,8 +283,12 @@ def main() -> None:
         for ax, (d, causal) in zip(axes, [(64, False), (64, True), (128, False), (128, True)]):
             rows = [r for r in results if r["hd"] == d and r["causal"] == causal]
             xs = [r["s"] for r in rows]
-            curves = [("ours", "hipdnn 202 (wgmma)"), ("ours_smax_override", "hipdnn 202, S_max plan + overrides"),
-                      ("flash", "torch flash"), ("cudnn", "torch cuDNN")]
+            curves = [
+                ("ours", "hipdnn 202 (default: per-shape choice)"),
+                ("ours_smax_override", "hipdnn 202, S_max plan + overrides"),
+                ("flash", "torch flash"),
+                ("cudnn", "torch cuDNN"),
+            ]
             curves += [(f"ours_{k}", f"hipdnn 202 ({k})") for k in variants]
             for key, label in curves:
                 ax.plot(xs, [r.get(key) or float("nan") for r in rows], marker="o", label=label)

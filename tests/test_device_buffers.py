@@ -76,3 +76,38 @@ def test_cuda_array_interface_values_are_on_device_and_bounded() -> None:
         memory.check_buffer(
             buf, where="k", data_type=hipdnn.DataType.FLOAT, dims=[4, 8], strides=[8, 1], overridden=False
         )
+
+
+def test_gpu_engine_declares_device_memory_in_its_engine_details() -> None:
+    """Checked without a GPU: the HIP engine's details carry the device-memory note."""
+    from hipdnn.backend.descriptors import BEHAVIOR_NOTE_DEVICE_MEMORY, read_behavior_notes
+
+    with hipdnn.Handle() as handle:
+        hip = [p for p in handle.backend.plugins if p.name == "hipdnn_hip_engine"]
+        if not hip:
+            pytest.skip("the HIP engine was not built (no GPU compiler at install time)")
+        g = hipdnn.Graph(name="bf16", io_data_type=hipdnn.DataType.BFLOAT16)
+        dims, strides = [1, 2, 64, 64], [8192, 4096, 64, 1]
+        q, k, v = (g.tensor(name=n, dim=dims, stride=strides, data_type=hipdnn.DataType.BFLOAT16) for n in "qkv")
+        g.sdpa(q, k, v, attn_scale=0.125)[0].set_output(True)
+        notes = read_behavior_notes(hip[0].engine_details(hip[0].engine_ids[0], g.serialize()))
+        assert BEHAVIOR_NOTE_DEVICE_MEMORY in notes
+
+
+def test_host_arrays_are_refused_by_a_device_engine_plan(fakes, fake_handle_factory) -> None:  # type: ignore[no-untyped-def]
+    """A plan whose engine declared device memory refuses numpy arrays before the plugin is called."""
+    import numpy as np
+
+    h = fake_handle_factory("fake_plain_v100")
+    g = hipdnn.Graph(name="dev", io_data_type=hipdnn.DataType.FLOAT)
+    x = g.tensor(name="x", dim=[4], stride=[1], data_type=hipdnn.DataType.FLOAT)
+    y = g.pointwise(hipdnn.PointwiseMode.RELU_FWD, x)
+    y.set_output(True)
+    g.build(h)
+    g._require_plan().memory_location = "device"  # what a GPU engine's behavior note sets
+    with pytest.raises(hipdnn.HipdnnError, match="runs on a GPU"):
+        g.execute(h, {x: np.zeros(4, np.float32), y: np.zeros(4, np.float32)})
+    assert fakes["fake_plain_v100"].calls("ExecuteOpGraph") == []
+    # bare pointers say nothing about where they point: they are passed through
+    g.execute(h, {x: 0x1000, y: 0x2000})
+    assert len(fakes["fake_plain_v100"].calls("ExecuteOpGraph")) == 1

@@ -41,15 +41,29 @@ def layout_strides(layout: str, b: int, h: int, s: int, d: int) -> list[int]:
 
 
 def sdpa_graph(
-    dtype: hipdnn.DataType, q_dims: list[int], kv_dims: list[int], layout: str, *, causal: bool = False,
-    bottom_right: bool = False, stats: bool = True, overridable: bool = False, scale: float | None = None,
-    padding: bool = False, engine: int | None = None,
+    dtype: hipdnn.DataType,
+    q_dims: list[int],
+    kv_dims: list[int],
+    layout: str,
+    *,
+    causal: bool = False,
+    bottom_right: bool = False,
+    stats: bool = True,
+    overridable: bool = False,
+    scale: float | None = None,
+    padding: bool = False,
+    engine: int | None = None,
 ) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
     b, hq, sq, d = q_dims
     _, hk, skv, _ = kv_dims
-    g = hipdnn.Graph(name="gpu_sdpa", io_data_type=dtype, intermediate_data_type=hipdnn.DataType.FLOAT,
-                     compute_data_type=hipdnn.DataType.FLOAT, is_override_shape_enabled=overridable,
-                     preferred_engine_id=engine)
+    g = hipdnn.Graph(
+        name="gpu_sdpa",
+        io_data_type=dtype,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=overridable,
+        preferred_engine_id=engine,
+    )
     qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
     q = g.tensor(name="q", dim=q_dims, stride=qs, data_type=dtype)
     k = g.tensor(name="k", dim=kv_dims, stride=kvs, data_type=dtype)
@@ -59,9 +73,17 @@ def sdpa_graph(
         i32 = hipdnn.DataType.INT32
         extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
         extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
-    o, lse = g.sdpa(q, k, v, attn_scale=scale, use_causal_mask=causal, generate_stats=stats,
-                    diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right
-                    else hipdnn.DiagonalAlignment.TOP_LEFT, use_padding_mask=padding, **extra)
+    o, lse = g.sdpa(
+        q,
+        k,
+        v,
+        attn_scale=scale,
+        use_causal_mask=causal,
+        generate_stats=stats,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+        use_padding_mask=padding,
+        **extra,
+    )
     o.set_output(True).set_stride(qs)
     tensors = {"q": q, "k": k, "v": v, "o": o, **extra}
     if lse is not None:
@@ -70,8 +92,17 @@ def sdpa_graph(
     return g, tensors
 
 
-def reference(q: Any, k: Any, v: Any, scale: float, *, causal_tl: bool = False, causal_br: bool = False,
-              seq_q: list[int] | None = None, seq_kv: list[int] | None = None) -> tuple[Any, Any]:
+def reference(
+    q: Any,
+    k: Any,
+    v: Any,
+    scale: float,
+    *,
+    causal_tl: bool = False,
+    causal_br: bool = False,
+    seq_q: list[int] | None = None,
+    seq_kv: list[int] | None = None,
+) -> tuple[Any, Any]:
     """o [B,Hq,Sq,D] and natural-log LSE [B,Hq,Sq,1] in float32 (torch, on q's device). Fully masked
     rows and rows past a batch's seq_len_q give o = 0 and lse = -inf."""
     import torch

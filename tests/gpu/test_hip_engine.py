@@ -95,9 +95,25 @@ def check_lse(lse: Any, want: Any) -> None:
 
 
 def run_case(
-    handle: hipdnn.Handle, g: hipdnn.Graph, t: dict[str, Any], dtype: hipdnn.DataType, layout: str,
-    b: int, hq: int, hk: int, sq: int, skv: int, d: int, *, scale: float, causal_tl: bool, causal_br: bool,
-    gen: Any, override: bool = False, seq_q: list[int] | None = None, seq_kv: list[int] | None = None,
+    handle: hipdnn.Handle,
+    g: hipdnn.Graph,
+    t: dict[str, Any],
+    dtype: hipdnn.DataType,
+    layout: str,
+    b: int,
+    hq: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    *,
+    scale: float,
+    causal_tl: bool,
+    causal_br: bool,
+    gen: Any,
+    override: bool = False,
+    seq_q: list[int] | None = None,
+    seq_kv: list[int] | None = None,
 ) -> None:
     tdt = TORCH[dtype]
     qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
@@ -107,8 +123,13 @@ def run_case(
     o = Guarded([b, hq, sq, d], qs, tdt)
     st_strides = compact([b, hq, sq, 1])
     lse = Guarded([b, hq, sq, 1], st_strides, torch.float32)
-    pack = {t["q"]: value(q, dtype), t["k"]: value(k, dtype), t["v"]: value(v, dtype),
-            t["o"]: value(o.view, dtype), t["stats"]: lse.view}
+    pack = {
+        t["q"]: value(q, dtype),
+        t["k"]: value(k, dtype),
+        t["v"]: value(v, dtype),
+        t["o"]: value(o.view, dtype),
+        t["stats"]: lse.view,
+    }
     if seq_q is not None:
         assert seq_kv is not None
         pack[t["seq_len_q"]] = torch.tensor(seq_q, dtype=torch.int32, device="cuda").view(b, 1, 1, 1)
@@ -140,10 +161,10 @@ CASES = [
     # b, hq, hk, sq, skv, d, causal, bottom_right, layout
     (2, 4, 4, 1, 1, 64, False, False, "bhsd"),
     (2, 4, 4, 37, 37, 64, True, False, "bhsd"),
-    (1, 8, 2, 1000, 1000, 128, True, False, "bshd"),      # GQA
-    (2, 4, 1, 37, 1000, 128, True, True, "bshd"),         # MQA, Sq < Skv, bottom-right
-    (1, 2, 2, 1000, 37, 64, False, False, "bhsd"),        # Sq > Skv
-    (1, 2, 2, 1000, 300, 128, True, True, "bhsd"),        # bottom-right with fully masked rows
+    (1, 8, 2, 1000, 1000, 128, True, False, "bshd"),  # GQA
+    (2, 4, 1, 37, 1000, 128, True, True, "bshd"),  # MQA, Sq < Skv, bottom-right
+    (1, 2, 2, 1000, 37, 64, False, False, "bhsd"),  # Sq > Skv
+    (1, 2, 2, 1000, 300, 128, True, True, "bhsd"),  # bottom-right with fully masked rows
     (1, 2, 1, 4097, 4097, 128, False, False, "bshd"),
     (1, 2, 2, 4097, 4097, 64, True, False, "bhsd"),
 ]
@@ -153,19 +174,52 @@ CASES = [
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right", "layout"), CASES)
 @pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
 def test_sdpa_matches_reference(
-    handle: hipdnn.Handle, engine: int, dtype: hipdnn.DataType, b: int, hq: int, hk: int, sq: int, skv: int,
-    d: int, causal: bool, bottom_right: bool, layout: str,
+    handle: hipdnn.Handle,
+    engine: int,
+    dtype: hipdnn.DataType,
+    b: int,
+    hq: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    causal: bool,
+    bottom_right: bool,
+    layout: str,
 ) -> None:
     if engine not in engines_here(handle):
         pytest.skip(f"engine {engine} does not run on this device")
     gen = torch.Generator(device="cuda").manual_seed(sq * 7919 + skv + d)
     scale = 0.9 / math.sqrt(d)
-    g, t = sdpa_graph(dtype, [b, hq, sq, d], [b, hk, skv, d], layout, causal=causal, bottom_right=bottom_right,
-                      scale=scale, engine=engine)
+    g, t = sdpa_graph(
+        dtype,
+        [b, hq, sq, d],
+        [b, hk, skv, d],
+        layout,
+        causal=causal,
+        bottom_right=bottom_right,
+        scale=scale,
+        engine=engine,
+    )
     g.build(handle)
     assert g.get_engine_id() == engine
-    run_case(handle, g, t, dtype, layout, b, hq, hk, sq, skv, d, scale=scale,
-             causal_tl=causal and not bottom_right, causal_br=causal and bottom_right, gen=gen)
+    run_case(
+        handle,
+        g,
+        t,
+        dtype,
+        layout,
+        b,
+        hq,
+        hk,
+        sq,
+        skv,
+        d,
+        scale=scale,
+        causal_tl=causal and not bottom_right,
+        causal_br=causal and bottom_right,
+        gen=gen,
+    )
 
 
 @pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
@@ -177,26 +231,75 @@ def test_one_plan_serves_every_length(handle: hipdnn.Handle, engine: int, layout
         pytest.skip(f"engine {engine} does not run on this device")
     b_max, hq, hk, s_max, d = 2, 4, 2, 4097, 128
     dtype = BF16
-    g, t = sdpa_graph(dtype, [b_max, hq, s_max, d], [b_max, hk, s_max, d], layout, causal=causal,
-                      overridable=True, scale=0.125, engine=engine)
+    g, t = sdpa_graph(
+        dtype,
+        [b_max, hq, s_max, d],
+        [b_max, hk, s_max, d],
+        layout,
+        causal=causal,
+        overridable=True,
+        scale=0.125,
+        engine=engine,
+    )
     g.build(handle)
     assert g.get_workspace_size() == 0
     gen = torch.Generator(device="cuda").manual_seed(11)
     for b, s in ((1, 1), (2, 37), (1, 1000), (2, 4097), (1, 37)):
-        run_case(handle, g, t, dtype, layout, b, hq, hk, s, s, d, scale=0.125, causal_tl=causal, causal_br=False,
-                 gen=gen, override=True)
+        run_case(
+            handle,
+            g,
+            t,
+            dtype,
+            layout,
+            b,
+            hq,
+            hk,
+            s,
+            s,
+            d,
+            scale=0.125,
+            causal_tl=causal,
+            causal_br=False,
+            gen=gen,
+            override=True,
+        )
 
 
 def test_decode_and_prefill_from_one_bottom_right_plan(handle: hipdnn.Handle) -> None:
     """Sq and Skv overridden independently: decode (Sq = 1) against a long cache, then prefill."""
     engine = engines_here(handle)[0]
-    g, t = sdpa_graph(BF16, [1, 8, 2048, 64], [1, 2, 2048, 64], "bshd", causal=True, bottom_right=True,
-                      overridable=True, scale=0.125, engine=engine)
+    g, t = sdpa_graph(
+        BF16,
+        [1, 8, 2048, 64],
+        [1, 2, 2048, 64],
+        "bshd",
+        causal=True,
+        bottom_right=True,
+        overridable=True,
+        scale=0.125,
+        engine=engine,
+    )
     g.build(handle)
     gen = torch.Generator(device="cuda").manual_seed(5)
     for sq, skv in ((1, 2048), (1, 999), (37, 1000), (2048, 2048), (1000, 37)):
-        run_case(handle, g, t, BF16, "bshd", 1, 8, 2, sq, skv, 64, scale=0.125, causal_tl=False, causal_br=True,
-                 gen=gen, override=True)
+        run_case(
+            handle,
+            g,
+            t,
+            BF16,
+            "bshd",
+            1,
+            8,
+            2,
+            sq,
+            skv,
+            64,
+            scale=0.125,
+            causal_tl=False,
+            causal_br=True,
+            gen=gen,
+            override=True,
+        )
 
 
 @pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
@@ -205,15 +308,60 @@ def test_padding_mask(handle: hipdnn.Handle, engine: int, causal: str | None) ->
     if engine not in engines_here(handle):
         pytest.skip(f"engine {engine} does not run on this device")
     b, hq, hk, s, d = 3, 4, 2, 700, 128
-    g, t = sdpa_graph(HALF, [b, hq, s, d], [b, hk, s, d], "bhsd", causal=causal is not None,
-                      bottom_right=causal == "br", padding=True, overridable=True, scale=0.1, engine=engine)
+    g, t = sdpa_graph(
+        HALF,
+        [b, hq, s, d],
+        [b, hk, s, d],
+        "bhsd",
+        causal=causal is not None,
+        bottom_right=causal == "br",
+        padding=True,
+        overridable=True,
+        scale=0.1,
+        engine=engine,
+    )
     g.build(handle)
     gen = torch.Generator(device="cuda").manual_seed(3)
-    run_case(handle, g, t, HALF, "bhsd", b, hq, hk, s, s, d, scale=0.1, causal_tl=causal == "tl",
-             causal_br=causal == "br", gen=gen, seq_q=[700, 1, 333], seq_kv=[650, 129, 700])
+    run_case(
+        handle,
+        g,
+        t,
+        HALF,
+        "bhsd",
+        b,
+        hq,
+        hk,
+        s,
+        s,
+        d,
+        scale=0.1,
+        causal_tl=causal == "tl",
+        causal_br=causal == "br",
+        gen=gen,
+        seq_q=[700, 1, 333],
+        seq_kv=[650, 129, 700],
+    )
     # the same plan at a smaller overridden length
-    run_case(handle, g, t, HALF, "bhsd", 2, hq, hk, 100, 100, d, scale=0.1, causal_tl=causal == "tl",
-             causal_br=causal == "br", gen=gen, override=True, seq_q=[64, 100], seq_kv=[100, 5])
+    run_case(
+        handle,
+        g,
+        t,
+        HALF,
+        "bhsd",
+        2,
+        hq,
+        hk,
+        100,
+        100,
+        d,
+        scale=0.1,
+        causal_tl=causal == "tl",
+        causal_br=causal == "br",
+        gen=gen,
+        override=True,
+        seq_q=[64, 100],
+        seq_kv=[100, 5],
+    )
 
 
 @pytest.mark.parametrize("d", [32, 96, 256])
@@ -233,15 +381,17 @@ def test_float_graph_is_not_applicable(handle: hipdnn.Handle) -> None:
 def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
     """With a non-default stream set on the handle, the kernel is ordered on that stream."""
     stream = torch.cuda.Stream()
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE,
-                      stream=stream.cuda_stream)
+    h = hipdnn.Handle(
+        plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, stream=stream.cuda_stream
+    )
     try:
         g, t = sdpa_graph(BF16, [1, 4, 512, 64], [1, 4, 512, 64], "bhsd", causal=True, scale=0.125)
         g.build(h)
         gen = torch.Generator(device="cuda").manual_seed(1)
         with torch.cuda.stream(stream):
-            run_case(h, g, t, BF16, "bhsd", 1, 4, 4, 512, 512, 64, scale=0.125, causal_tl=True, causal_br=False,
-                     gen=gen)
+            run_case(
+                h, g, t, BF16, "bhsd", 1, 4, 4, 512, 512, 64, scale=0.125, causal_tl=True, causal_br=False, gen=gen
+            )
     finally:
         h.close()
 
@@ -271,8 +421,18 @@ KERNEL_CASES = [
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), KERNEL_CASES)
 def test_tensor_core_kernel_variants(
-    handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, dtype: hipdnn.DataType, b: int, hq: int,
-    hk: int, sq: int, skv: int, d: int, causal: bool, bottom_right: bool,
+    handle: hipdnn.Handle,
+    monkeypatch: pytest.MonkeyPatch,
+    kernel: str,
+    dtype: hipdnn.DataType,
+    b: int,
+    hq: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    causal: bool,
+    bottom_right: bool,
 ) -> None:
     if TENSOR_CORE not in engines_here(handle):
         pytest.skip("engine 202 does not run on this device")
@@ -280,11 +440,34 @@ def test_tensor_core_kernel_variants(
         monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
     gen = torch.Generator(device="cuda").manual_seed(sq * 31 + skv * 7 + d)
     scale = 1.1 / math.sqrt(d)
-    g, t = sdpa_graph(dtype, [b, hq, sq, d], [b, hk, skv, d], "bhsd", causal=causal, bottom_right=bottom_right,
-                      scale=scale, engine=TENSOR_CORE)
+    g, t = sdpa_graph(
+        dtype,
+        [b, hq, sq, d],
+        [b, hk, skv, d],
+        "bhsd",
+        causal=causal,
+        bottom_right=bottom_right,
+        scale=scale,
+        engine=TENSOR_CORE,
+    )
     g.build(handle)
-    run_case(handle, g, t, dtype, "bhsd", b, hq, hk, sq, skv, d, scale=scale,
-             causal_tl=causal and not bottom_right, causal_br=causal and bottom_right, gen=gen)
+    run_case(
+        handle,
+        g,
+        t,
+        dtype,
+        "bhsd",
+        b,
+        hq,
+        hk,
+        sq,
+        skv,
+        d,
+        scale=scale,
+        causal_tl=causal and not bottom_right,
+        causal_br=causal and bottom_right,
+        gen=gen,
+    )
 
 
 @pytest.mark.parametrize("kernel", ["ws", "wg", "mma"])
@@ -298,13 +481,39 @@ def test_tensor_core_kernels_padding_and_scale(
         pytest.skip("engine 202 does not run on this device")
     monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
     b, hq, hk, s = 3, 4, 2, 700
-    g, t = sdpa_graph(HALF, [b, hq, s, d], [b, hk, s, d], "bhsd", causal=True, bottom_right=True, padding=True,
-                      overridable=True, scale=0.1, engine=TENSOR_CORE)
+    g, t = sdpa_graph(
+        HALF,
+        [b, hq, s, d],
+        [b, hk, s, d],
+        "bhsd",
+        causal=True,
+        bottom_right=True,
+        padding=True,
+        overridable=True,
+        scale=0.1,
+        engine=TENSOR_CORE,
+    )
     g.build(handle)
     gen = torch.Generator(device="cuda").manual_seed(11 + d)
-    run_case(handle, g, t, HALF, "bhsd", b, hq, hk, s, s, d, scale=0.1, causal_tl=False, causal_br=True, gen=gen,
-             seq_q=[700, 1, 333], seq_kv=[650, 129, 700])
+    run_case(
+        handle,
+        g,
+        t,
+        HALF,
+        "bhsd",
+        b,
+        hq,
+        hk,
+        s,
+        s,
+        d,
+        scale=0.1,
+        causal_tl=False,
+        causal_br=True,
+        gen=gen,
+        seq_q=[700, 1, 333],
+        seq_kv=[650, 129, 700],
+    )
     g2, t2 = sdpa_graph(BF16, [1, 2, 300, d], [1, 2, 300, d], "bhsd", scale=-0.05, engine=TENSOR_CORE)
     g2.build(handle)
-    run_case(handle, g2, t2, BF16, "bhsd", 1, 2, 2, 300, 300, d, scale=-0.05, causal_tl=False, causal_br=False,
-             gen=gen)
+    run_case(handle, g2, t2, BF16, "bhsd", 1, 2, 2, 300, 300, d, scale=-0.05, causal_tl=False, causal_br=False, gen=gen)

@@ -15,12 +15,14 @@
 
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
+#include <hipdnn_plugin_sdk/wire/engine_details_generated.h>
 #include <hipdnn_plugin_sdk/wire/graph_generated.h>
 
 #include <atomic>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <new>
@@ -858,8 +860,16 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
                  format("engine id %lld is not an engine of this plugin", static_cast<long long>(engine_id)));
         (void)verified_graph(op_graph);
-        engine_details->ptr = nullptr; // no knobs, no notes
-        engine_details->size = 0;
+        // No knobs; one behavior note: tensors and workspace are device memory, so the host can
+        // refuse host arrays before they reach a kernel. A heap copy, freed by DestroyEngineDetails.
+        flatbuffers::FlatBufferBuilder fbb(128);
+        const int32_t notes[] = {HIPDNN_BEHAVIOR_NOTE_DEVICE_MEMORY_EXT};
+        const auto notes_off = fbb.CreateVector(notes, 1);
+        fbb.Finish(wire::CreateEngineDetails(fbb, engine_id, 0, notes_off));
+        auto* copy = new uint8_t[fbb.GetSize()];
+        std::memcpy(copy, fbb.GetBufferPointer(), fbb.GetSize());
+        engine_details->ptr = copy;
+        engine_details->size = fbb.GetSize();
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -871,6 +881,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHa
         check_handle(handle);
         if(engine_details == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
+        delete[] static_cast<const uint8_t*>(engine_details->ptr); // NULL (size 0) is a no-op
         engine_details->ptr = nullptr;
         engine_details->size = 0;
         return HIPDNN_PLUGIN_STATUS_SUCCESS;

@@ -51,7 +51,7 @@ struct SdpaArgs
 enum class Tier : int
 {
     Portable = 0, // engine 201: scalar fp32 math, any HIP GPU
-    TensorCore = 1 // engine 202: mma.sync tensor cores (NVIDIA sm_90a build)
+    TensorCore = 1 // engine 202: Hopper tensor cores, wgmma / mma.sync (NVIDIA sm_90a build)
 };
 
 // True when this build contains the tensor-core kernels.

@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads<D>, 2) sdpa_fwd_tc(const SdpaArgs a)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hopper kernel (the default for engine 202): warpgroup MMA (wgmma) from shared memory.
+// Hopper kernel "wg" (engine 202 per-shape choice, see tc_auto_choice): warpgroup MMA (wgmma).
 //
 // A block is kWarpgroups warpgroups of 128 threads, each owning 64 query rows, and streams
 // kBlockN keys per tile. All tiles live in shared memory in the 128-byte swizzled layout that
@@ -428,6 +428,86 @@ __device__ __forceinline__ uint32_t woff(int r, int c)
 __device__ __forceinline__ void fence_proxy_async()
 {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Online softmax of one warpgroup's 64 x BN score tile s (wgmma accumulator layout, raw
+// Q K^T, not yet scaled). The running maximum m is kept in raw score units; each score becomes
+// exp2(s * sl2 - m * sl2), one FFMA and one ex2, which needs sl2 > 0 (the launcher sends other
+// scales to the mma.sync kernel). alpha, the factor that rescales the running output and sum,
+// is exactly 1 when a row's maximum did not move (wg_rescale then skips the multiply). Masking
+// runs only on edge tiles. s is overwritten with the (unnormalised) probabilities.
+template <int BN>
+__device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                 float sl2, bool edge, int kv0, int r0, int t, const BatchLengths& len)
+{
+    if(edge)
+    {
+#pragma unroll
+        for(int j = 0; j < BN / 8; ++j)
+#pragma unroll
+            for(int e = 0; e < 4; ++e)
+            {
+                const int col = kv0 + j * 8 + 2 * t + (e & 1);
+                const int row = r0 + (e >> 1) * 8;
+                if(col >= len.skv || col > row + len.diag)
+                    s[4 * j + e] = -INFINITY;
+            }
+    }
+#pragma unroll
+    for(int hf = 0; hf < 2; ++hf)
+    {
+        float mx = m[hf];
+#pragma unroll
+        for(int j = 0; j < BN / 8; ++j)
+            mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // __fmul_rn: no contraction into an FMA, so an unchanged maximum gives alpha == 1 exactly
+        const float base = mx == -INFINITY ? 0.0f : __fmul_rn(mx, sl2);
+        alpha[hf] = mx == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base);
+        m[hf] = mx;
+        float sum = 0.0f;
+#pragma unroll
+        for(int j = 0; j < BN / 8; ++j)
+        {
+            s[4 * j + 2 * hf] = fast_exp2(fmaf(s[4 * j + 2 * hf], sl2, -base));
+            s[4 * j + 2 * hf + 1] = fast_exp2(fmaf(s[4 * j + 2 * hf + 1], sl2, -base));
+            sum += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
+        }
+        l[hf] = l[hf] * alpha[hf] + sum;
+    }
+}
+
+// P (probabilities in s) rounded to the input type, in the A-fragment order of O += P V.
+template <ElemType T, int BN>
+__device__ __forceinline__ void wg_pack_p(const float (&s)[BN / 2], uint32_t (&pn)[BN / 16][4])
+{
+#pragma unroll
+    for(int kk = 0; kk < BN / 16; ++kk)
+    {
+        pn[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+        pn[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+        pn[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+        pn[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+// O *= alpha per row, skipped when no row of the warp changed its maximum (a warp vote, so the
+// branch is uniform).
+template <int D>
+__device__ __forceinline__ void wg_rescale(float (&o)[D / 2], const float (&alpha)[2])
+{
+    if(__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+    {
+#pragma unroll
+        for(int j = 0; j < D / 8; ++j)
+        {
+            o[4 * j + 0] *= alpha[0];
+            o[4 * j + 1] *= alpha[0];
+            o[4 * j + 2] *= alpha[1];
+            o[4 * j + 3] *= alpha[1];
+        }
+    }
 }
 
 template <ElemType T, int D, bool Overlap>
@@ -495,56 +575,12 @@ __global__ void __launch_bounds__(kWgThreads<D>, 1) sdpa_fwd_wg(const SdpaArgs a
     float s[NSR];
     uint32_t p[KP][4];
 
-    // Online softmax of the scores of tile n (in s): updates m and l, returns the factor that
-    // rescales the running output, writes P (input type, A-fragment order) to pn.
+    // Online softmax of the scores of tile n (in s): see wg_softmax_probs.
     auto softmax = [&](int n, uint32_t (&pn)[KP][4], float (&alpha)[2]) {
         const int kv0 = n * BN;
         const bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
-#pragma unroll
-        for(int j = 0; j < BN / 8; ++j)
-#pragma unroll
-            for(int e = 0; e < 4; ++e)
-            {
-                float x = s[4 * j + e] * sl2;
-                if(edge)
-                {
-                    const int col = kv0 + j * 8 + 2 * t + (e & 1);
-                    const int row = r0 + (e >> 1) * 8;
-                    if(col >= len.skv || col > row + len.diag)
-                        x = -INFINITY;
-                }
-                s[4 * j + e] = x;
-            }
-#pragma unroll
-        for(int hf = 0; hf < 2; ++hf)
-        {
-            float mx = m[hf];
-#pragma unroll
-            for(int j = 0; j < BN / 8; ++j)
-                mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float base = mx == -INFINITY ? 0.0f : mx;
-            alpha[hf] = fast_exp2(m[hf] - base);
-            m[hf] = mx;
-            float sum = 0.0f;
-#pragma unroll
-            for(int j = 0; j < BN / 8; ++j)
-            {
-                s[4 * j + 2 * hf] = fast_exp2(s[4 * j + 2 * hf] - base);
-                s[4 * j + 2 * hf + 1] = fast_exp2(s[4 * j + 2 * hf + 1] - base);
-                sum += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
-            }
-            l[hf] = l[hf] * alpha[hf] + sum;
-        }
-#pragma unroll
-        for(int kk = 0; kk < KP; ++kk)
-        {
-            pn[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
-            pn[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
-            pn[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
-            pn[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+        wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
+        wg_pack_p<T, BN>(s, pn);
     };
 
     // S = Q K^T for K tile n, and O += P V for V tile n (asynchronous; the caller commits and
@@ -668,14 +704,7 @@ __global__ void __launch_bounds__(kWgThreads<D>, 1) sdpa_fwd_wg(const SdpaArgs a
 #pragma unroll
             for(int kk = 0; kk < KP; ++kk)
                 asm volatile("" : "+l"(dv[kk]));
-#pragma unroll
-            for(int j = 0; j < D / 8; ++j)
-            {
-                o[4 * j + 0] *= alpha[0];
-                o[4 * j + 1] *= alpha[0];
-                o[4 * j + 2] *= alpha[1];
-                o[4 * j + 3] *= alpha[1];
-            }
+            wg_rescale<D>(o, alpha);
 #pragma unroll
             for(int kk = 0; kk < KP; ++kk)
 #pragma unroll
@@ -711,7 +740,7 @@ __global__ void __launch_bounds__(kWgThreads<D>, 1) sdpa_fwd_wg(const SdpaArgs a
                 = pack2<T>(o[4 * j + 2 * hf] * inv, o[4 * j + 2 * hf + 1] * inv);
         if(a.stats != nullptr && t == 0)
             a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
-                = valid ? (m[hf] + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+                = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
     }
 }
 
@@ -733,11 +762,418 @@ hipError_t launch_wg_typed(const SdpaArgs& a, hipStream_t stream)
     return hipGetLastError();
 }
 
-// Which Hopper kernel engine 202 launches: the wgmma kernel (default), the same without the
-// softmax / P V overlap ("serial"), or the earlier mma.sync kernel ("mma"). Read per launch
-// from HIPDNN_HIP_202_KERNEL so a benchmark can compare them in one process.
+// ---------------------------------------------------------------------------------------------
+// Warp-specialized Hopper kernel ("ws"): one producer warpgroup streams K and V through
+// shared-memory rings guarded by mbarriers; two consumer warpgroups (64 query rows each) run
+// the wgmma / softmax loop of sdpa_fwd_wg and take turns issuing their MMAs (ping-pong).
+//
+// Producer (warpgroup 0, registers lowered to kWsProducerRegs by setmaxnreg): for each tile n it
+// waits until the consumers have released the K stage n % KS (mbarrier empty_k), copies K n
+// with 16-byte cp.async (zero-filled past the batch's last key), then does the same for V n.
+// Its copy groups alternate K0 V0 K1 V1 ...; after issuing one it waits for the group before
+// (cp.async.wait_group 1), makes those writes visible to the tensor cores' async proxy
+// (fence.proxy.async), and one lane per warp arrives on that group's full barrier (4 arrivals
+// complete a phase). The order guarantees progress: K n is announced after V n is issued, which
+// waits for V n - VS, released in consumer iteration n - VS + 1 < n.
+//
+// Consumers (warpgroups 1, 2; registers raised to kWsConsumerRegs): each loads its own Q rows,
+// then per tile n waits on full_k[n] and full_v[n - 1], issues S = Q K_n^T and O += P_{n-1} V_{n-1},
+// waits for S, releases K n (one lane per warp arrives on empty_k: 8 arrivals), computes the
+// softmax while P V runs, waits for P V, releases V n - 1, rescales O. The issue of each
+// consumer is bracketed by two named barriers (ids 1, 2; 256 threads): consumer c waits for
+// its turn, issues, then hands the turn to the other, so the tensor cores receive the two
+// warpgroups' MMAs alternately and one warpgroup's softmax runs under the other's MMAs.
+// Both consumers make ntiles + 1 issues; the second skips its last hand-over, so every
+// barrier phase that is opened is completed.
+//
+// Output: each consumer writes its normalised 64 x D tile into its own (no longer read) Q
+// rows of shared memory, then stores 16-byte chunks, whole rows per pair of warps.
+constexpr int kWsConsumers = 2;
+constexpr int kWsThreads = (kWsConsumers + 1) * 128;
+constexpr int kWsBlockM = kWsConsumers * 64;
+constexpr int kWsBlockN = 128;
+constexpr int kWsKStages = 3;
+constexpr int kWsVStages = 3;
+constexpr int kWsProducerRegs = 40;
+constexpr int kWsConsumerRegs = 232;
+static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 128 * kWsConsumers <= 65536, "register file");
+template <int D>
+constexpr size_t kWsSmemBytes = 1024 + size_t(kWsBlockM) * D * 2 + size_t(kWsKStages + kWsVStages) * kWsBlockN * D * 2
+                                + 8 * 2 * (kWsKStages + kWsVStages);
+static_assert(kWsSmemBytes<128> <= 227 * 1024, "shared memory");
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t ok;
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(ok)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+    return ok != 0;
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    while(!mbar_try_wait(bar, parity))
+    {
+    }
+}
+
+__device__ __forceinline__ void named_sync(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void named_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+template <ElemType T, int D, bool LatePack>
+__global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
+{
+    constexpr int BN = kWsBlockN;
+    constexpr int BM = kWsBlockM;
+    constexpr int KS = kWsKStages;
+    constexpr int VS = kWsVStages;
+    constexpr int CH = D / 8;           // 16-byte chunks per row
+    constexpr uint32_t KT = BN * D * 2; // bytes per K or V tile
+    constexpr int NSR = BN / 2;         // score registers per thread
+    constexpr int NOR = D / 2;          // output registers per thread
+    constexpr int KP = BN / 16;         // 16-key steps of P V
+
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw);
+    const uint32_t q_base = (raw + 1023u) & ~1023u;
+    const uint32_t k_base = q_base + BM * D * 2;
+    const uint32_t v_base = k_base + KS * KT;
+    const uint32_t bar_base = v_base + VS * KT;
+    const uint32_t full_k = bar_base, empty_k = full_k + 8 * KS;
+    const uint32_t full_v = empty_k + 8 * KS, empty_v = full_v + 8 * VS;
+
+    const int tid = static_cast<int>(threadIdx.x);
+    const int role = __shfl_sync(0xffffffffu, tid >> 7, 0); // warp-uniform: 0 producer, 1.. consumers
+    const int lane = tid & 31;
+    const int qblock = static_cast<int>(gridDim.x - 1 - blockIdx.x);
+    const int h = static_cast<int>(blockIdx.y);
+    const int b = static_cast<int>(blockIdx.z);
+    const int hk = h / (a.hq / a.hk);
+    const BatchLengths len = batch_lengths(a, b);
+    const int q0 = qblock * BM;
+
+    const int last_row = min(q0 + BM, len.sq) - 1;
+    int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
+    kv_end = max(kv_end, 0);
+    const int ntiles = (kv_end + BN - 1) / BN;
+
+    if(tid == 0)
+    {
+#pragma unroll
+        for(int i = 0; i < KS; ++i)
+        {
+            mbar_init(full_k + 8 * i, 4);
+            mbar_init(empty_k + 8 * i, 4 * kWsConsumers);
+        }
+#pragma unroll
+        for(int i = 0; i < VS; ++i)
+        {
+            mbar_init(full_v + 8 * i, 4);
+            mbar_init(empty_v + 8 * i, 4 * kWsConsumers);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+
+    if(role == 0)
+    {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
+        if(ntiles == 0)
+            return;
+        const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
+        const uint16_t* vp = static_cast<const uint16_t*>(a.v) + b * a.v_sb + hk * a.v_sh;
+        auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0) {
+#pragma unroll
+            for(int i = tid; i < BN * CH; i += 128)
+            {
+                const int r = i / CH, c = i % CH;
+                const int key = kv0 + r;
+                const int src_key = min(key, len.skv - 1);
+                cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < len.skv ? 16 : 0);
+            }
+            cp_async_commit();
+        };
+        // The group issued before the latest one has landed: publish it on bar.
+        auto publish_previous = [&](uint32_t bar) {
+            cp_async_wait<1>();
+            fence_proxy_async();
+            __syncwarp();
+            if(lane == 0)
+                mbar_arrive(bar);
+        };
+        for(int n = 0; n < ntiles; ++n)
+        {
+            const int ks = n % KS, vs = n % VS;
+            if(n >= KS)
+                mbar_wait(empty_k + 8 * ks, ((n / KS) - 1) & 1);
+            copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN);
+            if(n > 0)
+                publish_previous(full_v + 8 * ((n - 1) % VS));
+            if(n >= VS)
+                mbar_wait(empty_v + 8 * vs, ((n / VS) - 1) & 1);
+            copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN);
+            publish_previous(full_k + 8 * ks);
+        }
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncwarp();
+        if(lane == 0)
+            mbar_arrive(full_v + 8 * ((ntiles - 1) % VS));
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
+    const int cw = role - 1; // consumer index
+    const int wtid = tid & 127;
+    const int g = lane >> 2, t = lane & 3;
+    const int wg_row0 = q0 + cw * 64;
+    const int rw = ((tid >> 5) & 3) * 16 + g; // this thread's rows in the warpgroup: rw and rw + 8
+    const int r0 = wg_row0 + rw;
+    const int my_turn = 1 + cw, other_turn = 2 - cw;
+    const int wg_bar = 3 + cw;
+
+    float o[NOR];
+#pragma unroll
+    for(int i = 0; i < NOR; ++i)
+        o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const float sl2 = a.scale_log2;
+
+    if(ntiles > 0)
+    {
+        const uint16_t* qp = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh;
+#pragma unroll
+        for(int i = wtid; i < 64 * CH; i += 128)
+        {
+            const int r = i / CH, c = i % CH;
+            const int row = wg_row0 + r;
+            const int src_row = max(min(row, len.sq - 1), 0);
+            cp_async_16(q_base + woff<BM>(cw * 64 + r, c), qp + src_row * a.q_ss + c * 8, row < len.sq ? 16 : 0);
+        }
+        cp_async_commit();
+        cp_async_wait<0>();
+        fence_proxy_async();
+        named_sync(wg_bar, 128);
+
+        float s[NSR];
+        uint32_t p[KP][4], pu[KP][4];
+        float alpha[2];
+        uint64_t dq[D / 16], dk[D / 16], dv[KP];
+        const uint32_t qt = q_base + cw * 64 * 128;
+#pragma unroll
+        for(int kk = 0; kk < D / 16; ++kk)
+            dq[kk] = wg::desc(qt + (kk >> 2) * BM * 128 + (kk & 3) * 32, 16, 1024);
+        auto plan_qk = [&](int n) {
+            const uint32_t kt = k_base + (n % KS) * KT;
+#pragma unroll
+            for(int kk = 0; kk < D / 16; ++kk)
+            {
+                dk[kk] = wg::desc(kt + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024);
+                asm volatile("" : "+l"(dk[kk]), "+l"(dq[kk]));
+            }
+        };
+        auto issue_qk = [&]() {
+#pragma unroll
+            for(int kk = 0; kk < D / 16; ++kk)
+            {
+                if(kk == 0)
+                    wg::ss<T, BN, 0>(s, dq[kk], dk[kk]);
+                else
+                    wg::ss<T, BN, 1>(s, dq[kk], dk[kk]);
+            }
+        };
+        auto stage_p = [&]() {
+#pragma unroll
+            for(int kk = 0; kk < KP; ++kk)
+#pragma unroll
+                for(int e = 0; e < 4; ++e)
+                    asm volatile("mov.b32 %0, %1;\n" : "=r"(pu[kk][e]) : "r"(p[kk][e]));
+        };
+        auto plan_pv = [&](int n) {
+            const uint32_t vt = v_base + (n % VS) * KT;
+#pragma unroll
+            for(int kk = 0; kk < KP; ++kk)
+            {
+                dv[kk] = wg::desc(vt + kk * 16 * 128, BN * 128, 1024);
+                asm volatile("" : "+l"(dv[kk]));
+            }
+        };
+        auto issue_pv = [&]() {
+#pragma unroll
+            for(int kk = 0; kk < KP; ++kk)
+                wg::rs<T, D>(o, pu[kk], dv[kk]);
+        };
+        auto softmax = [&](int n) {
+            const int kv0 = n * BN;
+            const bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
+            wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
+        };
+
+        if(cw == 1)
+            named_arrive(1, 256); // consumer 0 issues first
+
+        mbar_wait(full_k, 0);
+        plan_qk(0);
+        named_sync(my_turn, 256);
+        wg::fence();
+        issue_qk();
+        wg::commit();
+        named_arrive(other_turn, 256);
+        wg::wait<0>();
+        wg::pin(s);
+        if(lane == 0)
+            mbar_arrive(empty_k);
+        softmax(0);
+        wg_pack_p<T, BN>(s, p);
+
+        for(int n = 1; n < ntiles; ++n)
+        {
+            mbar_wait(full_k + 8 * (n % KS), (n / KS) & 1);
+            mbar_wait(full_v + 8 * ((n - 1) % VS), ((n - 1) / VS) & 1);
+            plan_qk(n);
+            plan_pv(n - 1);
+            wg::pin(o);
+            stage_p();
+            wg::pin(s);
+            named_sync(my_turn, 256);
+            wg::fence();
+            issue_qk();
+            wg::commit();
+            issue_pv();
+            wg::commit();
+            named_arrive(other_turn, 256);
+            wg::wait<1>(); // S of tile n is ready; P V of tile n - 1 may still run
+            wg::pin(s);
+            if(lane == 0)
+                mbar_arrive(empty_k + 8 * (n % KS));
+            softmax(n);
+            uint32_t pn[KP][4];
+            if constexpr(!LatePack)
+                wg_pack_p<T, BN>(s, pn);
+            wg::wait<0>();
+            wg::pin(o);
+            wg::pin(pu);
+#pragma unroll
+            for(int kk = 0; kk < KP; ++kk)
+                asm volatile("" : "+l"(dv[kk]));
+            if(lane == 0)
+                mbar_arrive(empty_v + 8 * ((n - 1) % VS));
+            wg_rescale<D>(o, alpha);
+            // LatePack: P is converted only after P V of the previous tile has finished.
+            // Converting it while that MMA runs (as sdpa_fwd_wg does) makes ptxas serialize the
+            // wgmma pipeline (C7513: the conversions' registers are not kept apart from the
+            // in-flight A operand); converting late costs 32 conversions outside the overlap.
+            if constexpr(LatePack)
+                wg_pack_p<T, BN>(s, p);
+            else
+            {
+#pragma unroll
+                for(int kk = 0; kk < KP; ++kk)
+#pragma unroll
+                    for(int e = 0; e < 4; ++e)
+                        p[kk][e] = pn[kk][e];
+            }
+        }
+        mbar_wait(full_v + 8 * ((ntiles - 1) % VS), ((ntiles - 1) / VS) & 1);
+        plan_pv(ntiles - 1);
+        wg::pin(o);
+        stage_p();
+        named_sync(my_turn, 256);
+        wg::fence();
+        issue_pv();
+        wg::commit();
+        if(cw == 0)
+            named_arrive(other_turn, 256);
+        wg::wait<0>();
+        wg::pin(o);
+    }
+
+    // Epilogue: normalise, stage in this warpgroup's Q rows, store whole rows.
+    uint16_t* op = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh;
+#pragma unroll
+    for(int hf = 0; hf < 2; ++hf)
+    {
+        float lsum = l[hf];
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+        lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+        const int row = r0 + hf * 8;
+        const bool valid = row < len.sq && lsum > 0.0f;
+        const float inv = valid ? 1.0f / lsum : 0.0f;
+        const int srow = cw * 64 + rw + hf * 8;
+#pragma unroll
+        for(int j = 0; j < D / 8; ++j)
+        {
+            const uint32_t v = pack2<T>(o[4 * j + 2 * hf] * inv, o[4 * j + 2 * hf + 1] * inv);
+            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(q_base + woff<BM>(srow, j) + 4 * t), "r"(v) : "memory");
+        }
+        if(a.stats != nullptr && t == 0 && row < a.sq)
+            a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
+                = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+    }
+    named_sync(wg_bar, 128);
+#pragma unroll
+    for(int i = wtid; i < 64 * CH; i += 128)
+    {
+        const int r = i / CH, c = i % CH;
+        const int row = wg_row0 + r;
+        if(row < a.sq)
+        {
+            uint32_t x0, x1, x2, x3;
+            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                         : "r"(q_base + woff<BM>(cw * 64 + r, c))
+                         : "memory");
+            *reinterpret_cast<uint4*>(op + row * a.o_ss + c * 8) = make_uint4(x0, x1, x2, x3);
+        }
+    }
+}
+
+template <ElemType T, int D, bool LatePack>
+hipError_t set_attrs_ws()
+{
+    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack>),
+                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmemBytes<D>));
+}
+
+template <ElemType T, int D, bool LatePack = true>
+hipError_t launch_ws_typed(const SdpaArgs& a, hipStream_t stream)
+{
+    const dim3 grid(static_cast<unsigned>((a.sq + kWsBlockM - 1) / kWsBlockM), static_cast<unsigned>(a.hq),
+                    static_cast<unsigned>(a.batch));
+    hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a);
+    return hipGetLastError();
+}
+
+// Which Hopper kernel engine 202 launches. HIPDNN_HIP_202_KERNEL (read per launch, so a
+// benchmark or test can compare them in one process) forces one: "ws" (warp-specialized,
+// P converted after the previous P V), "ws_early" (the same converting P while that P V runs),
+// "wg" (the wgmma kernel without specialization), "serial" (wg without the softmax / P V
+// overlap), "mma" (the earlier mma.sync kernel). Unset (or "auto"): chosen per launch from the
+// call's effective shapes (tc_auto_choice), so overridden shapes get the right kernel too.
 enum class TcKernel
 {
+    Auto,
+    Ws,
+    WsEarlyPack,
     Wgmma,
     WgmmaSerial,
     MmaSync
@@ -747,12 +1183,39 @@ TcKernel tc_kernel_choice()
 {
     const char* e = std::getenv("HIPDNN_HIP_202_KERNEL");
     if(e == nullptr)
+        return TcKernel::Auto;
+    if(std::strcmp(e, "ws") == 0)
+        return TcKernel::Ws;
+    if(std::strcmp(e, "ws_early") == 0)
+        return TcKernel::WsEarlyPack;
+    if(std::strcmp(e, "wg") == 0)
         return TcKernel::Wgmma;
     if(std::strcmp(e, "mma") == 0)
         return TcKernel::MmaSync;
     if(std::strcmp(e, "serial") == 0)
         return TcKernel::WgmmaSerial;
-    return TcKernel::Wgmma;
+    return TcKernel::Auto;
+}
+
+// Per-shape choice, from the H200 measurements (bf16, H = 16, B * S = 32768;
+// bench/results/gpu_sdpa_ws1.json and gpu_sdpa_ws2_latepack.json, RFC 0006). The choice is made
+// per launch from the call's effective shapes, so a plan executed through shape overrides gets
+// the choice of its actual shape, with no host synchronisation.
+//  * keys <= 1024: warp-specialized, P converted late (no wgmma serialization): 4-10% faster
+//    than converting early at S = 512, about even at 1024;
+//  * D = 64 without a causal mask: the plain wgmma kernel (3 warpgroups of 64 rows, every warp
+//    computing), 1-2% ahead of the warp-specialized one from S = 2048 in both runs;
+//  * otherwise warp-specialized, P converted while P V runs: 2-5% faster than late conversion
+//    from S = 4096.
+// Before the warp-specialized kernel existed, D = 64 with keys <= 1024 went to the mma.sync
+// kernel; it is now slower than the warp-specialized one at every measured shape.
+TcKernel tc_auto_choice(const SdpaArgs& a)
+{
+    if(a.skv <= 1024)
+        return TcKernel::Ws;
+    if(a.d == 64 && !a.mask_tl && !a.mask_br)
+        return TcKernel::Wgmma;
+    return TcKernel::WsEarlyPack;
 }
 
 template <ElemType T, int D>
@@ -812,7 +1275,23 @@ hipError_t prepare_kernels(Tier tier)
         return e;
     if((e = set_attrs_wg<ElemType::Half, 64, false>()) != hipSuccess)
         return e;
-    return set_attrs_wg<ElemType::Half, 128, false>();
+    if((e = set_attrs_wg<ElemType::Half, 128, false>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Bf16, 64, true>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Bf16, 128, true>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Half, 64, true>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Half, 128, true>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Bf16, 64, false>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Bf16, 128, false>()) != hipSuccess)
+        return e;
+    if((e = set_attrs_ws<ElemType::Half, 64, false>()) != hipSuccess)
+        return e;
+    return set_attrs_ws<ElemType::Half, 128, false>();
 }
 
 bool tensor_core_accepts(const SdpaArgs& a, ElemType)
@@ -830,29 +1309,44 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType)
 
 hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream)
 {
-    const TcKernel choice = tc_kernel_choice();
-    if(choice != TcKernel::MmaSync)
+    TcKernel choice = tc_kernel_choice();
+    if(choice == TcKernel::Auto)
+        choice = tc_auto_choice(a);
+    // The wgmma kernels fold the scale into exp2(s * sl2 - m * sl2) with the maximum taken on
+    // raw scores, which holds for positive scales only; the mma.sync kernel scales first.
+    if(!(a.scale_log2 > 0.0f))
+        choice = TcKernel::MmaSync;
+    const bool bf = t == ElemType::Bf16;
+    switch(choice)
     {
-        const bool bf = t == ElemType::Bf16;
-        if(choice == TcKernel::Wgmma)
-        {
-            if(a.d == 64)
-                return bf ? launch_wg_typed<ElemType::Bf16, 64, true>(a, stream)
-                          : launch_wg_typed<ElemType::Half, 64, true>(a, stream);
-            return bf ? launch_wg_typed<ElemType::Bf16, 128, true>(a, stream)
-                      : launch_wg_typed<ElemType::Half, 128, true>(a, stream);
-        }
+    case TcKernel::Ws:
+        if(a.d == 64)
+            return bf ? launch_ws_typed<ElemType::Bf16, 64>(a, stream) : launch_ws_typed<ElemType::Half, 64>(a, stream);
+        return bf ? launch_ws_typed<ElemType::Bf16, 128>(a, stream) : launch_ws_typed<ElemType::Half, 128>(a, stream);
+    case TcKernel::WsEarlyPack:
+        if(a.d == 64)
+            return bf ? launch_ws_typed<ElemType::Bf16, 64, false>(a, stream)
+                      : launch_ws_typed<ElemType::Half, 64, false>(a, stream);
+        return bf ? launch_ws_typed<ElemType::Bf16, 128, false>(a, stream)
+                  : launch_ws_typed<ElemType::Half, 128, false>(a, stream);
+    case TcKernel::Wgmma:
+        if(a.d == 64)
+            return bf ? launch_wg_typed<ElemType::Bf16, 64, true>(a, stream)
+                      : launch_wg_typed<ElemType::Half, 64, true>(a, stream);
+        return bf ? launch_wg_typed<ElemType::Bf16, 128, true>(a, stream)
+                  : launch_wg_typed<ElemType::Half, 128, true>(a, stream);
+    case TcKernel::WgmmaSerial:
         if(a.d == 64)
             return bf ? launch_wg_typed<ElemType::Bf16, 64, false>(a, stream)
                       : launch_wg_typed<ElemType::Half, 64, false>(a, stream);
         return bf ? launch_wg_typed<ElemType::Bf16, 128, false>(a, stream)
                   : launch_wg_typed<ElemType::Half, 128, false>(a, stream);
+    default:
+        break;
     }
     if(a.d == 64)
-        return t == ElemType::Bf16 ? launch_tc_typed<ElemType::Bf16, 64>(a, stream)
-                                   : launch_tc_typed<ElemType::Half, 64>(a, stream);
-    return t == ElemType::Bf16 ? launch_tc_typed<ElemType::Bf16, 128>(a, stream)
-                               : launch_tc_typed<ElemType::Half, 128>(a, stream);
+        return bf ? launch_tc_typed<ElemType::Bf16, 64>(a, stream) : launch_tc_typed<ElemType::Half, 64>(a, stream);
+    return bf ? launch_tc_typed<ElemType::Bf16, 128>(a, stream) : launch_tc_typed<ElemType::Half, 128>(a, stream);
 }
 
 #else // not NVIDIA: the tensor-core tier is not built

@@ -1,0 +1,32 @@
+"""ruff and mypy are part of the suite, so CI fails on lint or type errors (configured in pyproject.toml)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.skipif(
+    shutil.which("ruff") is None and not (Path(sys.prefix) / "bin" / "ruff").exists(), reason="ruff not installed"
+)
+def test_ruff_lint_and_format() -> None:
+    lint = run_tool("ruff", "check", "hipdnn", "tools", "bench", "tests")
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    fmt = run_tool("ruff", "format", "--check", "hipdnn", "tools", "bench", "tests")
+    assert fmt.returncode == 0, fmt.stdout + fmt.stderr
+
+
+def test_mypy_strict() -> None:
+    pytest.importorskip("mypy")
+    result = run_tool("mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
