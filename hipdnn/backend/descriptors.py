@@ -61,12 +61,15 @@ def _check_element(attr_type: AttributeType, value: Any, name: AttributeName) ->
     return value
 
 
+_INT_TYPE = {int}
+
+
 def _fast_integers(attr_type: AttributeType, items: list[Any]) -> bool:
     """True when every item is a plain int in range for an integer attribute (the common case, checked
     without a Python call per element); False sends the caller to the per-element check."""
     if attr_type not in (T.INT64, T.VOID_PTR) or not items:
         return False
-    if not all(type(v) is int for v in items):
+    if set(map(type, items)) != _INT_TYPE:  # checked in C, not per element
         return False
     low, high = (_INT64_MIN, _INT64_MAX) if attr_type is T.INT64 else (0, (1 << 64) - 1)
     return bool(low <= min(items) and max(items) <= high)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,9 +44,12 @@ def _invalid(message: str) -> HipdnnError:
     return HipdnnError(ErrorCode.INVALID_VALUE, message)
 
 
+_INT_ONLY = frozenset({int})
+
+
 def _ints(values: Any, what: str) -> tuple[int, ...]:
-    if type(values) in (list, tuple) and all(type(v) is int for v in values):
-        return tuple(values)  # the common case, without a call per element
+    if type(values) in (list, tuple) and set(map(type, values)) <= _INT_ONLY:
+        return tuple(values)  # the common case, checked in C rather than per element
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
         try:
             values = list(values)
@@ -122,19 +126,24 @@ def lower(
 
 def axis_order(strides: Sequence[int]) -> list[int]:
     """Axes from outermost to innermost: larger stride first, ties by axis index."""
-    return sorted(range(len(strides)), key=lambda i: (-strides[i], i))
+    return list(_axis_order(tuple(strides)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _axis_order(strides: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(strides)), key=lambda i: (-strides[i], i)))
 
 
 def check_order_preserved(declared_strides: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
     """Rule 8: walking the declared axis order outermost to innermost, the override strides of axes
     longer than 1 never grow (a size-1 axis has no meaningful stride)."""
-    return _non_increasing_in(axis_order(declared_strides), dims, strides)
+    return _non_increasing_in(_axis_order(tuple(declared_strides)), dims, strides)
 
 
 def check_axis_order(declared_order: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
     """Rule 8 for a dynamic tensor, whose declared strides are an axis order (0 = innermost, spec 6.3):
     the execute-time strides must not grow from outer to inner axes (axes of length 1 ignored)."""
-    return _non_increasing_in(sorted(range(len(declared_order)), key=lambda i: -declared_order[i]), dims, strides)
+    return _non_increasing_in(_axis_order(tuple(declared_order)), dims, strides)
 
 
 def _non_increasing_in(outer_first: Sequence[int], dims: Sequence[int], strides: Sequence[int]) -> bool:
@@ -168,27 +177,28 @@ def validate(overrides: Overrides, tensors: Mapping[int, TensorAttributes], used
                 f"rule 3 (unknown uid): uid {uid} ({tensor.get_name()!r}) is virtual; its shape follows "
                 "from its inputs and cannot be overridden"
             )
-        declared = tensor.get_dim()
+        declared = tensor._dim  # read without copying: this runs on every execute
         rank = len(declared)
         if len(shape) != rank or len(stride) != rank:
             raise _invalid(
                 f"rule 4 (rank mismatch): uid {uid} has rank {rank}, override gives {len(shape)} dims "
                 f"and {len(stride)} strides"
             )
-        if any(d <= 0 for d in shape):
+        if min(shape) <= 0:
             raise _invalid(f"rule 5 (positive shape): uid {uid} override shape {list(shape)} has a value <= 0")
-        if any(s <= 0 for s in stride):
+        if min(stride) <= 0:
             raise _invalid(f"rule 6 (positive stride): uid {uid} override stride {list(stride)} has a value <= 0")
-        over = [i for i, (d, m) in enumerate(zip(shape, declared)) if m != -1 and d > m]
-        if over:
-            raise _invalid(
-                f"rule 7 (max shape exceeded): uid {uid} override shape {list(shape)} exceeds the declared "
-                f"maximum {declared} at axis {over[0]}"
-            )
+        for axis, (d, m) in enumerate(zip(shape, declared)):
+            if m != -1 and d > m:
+                raise _invalid(
+                    f"rule 7 (max shape exceeded): uid {uid} override shape {list(shape)} exceeds the declared "
+                    f"maximum {list(declared)} at axis {axis}"
+                )
+        declared_strides = tensor._stride
         ordered = (
-            check_axis_order(tensor.get_stride(), shape, stride)
-            if tensor.is_dynamic()
-            else check_order_preserved(tensor.get_stride(), shape, stride)
+            check_axis_order(declared_strides, shape, stride)
+            if tensor._is_dynamic
+            else check_order_preserved(declared_strides, shape, stride)
         )
         if not ordered:
             raise _invalid(
