@@ -92,6 +92,45 @@ def sdpa_graph(
     return g, tensors
 
 
+# Axis orders of dynamic [B, H, S, D] tensors (their declared "strides": 0 = innermost axis).
+AXIS_ORDER = {"bhsd": [3, 2, 1, 0], "bshd": [3, 1, 2, 0]}
+
+
+def dynamic_sdpa_graph(
+    dtype: hipdnn.DataType,
+    h: int,
+    hk: int,
+    d: int,
+    layout: str,
+    *,
+    causal: bool = False,
+    stats: bool = True,
+    scale: float | None = None,
+    engine: int | None = None,
+) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
+    """q, k, v declared [-1, h, -1, d] / [-1, hk, -1, d] and marked dynamic, in the axis order of
+    ``layout``; o and stats inferred (dynamic, o in q's order). -1 heads are allowed too."""
+    g = hipdnn.Graph(
+        name="gpu_sdpa_dynamic",
+        io_data_type=dtype,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=True,
+        preferred_engine_id=engine,
+    )
+    dyn, order = hipdnn.DYNAMIC_DIM, AXIS_ORDER[layout]
+    q = g.tensor(name="q", dim=[dyn, h, dyn, d], stride=order, data_type=dtype).mark_dynamic()
+    k = g.tensor(name="k", dim=[dyn, hk, dyn, d], stride=order, data_type=dtype).mark_dynamic()
+    v = g.tensor(name="v", dim=[dyn, hk, dyn, d], stride=order, data_type=dtype).mark_dynamic()
+    o, lse = g.sdpa(q, k, v, attn_scale=scale, use_causal_mask=causal, generate_stats=stats)
+    o.set_output(True)
+    tensors = {"q": q, "k": k, "v": v, "o": o}
+    if lse is not None:
+        lse.set_output(True)
+        tensors["stats"] = lse
+    return g, tensors
+
+
 def reference(
     q: Any,
     k: Any,

@@ -9,6 +9,11 @@
 // (grid sized on the host from the override payload: no rebuild, no extra
 // launch, no host synchronisation). Workspace: none.
 //
+// Plugin API 1.2.0 (dynamic tensors): a tensor marked is_dynamic may declare
+// wildcard (-1) dims, and its strides are then an axis order (a permutation of
+// 0..3, 0 = innermost), not element strides. Its real dims and strides exist only
+// in each call's override, so such a plan is run only through the override entry.
+//
 // Error handling follows the CPU engine: every entry point runs inside
 // guarded(), no exception crosses the ABI, failures set a thread-local message.
 #include "sdpa_kernels.h" // first: defines hipStream_t before the SDK headers
@@ -43,6 +48,8 @@ constexpr uint64_t kHandleMagic = 0x68646e6e68697068ull; // "hdnnhiph"
 constexpr uint64_t kContextMagic = 0x68646e6e68697063ull;
 constexpr int64_t kMaxLen = (int64_t(1) << 31) - 1; // kernels index rows and keys in int32
 constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxStride = int64_t(1) << 40;
+constexpr int64_t kWild = -1; // a dynamic tensor's dim given only at execute
 
 // ------------------------------------------------------- errors / logging --
 thread_local std::string t_last_error;
@@ -185,11 +192,19 @@ bool tensor_core_device(const DeviceInfo& d)
 }
 
 // --------------------------------------------------------------- plan ----
+// Declared or effective shape of a rank-4 tensor. While planning, a dynamic tensor's d may hold
+// kWild and its s are unused (0); at execute every entry is concrete.
 struct Dims4
 {
     int64_t d[4] = {0, 0, 0, 0};
     int64_t s[4] = {0, 0, 0, 0};
 };
+
+// Two dims conflict only when both are known: a wildcard agrees with anything until the call.
+bool differ(int64_t a, int64_t b)
+{
+    return a != b && a != kWild && b != kWild;
+}
 
 enum Role
 {
@@ -211,6 +226,9 @@ struct Plan
     std::string node_name;
     int64_t uid[kRoles] = {-1, -1, -1, -1, -1, -1, -1};
     Dims4 declared[kRoles];
+    bool dynamic[kRoles] = {};
+    int outer_first[kRoles][4] = {}; // dynamic tensors: the declared axis order, outermost axis first
+    bool has_dynamic = false;        // some tensor of the node is dynamic: only the override entry runs it
     ElemType elem = ElemType::Bf16;
     float scale = 1.0f;
     bool mask_tl = false;
@@ -238,48 +256,79 @@ bool io_type(wire::DataType t, ElemType& out)
     return true;
 }
 
-// Reads a rank-4 non-virtual tensor. Returns "" or why the engine cannot use it.
-std::string read_rank4(const wire::TensorAttributes* t, const char* role, Dims4& out)
+// Reads a rank-4 non-virtual tensor. Returns "" or why the engine cannot use it. A dynamic tensor
+// keeps its wildcards (kWild) and its axis order; a static one its element strides.
+std::string read_rank4(const wire::TensorAttributes* t, const char* role, Dims4& out, bool& dynamic, int outer_first[4])
 {
     const long long u = static_cast<long long>(t->uid());
     if(t->virtual_())
         return format("%s (uid %lld) is virtual; the engine runs single-node graphs", role, u);
     if(t->value_type() != wire::TensorValue::NONE)
         return format("%s (uid %lld) is a by-value scalar", role, u);
+    dynamic = t->is_dynamic();
     const auto* dims = t->dims();
     const auto* strides = t->strides();
     if(dims == nullptr || dims->size() != 4)
         return format("%s (uid %lld) must have rank 4", role, u);
     if(strides == nullptr || strides->size() != 4)
-        return format("%s (uid %lld): strides and dims differ in length", role, u);
+        return format("%s (uid %lld): %s and dims differ in length", role, u, dynamic ? "axis order" : "strides");
     for(uint32_t i = 0; i < 4; ++i)
     {
         out.d[i] = dims->Get(i);
-        out.s[i] = strides->Get(i);
+        if(dynamic && out.d[i] == kWild)
+            continue;
         if(out.d[i] <= 0 || out.d[i] > kMaxLen)
-            return format("%s (uid %lld): dim %u is %lld, outside 1..2^31-1", role, u, i, static_cast<long long>(out.d[i]));
-        if(out.s[i] <= 0 || out.s[i] > (int64_t(1) << 40))
+            return format("%s (uid %lld): dim %u is %lld, outside 1..2^31-1%s", role, u, i,
+                          static_cast<long long>(out.d[i]),
+                          out.d[i] == kWild ? " (a wildcard, but the tensor is not marked dynamic)" : "");
+    }
+    if(dynamic)
+    {
+        bool seen[4] = {};
+        for(uint32_t i = 0; i < 4; ++i)
+        {
+            const int64_t o = strides->Get(i);
+            if(o < 0 || o > 3 || seen[o])
+                return format("%s (uid %lld) is dynamic, so its strides must be an axis order (a permutation of "
+                              "0..3, 0 innermost); axis %u has %lld",
+                              role, u, i, static_cast<long long>(o));
+            seen[o] = true;
+            outer_first[3 - o] = static_cast<int>(i);
+            out.s[i] = 0; // element strides arrive with every call
+        }
+        return "";
+    }
+    for(uint32_t i = 0; i < 4; ++i)
+    {
+        out.s[i] = strides->Get(i);
+        if(out.s[i] <= 0 || out.s[i] > kMaxStride)
             return format("%s (uid %lld): stride %u is %lld", role, u, i, static_cast<long long>(out.s[i]));
     }
     return "";
 }
 
-// Shape rules shared by planning and execution. Returns false with msg set.
+// Shape rules shared by planning and execution. Returns false with msg set. While planning, a
+// wildcard (dynamic tensors) satisfies every rule it takes part in; the rule is applied again to the
+// concrete shapes of each call, where no wildcard is left.
 bool check_shapes(const Plan& p, const Dims4* e, char* msg, size_t cap)
 {
     const Dims4 &q = e[kQ], &k = e[kK], &v = e[kV], &o = e[kO];
     const char* nm = p.node_name.c_str();
-    if(k.d[0] != q.d[0] || v.d[0] != q.d[0] || o.d[0] != q.d[0])
+    if(differ(k.d[0], q.d[0]) || differ(v.d[0], q.d[0]) || differ(o.d[0], q.d[0]) || differ(k.d[0], v.d[0])
+       || differ(o.d[0], k.d[0]) || differ(o.d[0], v.d[0]))
         return std::snprintf(msg, cap, "node '%s': batch sizes of q, k, v, o differ", nm), false;
-    if(k.d[3] != q.d[3] || v.d[3] != q.d[3] || o.d[3] != q.d[3])
-        return std::snprintf(msg, cap, "node '%s': head dims of q, k, v, o differ", nm), false;
-    if(v.d[1] != k.d[1] || v.d[2] != k.d[2])
+    const int64_t hd[4] = {q.d[3], k.d[3], v.d[3], o.d[3]};
+    for(int i = 0; i < 4; ++i)
+        for(int j = i + 1; j < 4; ++j)
+            if(differ(hd[i], hd[j]))
+                return std::snprintf(msg, cap, "node '%s': head dims of q, k, v, o differ", nm), false;
+    if(differ(v.d[1], k.d[1]) || differ(v.d[2], k.d[2]))
         return std::snprintf(msg, cap, "node '%s': k and v heads / sequence lengths differ", nm), false;
-    if(q.d[1] % k.d[1] != 0)
+    if(q.d[1] != kWild && k.d[1] != kWild && q.d[1] % k.d[1] != 0)
         return std::snprintf(msg, cap, "node '%s': query heads %lld not a multiple of kv heads %lld", nm,
                              static_cast<long long>(q.d[1]), static_cast<long long>(k.d[1])),
                false;
-    if(o.d[1] != q.d[1] || o.d[2] != q.d[2])
+    if(differ(o.d[1], q.d[1]) || differ(o.d[2], q.d[2]))
         return std::snprintf(msg, cap, "node '%s': o is [%lld,%lld,%lld,%lld] but q gives [%lld,%lld,%lld,%lld]", nm,
                              static_cast<long long>(o.d[0]), static_cast<long long>(o.d[1]),
                              static_cast<long long>(o.d[2]), static_cast<long long>(o.d[3]),
@@ -289,7 +338,8 @@ bool check_shapes(const Plan& p, const Dims4* e, char* msg, size_t cap)
     if(p.uid[kStats] >= 0)
     {
         const Dims4& s = e[kStats];
-        if(s.d[0] != q.d[0] || s.d[1] != q.d[1] || s.d[2] != q.d[2] || s.d[3] != 1)
+        if(differ(s.d[0], q.d[0]) || differ(s.d[0], o.d[0]) || differ(s.d[1], q.d[1]) || differ(s.d[2], q.d[2])
+           || differ(s.d[3], 1))
             return std::snprintf(msg, cap, "node '%s': stats must be [B, Hq, Sq, 1] of q's B, Hq, Sq", nm), false;
     }
     if(q.d[0] > kMaxGridYZ || q.d[1] > kMaxGridYZ)
@@ -402,9 +452,10 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(found[r])
             return format("tensor uid %lld appears twice", static_cast<long long>(t->uid()));
         found[r] = true;
-        std::string why = read_rank4(t, kRoleName[r], plan.declared[r]);
+        std::string why = read_rank4(t, kRoleName[r], plan.declared[r], plan.dynamic[r], plan.outer_first[r]);
         if(!why.empty())
             return why;
+        plan.has_dynamic = plan.has_dynamic || plan.dynamic[r];
         wire::DataType dt = t->data_type();
         if(r <= kO)
         {
@@ -418,9 +469,12 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                 return format("node '%s': q, k, v and o must share one data type", nm);
             io = dt;
             plan.elem = et;
-            if(plan.declared[r].s[3] != 1)
-                return format("%s (uid %lld): the head dimension must have stride 1", kRoleName[r],
-                              static_cast<long long>(t->uid()));
+            // The kernels read and write head-dim rows contiguously. A dynamic tensor promises that
+            // by declaring the head dim innermost; each call's override must then give it stride 1.
+            if(plan.dynamic[r] ? plan.outer_first[r][3] != 3 : plan.declared[r].s[3] != 1)
+                return format("%s (uid %lld): the head dimension must %s", kRoleName[r],
+                              static_cast<long long>(t->uid()),
+                              plan.dynamic[r] ? "be the innermost axis of the declared axis order" : "have stride 1");
         }
         else if(r == kStats)
         {
@@ -441,14 +495,22 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return format("node '%s' refers to %s uid %lld, which the graph lacks", nm, kRoleName[r],
                           static_cast<long long>(plan.uid[r]));
 
-    const int64_t d = plan.declared[kQ].d[3];
+    // The head dim selects compiled kernels: it must be declared (by q, k, v or o; the others may leave
+    // it to the call, which must then agree).
+    int64_t d = kWild;
+    for(int r = kQ; r <= kO && d == kWild; ++r)
+        d = plan.declared[r].d[3];
+    if(d == kWild)
+        return format("node '%s': the head dim is a wildcard in q, k, v and o; the kernels are built for 64 and 128, "
+                      "so it must be declared",
+                      nm);
     if(d != 64 && d != 128)
         return format("node '%s': head dim %lld; the engine implements 64 and 128", nm, static_cast<long long>(d));
     char msg[384];
     if(!check_shapes(plan, plan.declared, msg, sizeof(msg)))
         return msg;
-    if(plan.padding && (plan.declared[kSeqQ].d[0] != plan.declared[kQ].d[0]
-                        || plan.declared[kSeqKv].d[0] != plan.declared[kQ].d[0]))
+    if(plan.padding && (differ(plan.declared[kSeqQ].d[0], plan.declared[kQ].d[0])
+                        || differ(plan.declared[kSeqKv].d[0], plan.declared[kQ].d[0])))
         return format("node '%s': seq_len tensors must have q's batch size", nm);
 
     plan.scale = a->attn_scale_value().has_value() ? a->attn_scale_value().value()
@@ -462,12 +524,13 @@ std::string describe(const Plan& p, int64_t engine)
 {
     const Dims4& q = p.declared[kQ];
     const Dims4& k = p.declared[kK];
-    return format("engine %lld, graph '%s': sdpa_fwd %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s",
+    return format("engine %lld, graph '%s': sdpa_fwd %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s",
                   static_cast<long long>(engine), p.graph_name.c_str(), p.elem == ElemType::Bf16 ? "bf16" : "fp16",
                   static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]), static_cast<long long>(q.d[2]),
                   static_cast<long long>(q.d[3]), static_cast<long long>(k.d[1]), static_cast<long long>(k.d[2]),
                   p.mask_tl ? ", causal top-left" : "", p.mask_br ? ", causal bottom-right" : "",
-                  p.padding ? ", padding mask" : "", p.uid[kStats] >= 0 ? ", stats" : "");
+                  p.padding ? ", padding mask" : "", p.uid[kStats] >= 0 ? ", stats" : "",
+                  p.has_dynamic ? ", dynamic (-1 = given per call)" : "");
 }
 
 const wire::Graph* verified_graph(const hipdnnPluginConstData_t* g)
@@ -570,10 +633,24 @@ uint32_t applicable(const DeviceInfo& dev, const wire::Graph& g, int64_t out[2],
 std::once_flag g_prepare_once[2];
 hipError_t g_prepare_status[2] = {hipSuccess, hipSuccess};
 
+// Whether a tensor's element offsets (sum of (dim - 1) * stride) stay far inside int64.
+bool extent_fits(const Dims4& t)
+{
+    int64_t total = 0;
+    for(int i = 0; i < 4; ++i)
+    {
+        int64_t term = 0;
+        if(__builtin_mul_overflow(t.d[i] - 1, t.s[i], &term) || __builtin_add_overflow(total, term, &total))
+            return false;
+    }
+    return total < (int64_t(1) << 62);
+}
+
 hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                              hipdnnEnginePluginExecutionContext_t ctx,
                              const hipdnnPluginDeviceBuffer_t* buffers,
                              uint32_t num_buffers,
+                             bool plain_entry,
                              uint32_t num_overrides,
                              const int64_t* ov_uids,
                              const uint32_t* ov_lengths,
@@ -583,6 +660,10 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
     check_handle(handle);
     check_context(ctx);
     const Plan& plan = ctx->plan;
+    if(plain_entry && plan.has_dynamic)
+        bad_param("graph '%s' has dynamic tensors, whose dims and strides exist only per call: execute it with "
+                  "hipdnnEnginePluginExecuteOpGraphWithOverrides, with an override for every dynamic tensor",
+                  plan.graph_name.c_str());
     if(num_buffers > 0 && buffers == nullptr)
         bad_param("device_buffers is NULL but num_device_buffers is %u", num_buffers);
     if(num_overrides > 0 && (ov_uids == nullptr || ov_lengths == nullptr || ov_shapes == nullptr || ov_strides == nullptr))
@@ -625,15 +706,49 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
         for(int d = 0; d < 4; ++d)
         {
             const int64_t dim = ov_shapes[i][d], st = ov_strides[i][d];
-            if(dim <= 0 || dim > plan.declared[r].d[d])
-                bad_param("override of %s (uid %lld): dim %d is %lld, outside 1..%lld", kRoleName[r], u, d,
-                          static_cast<long long>(dim), static_cast<long long>(plan.declared[r].d[d]));
-            if(st <= 0 || st > (int64_t(1) << 40))
+            // Declared dims are maxima; a wildcard is bounded only by the kernels' int32 indexing.
+            const int64_t max_dim = plan.declared[r].d[d] == kWild ? kMaxLen : plan.declared[r].d[d];
+            if(dim <= 0 || dim > max_dim)
+                bad_param("override of %s (uid %lld): dim %d is %lld, outside 1..%lld%s", kRoleName[r], u, d,
+                          static_cast<long long>(dim), static_cast<long long>(max_dim),
+                          plan.declared[r].d[d] == kWild ? " (wildcard)" : " (declared maximum)");
+            if(st <= 0 || st > kMaxStride)
                 bad_param("override of %s (uid %lld): stride %d is %lld", kRoleName[r], u, d, static_cast<long long>(st));
             eff[r].d[d] = dim;
             eff[r].s[d] = st;
         }
+        if(plan.dynamic[r])
+        {
+            // The strides must keep the declared axis order: walking it from the outermost axis in,
+            // no stride may exceed the one before (axes of length 1 place nothing and are skipped).
+            int64_t prev = -1;
+            int prev_axis = -1;
+            for(int j = 0; j < 4; ++j)
+            {
+                const int ax = plan.outer_first[r][j];
+                if(eff[r].d[ax] == 1)
+                    continue;
+                if(prev >= 0 && eff[r].s[ax] > prev)
+                    bad_param("override of dynamic %s (uid %lld): stride %lld of axis %d exceeds stride %lld of axis "
+                              "%d, which the declared axis order puts outside it",
+                              kRoleName[r], u, static_cast<long long>(eff[r].s[ax]), ax, static_cast<long long>(prev),
+                              prev_axis);
+                prev = eff[r].s[ax];
+                prev_axis = ax;
+            }
+            // The head dim was declared innermost so that it is contiguous: the kernels need stride 1.
+            if(r <= kO && eff[r].s[3] != 1)
+                bad_param("override of dynamic %s (uid %lld): head-dim stride %lld; the engine needs 1", kRoleName[r],
+                          u, static_cast<long long>(eff[r].s[3]));
+        }
+        if(!extent_fits(eff[r]))
+            bad_param("override of %s (uid %lld): dims and strides address more than 2^62 elements", kRoleName[r], u);
     }
+    for(int r = 0; r < kRoles; ++r)
+        if(plan.uid[r] >= 0 && plan.dynamic[r] && !seen[r])
+            bad_param("dynamic %s (uid %lld) has no override: its dims and strides are known only from the override "
+                      "of each call",
+                      kRoleName[r], static_cast<long long>(plan.uid[r]));
     char msg[384];
     if(!check_shapes(plan, eff, msg, sizeof(msg)))
         fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, msg);
@@ -729,7 +844,7 @@ hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
     return guarded(__func__, [&] {
         if(version == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = "1.1.0"; // the contract this engine implements, not necessarily the SDK's newest
+        *version = "1.2.0"; // the contract this engine implements (dynamic tensors), not the SDK macro
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -981,8 +1096,8 @@ hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t
 {
     return guarded(__func__, [&] {
         (void)workspace;
-        return execute(handle, execution_context, device_buffers, num_device_buffers, 0, nullptr, nullptr, nullptr,
-                       nullptr);
+        return execute(handle, execution_context, device_buffers, num_device_buffers, true, 0, nullptr, nullptr,
+                       nullptr, nullptr);
     });
 }
 
@@ -999,7 +1114,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraphWithOverrides(hipdnnEngineP
 {
     return guarded(__func__, [&] {
         (void)workspace;
-        return execute(handle, execution_context, device_buffers, num_device_buffers, num_overrides,
+        return execute(handle, execution_context, device_buffers, num_device_buffers, false, num_overrides,
                        override_unique_ids, override_lengths, override_shapes, override_strides);
     });
 }
