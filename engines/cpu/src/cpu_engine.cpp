@@ -442,7 +442,7 @@ bool infer_sdpa_bwd(const Plan& plan, const NodeInfo& node, bool planning, Shape
            || !dim_eq(s->dims[3], last))
             return shape_fail(err, "node '%s' (sdpa_bwd): o and dO must be [B,Hq,Sq,Dv], stats [B,Hq,Sq,1]", nm);
     }
-    if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+    if(node.in[3] >= 0 && !has_wildcard(eff[node.in[3]]) && elements(eff[node.in[3]]) != 1)
         return shape_fail(err, "node '%s' (sdpa_bwd): the scale tensor must hold one element", nm);
     for(int r = 4; r <= 5; ++r)
     {
@@ -451,7 +451,7 @@ bool infer_sdpa_bwd(const Plan& plan, const NodeInfo& node, bool planning, Shape
         const Shape& sl = eff[node.in[r]];
         bool ok = sl.rank >= 1 && (dim_eq(sl.dims[0], q.dims[0]) || sl.dims[0] == 1);
         for(int i = 1; ok && i < sl.rank; ++i)
-            ok = sl.dims[i] == 1;
+            ok = dim_eq(sl.dims[i], 1);
         if(!ok)
             return shape_fail(err, "node '%s' (sdpa_bwd): sequence lengths must be [B,1,1,1]", nm);
     }
@@ -609,7 +609,7 @@ bool infer_node(const Plan& plan, const NodeInfo& node, bool planning, Shape* ef
                                   uid(node.in[r]),
                                   node.norm_count);
         }
-        if(node.in[3] >= 0 && elements(eff[node.in[3]]) != 1)
+        if(node.in[3] >= 0 && !has_wildcard(eff[node.in[3]]) && elements(eff[node.in[3]]) != 1)
             return shape_fail(err, "node '%s': the epsilon tensor must hold one element", node.name.c_str());
         if(!set_output(plan, node, node.out[0], x, planning, eff, err))
             return false;
@@ -1425,25 +1425,9 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return format("node '%s': o and stats are the same tensor", node.name.c_str());
     }
 
-    // Dynamic tensors are served for SDPA forward, matmul and pointwise nodes only: the other
-    // kernels' shape rules and scratch sizes have not been made wildcard-aware.
-    for(const NodeInfo& node : plan.nodes)
-    {
-        if(node.kind == OpKind::Sdpa || node.kind == OpKind::Matmul || node.kind == OpKind::Pointwise)
-            continue;
-        for(int t : node.in)
-            if(t >= 0 && plan.tensors[t].dynamic)
-                return format("node '%s' (%s): dynamic tensors are supported by sdpa_fwd, matmul and "
-                              "pointwise nodes only",
-                              node.name.c_str(),
-                              op_name(node.kind));
-        for(int t : node.out)
-            if(t >= 0 && plan.tensors[t].dynamic)
-                return format("node '%s' (%s): dynamic tensors are supported by sdpa_fwd, matmul and "
-                              "pointwise nodes only",
-                              node.name.c_str(),
-                              op_name(node.kind));
-    }
+    // Dynamic tensors are served by every node kind: each kernel's scratch is sized from tile
+    // sizes and declared head dims only (sdpa_bwd refuses wildcard head dims in infer_sdpa_bwd),
+    // norms and reductions need none, and every shape rule below treats -1 as "equal to anything".
 
     // Shapes at the declared (maximum) sizes.
     std::vector<Shape> eff(plan.tensors.size());
