@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from hipdnn.frontend.ops.attention_options import read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
@@ -125,34 +126,13 @@ class SdpaNode(Operation):
         t.vTensorUid, t.oTensorUid = self.v.get_uid(), self.o.get_uid()
         t.statsTensorUid = self.stats.get_uid() if self.stats is not None else None
         t.generateStats = self.stats is not None
-        if isinstance(self.attn_scale, TensorAttributes):
-            t.scaleTensorUid = self.attn_scale.get_uid()
-        elif self.attn_scale is not None:
-            t.attnScaleValue = float(self.attn_scale)
-        # The wire format has one flag per alignment; set together they would intersect.
-        bottom_right = self.diagonal_alignment == DiagonalAlignment.BOTTOM_RIGHT
-        t.causalMask = self.use_causal_mask and not bottom_right
-        t.causalMaskBottomRight = self.use_causal_mask and bottom_right
-        t.diagonalAlignment = int(self.diagonal_alignment)
-        t.leftBound = self.diagonal_band_left_bound
-        t.rightBound = self.diagonal_band_right_bound
-        t.paddingMask = self.use_padding_mask
-        t.seqLenQTensorUid = self.seq_len_q.get_uid() if self.seq_len_q is not None else None
-        t.seqLenKvTensorUid = self.seq_len_kv.get_uid() if self.seq_len_kv is not None else None
-        t.attnMaskTensorUid = self.bias.get_uid() if self.bias is not None else None
-        t.alibiMask = self.use_alibi_mask
+        write_options(self, t)
         return t
 
     @classmethod
     def from_wire(
         cls, name: str, compute_data_type: DataType, table: Any, tensor: Callable[[int | None], Any]
     ) -> Operation:
-        alignment = DiagonalAlignment(table.diagonalAlignment)
-        if table.causalMaskBottomRight:
-            alignment = DiagonalAlignment.BOTTOM_RIGHT
-        scale: float | TensorAttributes | None = tensor(table.scaleTensorUid)
-        if scale is None and table.attnScaleValue is not None:
-            scale = float(table.attnScaleValue)
         return cls(
             name,
             compute_data_type,
@@ -161,14 +141,5 @@ class SdpaNode(Operation):
             v=tensor(table.vTensorUid),
             o=tensor(table.oTensorUid),
             stats=tensor(table.statsTensorUid),
-            attn_scale=scale,
-            use_causal_mask=bool(table.causalMask or table.causalMaskBottomRight),
-            diagonal_alignment=alignment,
-            diagonal_band_left_bound=table.leftBound,
-            diagonal_band_right_bound=table.rightBound,
-            use_padding_mask=bool(table.paddingMask),
-            seq_len_q=tensor(table.seqLenQTensorUid),
-            seq_len_kv=tensor(table.seqLenKvTensorUid),
-            bias=tensor(table.attnMaskTensorUid),
-            use_alibi_mask=bool(table.alibiMask),
+            **read_options(table, tensor),
         )
