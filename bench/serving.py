@@ -266,12 +266,10 @@ def main() -> int:
         "anchors": anchors,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "serving.json").write_text(json.dumps(result, indent=2) + "\n")
-    plotted = plot(result, RESULTS / "serving.png")
-    print(
-        f"wrote {RESULTS / 'serving.json'}"
-        + (f" and {RESULTS / 'serving.png'}" if plotted else " (no matplotlib: no plot)")
-    )
+    stem = "serving_quick" if args.quick else "serving"  # a quick run never replaces the full results
+    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    plotted = plot(result, RESULTS / f"{stem}.png")
+    print(f"wrote {RESULTS / (stem + '.json')}" + (f" and {RESULTS / (stem + '.png')}" if plotted else " (no plot)"))
     return 0
 
 
