@@ -334,6 +334,8 @@ def main() -> None:
         "backward_results": brows,
     }
     out = Path(args.out)
+    if args.quick and out == ROOT / "bench" / "results" / "cpu_sdpa":
+        out = out.with_name("cpu_sdpa_quick")  # a quick run never replaces the full results
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     print("wrote", out.with_suffix(".json"))
