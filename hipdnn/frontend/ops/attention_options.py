@@ -57,3 +57,36 @@ def read_options(table: Any, tensor: Callable[[int | None], Any]) -> dict[str, A
         "bias": tensor(table.attnMaskTensorUid),
         "use_alibi_mask": bool(table.alibiMask),
     }
+
+
+def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
+    """Rules on the options shared by SDPA forward and backward; raises through ``node.fail``.
+
+    The option tensors must fit the attention they modify: a scale tensor holds one value, sequence
+    lengths are [B, 1, 1, 1], and a bias broadcasts to the scores [B, Hq, Sq, Skv] (each dim equal or 1).
+    Shape relations are skipped when a tensor involved is dynamic (spec 6.5)."""
+    if isinstance(node.attn_scale, float) and node.attn_scale != node.attn_scale:
+        raise node.fail("attn_scale is NaN")
+    for role, bound in (("left", node.diagonal_band_left_bound), ("right", node.diagonal_band_right_bound)):
+        if bound is not None and bound < 0:
+            raise node.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
+    if node.use_padding_mask and (node.seq_len_q is None or node.seq_len_kv is None):
+        raise node.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
+    b, hq, sq, _ = q.get_dim()
+    skv = k.get_dim()[2]
+    scale = node.attn_scale
+    if isinstance(scale, TensorAttributes) and not scale.is_dynamic() and any(d != 1 for d in scale.get_dim()):
+        raise node.fail(f"attn_scale tensor {scale.get_name()!r} must hold one value, has dims {scale.get_dim()}")
+    for role, t in (("seq_len_q", node.seq_len_q), ("seq_len_kv", node.seq_len_kv)):
+        if t is None or t.is_dynamic() or q.is_dynamic():
+            continue
+        if t.get_dim() != [b, 1, 1, 1]:
+            raise node.fail(f"{role} tensor {t.get_name()!r} must have dims [{b}, 1, 1, 1], has {t.get_dim()}")
+    bias = node.bias
+    if bias is not None and not (bias.is_dynamic() or q.is_dynamic() or k.is_dynamic()):
+        scores = [b, hq, sq, skv]
+        dims = bias.get_dim()
+        if len(dims) != 4 or any(d not in (1, s) for d, s in zip(dims, scores)):
+            raise node.fail(
+                f"bias tensor {bias.get_name()!r} with dims {dims} does not broadcast to the scores {scores}"
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hipdnn.frontend.ops.attention_options import read_options, write_options
+from hipdnn.frontend.ops.attention_options import check_options, read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
@@ -74,13 +74,7 @@ class SdpaNode(Operation):
             v.get_dim(),
             dynamic={"q": q.is_dynamic(), "k": k.is_dynamic(), "v": v.is_dynamic()},
         )
-        if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
-            raise self.fail("attn_scale is NaN")
-        for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
-            if bound is not None and bound < 0:
-                raise self.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
-        if self.use_padding_mask and (self.seq_len_q is None or self.seq_len_kv is None):
-            raise self.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
+        check_options(self, q, k)
         o_dims, stats_dims = self._output_dims(q.get_dim(), v.get_dim())
         self.fill_output(self.o, o_dims, io_data_type, order_reference=q.get_stride())
         self.check_output_dims(self.o, "o", o_dims)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hipdnn.frontend.ops.attention_options import read_options, write_options
+from hipdnn.frontend.ops.attention_options import check_options, read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
@@ -73,13 +73,7 @@ class SdpaBackwardNode(Operation):
         for role, t in roles.items():
             self.require_rank(t, role, rank=4)
         self._check_shapes({r: t.get_dim() for r, t in roles.items()}, {r: t.is_dynamic() for r, t in roles.items()})
-        if isinstance(self.attn_scale, float) and not (self.attn_scale == self.attn_scale):
-            raise self.fail("attn_scale is NaN")
-        for role, bound in (("left", self.diagonal_band_left_bound), ("right", self.diagonal_band_right_bound)):
-            if bound is not None and bound < 0:
-                raise self.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
-        if self.use_padding_mask and (self.seq_len_q is None or self.seq_len_kv is None):
-            raise self.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
+        check_options(self, self.q, self.k)
         for out, src, role in ((self.dq, self.q, "dq"), (self.dk, self.k, "dk"), (self.dv, self.v, "dv")):
             self.fill_output(out, src.get_dim(), io_data_type, order_reference=src.get_stride())
             self.check_output_dims(out, role, src.get_dim())
