@@ -68,7 +68,7 @@ def _expected_dtype(data_type: DataType) -> np.dtype[Any] | None:
     return _EXPECTED_DTYPES[data_type]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Buffer:
     """A variant-pack value reduced to what execute needs."""
 
@@ -77,7 +77,6 @@ class Buffer:
     low: int | None = None
     high: int | None = None
     dtype: np.dtype[Any] | None = None
-    typestr: str | None = None
     shape: tuple[int, ...] | None = None
     strides_elems: tuple[int, ...] | None = None
     contiguous: bool = False
@@ -125,7 +124,7 @@ def _from_interface(iface: dict[str, Any], on_device: bool, what: str) -> Buffer
     low, high = _extent(ptr, shape, strides, dtype.itemsize)
     elems = tuple(s // dtype.itemsize for s in strides) if all(s % dtype.itemsize == 0 for s in strides) else None
     contiguous = high - low == dtype.itemsize * int(np.prod(shape, dtype=np.int64)) and low == ptr
-    return Buffer(ptr, low, high, dtype, iface["typestr"], shape, elems, contiguous, on_device)
+    return Buffer(ptr, low, high, dtype, shape, elems, contiguous, on_device)
 
 
 def to_buffer(value: Any, what: str) -> Buffer:
@@ -152,8 +151,9 @@ def _from_ndarray(arr: np.ndarray[Any, Any], what: str) -> Buffer:
         low, high = ptr, ptr + arr.nbytes
     else:
         low, high = _extent(ptr, shape, byte_strides, itemsize)
-    elems = tuple(b // itemsize for b in byte_strides) if all(b % itemsize == 0 for b in byte_strides) else None
-    return Buffer(ptr, low, high, dtype, dtype.str, shape, elems, bool(flags.c_contiguous), False)
+    # element strides, unless a stride is not a whole number of elements (map: no Python call per axis)
+    elems = None if any(map(itemsize.__rmod__, byte_strides)) else tuple(map(itemsize.__rfloordiv__, byte_strides))
+    return Buffer(ptr, low, high, dtype, shape, elems, flags.c_contiguous, False)
 
 
 def _is_torch_device_tensor(value: Any) -> bool:
@@ -174,7 +174,7 @@ def _from_torch(value: Any) -> Buffer:
     shape = tuple(int(d) for d in value.shape)
     strides = tuple(int(s) for s in value.stride())
     low, high = _extent(ptr, shape, [s * itemsize for s in strides], itemsize)
-    return Buffer(ptr, low, high, None, None, shape, strides, bool(value.is_contiguous()), True, itemsize)
+    return Buffer(ptr, low, high, None, shape, strides, bool(value.is_contiguous()), True, itemsize)
 
 
 def _to_buffer(value: Any, what: str) -> Buffer:
@@ -251,20 +251,19 @@ def check_buffer(
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"{where}: buffer item size {buf.itemsize} disagrees with {data_type.name}"
         )
-    shape = list(buf.shape) if buf.shape is not None else None
-    if shape == list(dims):
-        if buf.strides_elems is not None:
-            mismatched = [i for i, d in enumerate(dims) if d > 1 and buf.strides_elems[i] != strides[i]]
-            if mismatched:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"{where}: buffer strides {list(buf.strides_elems)} disagree with tensor strides {list(strides)}",
-                )
+    shape = buf.shape
+    if shape is not None and tuple(shape) == tuple(dims):
+        elems = buf.strides_elems
+        if elems is not None and any(d > 1 and e != st for d, e, st in zip(dims, elems, strides)):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{where}: buffer strides {list(elems)} disagree with tensor strides {list(strides)}",
+            )
     elif not (overridden and buf.contiguous):
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
-            f"{where}: buffer shape {shape} disagrees with tensor dims {list(dims)}"
-            + ("" if not overridden else " (a differently shaped backing buffer must be contiguous)"),
+            f"{where}: buffer shape {list(shape) if shape is not None else None} disagrees with tensor dims "
+            f"{list(dims)}" + ("" if not overridden else " (a differently shaped backing buffer must be contiguous)"),
         )
     itemsize = ITEMSIZE.get(data_type, buf.dtype.itemsize if buf.dtype is not None else (buf.itemsize or 1))
     need = addressed_bytes(dims, strides, itemsize)
