@@ -887,6 +887,59 @@ std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& e
     return "";
 }
 
+// Reads what SdpaAttributes and SdpaBackwardAttributes share, under the same field names in both
+// tables: the diagonal/band masks, padding, ALiBi, the scale, and the q/k/v/scale/seq_len/bias inputs
+// (in[0..6]). Returns "" or why the node cannot be served; unknown uids are reported through ref.
+template <class Attrs, class Ref>
+std::string read_attention_options(const Attrs* a, NodeInfo& node, const char* nm, const char* kind, Ref&& ref)
+{
+    const auto align = a->diagonal_alignment();
+    if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
+        return format("node '%s' (%s): unknown diagonal alignment", nm, kind);
+    const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
+    // causal_mask: top-left causal; causal_mask_bottom_right:
+    // bottom-right causal; right_bound R: j <= i + R aligned by
+    // diagonal_alignment; left_bound L: j > i - L, likewise aligned.
+    // Several at once intersect.
+    node.mask_tl = a->causal_mask();
+    node.mask_br = a->causal_mask_bottom_right();
+    if(a->right_bound().has_value())
+    {
+        const int64_t r = a->right_bound().value();
+        bool& has = br ? node.mask_br : node.mask_tl;
+        int64_t& hi = br ? node.hi_br : node.hi_tl;
+        hi = has ? std::min(hi, r) : r;
+        has = true;
+    }
+    if(a->left_bound().has_value())
+    {
+        node.has_lo = true;
+        node.lo_br = br;
+        node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
+    }
+    node.padding = a->padding_mask();
+    node.alibi = a->alibi_mask();
+    if(a->attn_scale_value().has_value())
+    {
+        node.has_scale = true;
+        node.scale = a->attn_scale_value().value();
+    }
+    node.in[0] = ref(a->q_tensor_uid());
+    node.in[1] = ref(a->k_tensor_uid());
+    node.in[2] = ref(a->v_tensor_uid());
+    if(a->scale_tensor_uid().has_value())
+        node.in[3] = ref(a->scale_tensor_uid().value());
+    if(node.padding)
+    {
+        node.in[4] = ref(a->seq_len_q_tensor_uid().value());
+        node.in[5] = ref(a->seq_len_kv_tensor_uid().value());
+    }
+    if(a->attn_mask_tensor_uid().has_value())
+        node.in[6] = ref(a->attn_mask_tensor_uid().value());
+    return "";
+}
+
+
 // Builds the execution plan of a verified graph. Returns "" when the engine
 // can compute every node exactly, else the reason it is not applicable.
 std::string build_plan(const wire::Graph& g, Plan& plan)
@@ -985,49 +1038,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             for(const Unsupported& u : unsupported)
                 if(u.present)
                     return format("node '%s' (sdpa_fwd): %s is not supported", nm, u.what);
-            const auto align = a->diagonal_alignment();
-            if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
-                return format("node '%s' (sdpa_fwd): unknown diagonal alignment", nm);
-            const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
-            // causal_mask: top-left causal; causal_mask_bottom_right:
-            // bottom-right causal; right_bound R: j <= i + R aligned by
-            // diagonal_alignment; left_bound L: j > i - L, likewise aligned.
-            // Several at once intersect.
-            node.mask_tl = a->causal_mask();
-            node.mask_br = a->causal_mask_bottom_right();
-            if(a->right_bound().has_value())
-            {
-                const int64_t r = a->right_bound().value();
-                bool& has = br ? node.mask_br : node.mask_tl;
-                int64_t& hi = br ? node.hi_br : node.hi_tl;
-                hi = has ? std::min(hi, r) : r;
-                has = true;
-            }
-            if(a->left_bound().has_value())
-            {
-                node.has_lo = true;
-                node.lo_br = br;
-                node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
-            }
-            node.padding = a->padding_mask();
-            node.alibi = a->alibi_mask();
-            if(a->attn_scale_value().has_value())
-            {
-                node.has_scale = true;
-                node.scale = a->attn_scale_value().value();
-            }
-            node.in[0] = ref(a->q_tensor_uid());
-            node.in[1] = ref(a->k_tensor_uid());
-            node.in[2] = ref(a->v_tensor_uid());
-            if(a->scale_tensor_uid().has_value())
-                node.in[3] = ref(a->scale_tensor_uid().value());
-            if(node.padding)
-            {
-                node.in[4] = ref(a->seq_len_q_tensor_uid().value());
-                node.in[5] = ref(a->seq_len_kv_tensor_uid().value());
-            }
-            if(a->attn_mask_tensor_uid().has_value())
-                node.in[6] = ref(a->attn_mask_tensor_uid().value());
+            if(std::string bad = read_attention_options(a, node, nm, "sdpa_fwd", ref); !bad.empty())
+                return bad;
             node.out[0] = ref(a->o_tensor_uid());
             if(a->stats_tensor_uid().has_value())
                 node.out[1] = ref(a->stats_tensor_uid().value());
@@ -1206,45 +1218,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             if((a->left_bound().has_value() && a->left_bound().value() < 0)
                || (a->right_bound().has_value() && a->right_bound().value() < 0))
                 return format("node '%s' (sdpa_bwd): negative band bounds are not supported", nm);
-            const auto align = a->diagonal_alignment();
-            if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
-                return format("node '%s' (sdpa_bwd): unknown diagonal alignment", nm);
-            const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
-            node.mask_tl = a->causal_mask();
-            node.mask_br = a->causal_mask_bottom_right();
-            if(a->right_bound().has_value())
-            {
-                const int64_t r = a->right_bound().value();
-                bool& has = br ? node.mask_br : node.mask_tl;
-                int64_t& hi = br ? node.hi_br : node.hi_tl;
-                hi = has ? std::min(hi, r) : r;
-                has = true;
-            }
-            if(a->left_bound().has_value())
-            {
-                node.has_lo = true;
-                node.lo_br = br;
-                node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
-            }
-            node.padding = a->padding_mask();
-            node.alibi = a->alibi_mask();
-            if(a->attn_scale_value().has_value())
-            {
-                node.has_scale = true;
-                node.scale = a->attn_scale_value().value();
-            }
-            node.in[0] = ref(a->q_tensor_uid());
-            node.in[1] = ref(a->k_tensor_uid());
-            node.in[2] = ref(a->v_tensor_uid());
-            if(a->scale_tensor_uid().has_value())
-                node.in[3] = ref(a->scale_tensor_uid().value());
-            if(node.padding)
-            {
-                node.in[4] = ref(a->seq_len_q_tensor_uid().value());
-                node.in[5] = ref(a->seq_len_kv_tensor_uid().value());
-            }
-            if(a->attn_mask_tensor_uid().has_value())
-                node.in[6] = ref(a->attn_mask_tensor_uid().value());
+            if(std::string bad = read_attention_options(a, node, nm, "sdpa_bwd", ref); !bad.empty())
+                return bad;
             node.in[7] = ref(a->o_tensor_uid());
             node.in[8] = ref(a->do_tensor_uid());
             node.in[9] = ref(a->stats_tensor_uid());
