@@ -17,9 +17,10 @@ import flatbuffers
 from packaging.version import Version
 
 from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, DescriptorType, HeurMode, Status
+from hipdnn.backend.execute_core import LOCATION_CODES, PlanCore
 from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorInfo, summarize, with_override_flag
 from hipdnn.backend.handle import BackendHandle
-from hipdnn.plugins import EnginePlugin, PluginError, required_api_version
+from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
 from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.TensorAttributes import TensorAttributesT
@@ -468,6 +469,21 @@ class EngineHeurDescriptor(Descriptor):
         return "; ".join(parts) or "no plugins loaded"
 
 
+def override_refusal(plugin: EnginePlugin) -> str:
+    """Why ``plugin`` cannot take overrides (spec 4.6 safety net), or "" when it can."""
+    if plugin.api_version < OVERRIDE_API_VERSION:
+        return (
+            f"plugin {plugin.name!r} reports api {plugin.api_version} < {OVERRIDE_API_VERSION}; "
+            "it cannot take overrides"
+        )
+    if not plugin.has_override_execute:
+        return (
+            f"plugin {plugin.name!r} reports api {plugin.api_version} but does not export "
+            "hipdnnEnginePluginExecuteOpGraphWithOverrides"
+        )
+    return ""
+
+
 # -- execution plan --------------------------------------------------------------------------
 class ExecutionPlanDescriptor(Descriptor):
     """Finalize creates the plugin's execution context; the plan owns it until destroy()."""
@@ -488,7 +504,10 @@ class ExecutionPlanDescriptor(Descriptor):
         self.graph: OperationGraphDescriptor | None = None
         self.is_override_shape_enabled = False
         self.workspace_size = 0
-        self.memory_location = "unknown"
+        #: the compiled execute path of this plan (hipdnn.backend.execute_core): everything a call
+        #: is checked against, frozen here, and the guard that lets destroy() wait for calls in flight
+        self.core: PlanCore | None = None
+        self._memory_location = "unknown"
 
     def _finalize(self) -> None:
         handle = self._require(A.EXECUTION_PLAN_HANDLE)
@@ -510,13 +529,47 @@ class ExecutionPlanDescriptor(Descriptor):
                 plugin.destroy_execution_context(context)
             raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
         self.plugin, self.context, self.engine_id, self.graph = plugin, context, config.engine_id, graph
-        self._context_key = handle.register_context(plugin, context)
         self._handle = handle
         self.is_override_shape_enabled = graph.summary.is_override_shape_enabled
         self.workspace_size = size
-        self.memory_location = engine.memory_location
+        self._memory_location = engine.memory_location
+        self.core = PlanCore(
+            handle.gate,
+            plugin.execute_entry_addresses(),
+            plugin.address,
+            plugin.context_address(context),
+            size,
+            LOCATION_CODES[engine.memory_location],
+            self.is_override_shape_enabled,
+            override_refusal(plugin),
+            graph.summary.name,
+            plugin.name,
+            config.engine_id,
+            [
+                (t.uid, t.name, t.data_type, t.dims, t.strides, t.is_virtual, t.is_dynamic)
+                for t in graph.summary.tensors.values()
+            ],
+        )
         self._set_computed(A.EXECUTION_PLAN_WORKSPACE_SIZE, size)
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, self.is_override_shape_enabled)
+        self._context_key = handle.register_context(plugin, context, self.core)
+
+    def tensor_uids(self) -> list[int]:
+        """The uids of the plan's tensors, in the order of its graph buffer (the order of the
+        compiled core's tensor table)."""
+        assert self.graph is not None and self.graph.summary is not None
+        return list(self.graph.summary.tensors)
+
+    @property
+    def memory_location(self) -> str:
+        """Where the engine takes tensor memory: "host", "device" or "unknown" (not declared)."""
+        return self._memory_location
+
+    @memory_location.setter
+    def memory_location(self, location: str) -> None:
+        self._memory_location = location
+        if self.core is not None:
+            self.core.location = LOCATION_CODES[location]
 
     def __del__(self) -> None:
         # Safe at any time: the plan keeps its handle (and so the plugin instance) alive.
@@ -524,10 +577,11 @@ class ExecutionPlanDescriptor(Descriptor):
             self.destroy()
 
     def destroy(self) -> None:
-        """Destroy the plugin's execution context (idempotent)."""
+        """Destroy the plugin's execution context (idempotent). Calls in flight on other threads are
+        waited for; later calls raise HipdnnError."""
         if self.context is not None:
-            self.context = None
             self._handle.destroy_context(self._context_key)
+            self.context = None
 
 
 # -- variant pack ----------------------------------------------------------------------------

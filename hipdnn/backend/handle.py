@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hipdnn.backend.execute_core import Gate
 from hipdnn.backend.plan_cache import PlanCache
 from hipdnn.plugins import EnginePlugin, PluginCandidate, PluginError, SkippedPlugin, instantiate
 
@@ -36,9 +37,12 @@ class BackendHandle:
         self.stream = 0
         # Live execution contexts by address. Plans register theirs here so that closing the handle
         # destroys every context before the plugin instances, whatever order objects are collected in.
-        self._contexts: dict[int, tuple[EnginePlugin, Any]] = {}
+        self._contexts: dict[int, tuple[EnginePlugin, Any, Any]] = {}
         self._lock = threading.Lock()
         self._closed = False
+        #: closed first by close(): every plan's compiled execute path refuses calls after that
+        self.gate = Gate()
+        self._close_lock = threading.Lock()
         self.plan_cache = PlanCache()
         self.fingerprints = tuple(p.library.fingerprint() for p in self.plugins)
 
@@ -55,32 +59,45 @@ class BackendHandle:
                 log.warning("%s", exc)
         self.stream = stream
 
-    def register_context(self, plugin: EnginePlugin, context: Any) -> int:
+    def register_context(self, plugin: EnginePlugin, context: Any, core: Any = None) -> int:
+        """Record a plan's context (and its compiled execute path, whose calls in flight are waited
+        for before the context is destroyed)."""
         key = id(context)
         with self._lock:
-            self._contexts[key] = (plugin, context)
+            self._contexts[key] = (plugin, context, core)
         return key
 
     def destroy_context(self, key: int) -> None:
-        """Destroy a registered context once; later calls (or calls after close) do nothing."""
+        """Destroy a registered context once; later calls (or calls after close) do nothing. Calls in
+        flight on it finish first; calls made after it is released raise HipdnnError."""
+        with self._lock:
+            entry = self._contexts.get(key)
+        if entry is None:
+            return
+        plugin, context, core = entry
+        if core is not None:
+            core.release()  # raises (and keeps the context) when called from inside one of its calls
         with self._lock:
             entry = self._contexts.pop(key, None)
         if entry is not None:
-            plugin, context = entry
             try:
                 plugin.destroy_execution_context(context)
             except PluginError as exc:
                 log.warning("%s", exc)
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self.plan_cache.clear()
-        for key in list(self._contexts):
-            self.destroy_context(key)
-        for plugin in self.plugins:
-            plugin.destroy()
+        """Refuse new calls, wait for the calls in flight, then destroy every context and plugin
+        instance. Safe while other threads execute: they finish, or are refused with HipdnnError."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self.gate.close()
+            self._closed = True
+            self.plan_cache.clear()
+            for key in list(self._contexts):
+                self.destroy_context(key)
+            for plugin in self.plugins:
+                plugin.destroy()
 
     def __del__(self) -> None:
         with contextlib.suppress(Exception):  # never raise from a finalizer

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import flatbuffers
@@ -18,12 +17,10 @@ from hipdnn.backend import (
     ExecutionPlanDescriptor,
     OperationGraphDescriptor,
     Status,
-    VariantPackDescriptor,
 )
-from hipdnn.backend import execute as backend_execute
+from hipdnn.backend.execute_core import Binding, Executor
+from hipdnn.backend.execute_core import configure as configure_execute_core
 from hipdnn.backend.plan_cache import PlanKey
-from hipdnn.frontend import memory
-from hipdnn.frontend.bound import BoundExecute
 from hipdnn.frontend.handle import Handle
 from hipdnn.frontend.ops import (
     OPERATIONS,
@@ -36,7 +33,8 @@ from hipdnn.frontend.ops import (
     SdpaBackwardNode,
     SdpaNode,
 )
-from hipdnn.frontend.overrides import OverrideEntry, Overrides, lower, validate
+from hipdnn.frontend.ops.shape_rules import ShapeRules
+from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import (
     DataType,
@@ -62,18 +60,8 @@ def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
     return HipdnnError(code, f"{doing}: {exc}")
 
 
-@dataclass(frozen=True)
-class _BuiltTensor:
-    """A tensor as it was when the graph was lowered (what the plugin knows)."""
-
-    uid: int
-    name: str
-    data_type: DataType
-    dims: tuple[int, ...]
-    strides: tuple[int, ...]
-    is_virtual: bool
-    is_dynamic: bool
-    label: str = ""  # "tensor 'q' (uid 1)", formatted once for error messages
+# The compiled core names another graph's tensors and type-checks override entries by these types.
+configure_execute_core(tensor_type=TensorAttributes, entry_type=OverrideEntry)
 
 
 class Graph:
@@ -457,9 +445,9 @@ class Graph:
         self._plan: ExecutionPlanDescriptor | None = None
         self._handle: Handle | None = None
         self._serialized: bytes | None = None
-        self._built_tensors: dict[int, _BuiltTensor] = {}
-        self._uid_to_tensor: dict[int, TensorAttributes] = {}
-        self._has_dynamic = False
+        #: the compiled execute path of the built plan, with this graph's tensors and shape rules as
+        #: they were at build (changing a tensor afterwards does not reach it: rebuild to apply)
+        self._executor: Executor | None = None
 
     def validate(self) -> Graph:
         """Check the graph (unique uids, topological order, no orphans, per-op rules), infer the shapes
@@ -708,28 +696,27 @@ class Graph:
         except BackendError as exc:
             raise _backend_error(exc, f"lowering graph {self.name!r}") from None
         self._op_graph, self._handle, self._serialized = desc, handle, blob
-        self._snapshot_tensors()
         return self
 
-    def _snapshot_tensors(self) -> None:
-        """Freeze what the plugin was told about each tensor; execute checks against this."""
-        self._built_tensors = {}
-        self._uid_to_tensor = {}
-        for t in self._tensors:
+    def _freeze(self) -> None:
+        """Hand the plan's compiled execute path this graph's keys (tensor objects) and every node's
+        shape rules, over the plan's own tensor table (the tensors as the serialized graph told
+        the plugin). From here on execute checks against this snapshot only."""
+        assert self._plan is not None and self._plan.core is not None and self._handle is not None
+        index = {uid: i for i, uid in enumerate(self._plan.tensor_uids())}
+
+        def index_of(t: TensorAttributes) -> int:
             uid = t.get_uid()
-            assert uid is not None  # validate() assigned every uid
-            self._built_tensors[uid] = _BuiltTensor(
-                uid,
-                t.get_name(),
-                t.get_data_type(),
-                tuple(t.get_dim()),
-                tuple(t.get_stride()),
-                t.get_is_virtual(),
-                t.is_dynamic(),
-                f"tensor {t.get_name()!r} (uid {uid})",
-            )
-            self._uid_to_tensor[uid] = t
-        self._has_dynamic = any(t.is_dynamic for t in self._built_tensors.values())
+            assert uid is not None
+            return index[uid]
+
+        rules = []
+        for node in self._nodes:
+            builder = ShapeRules(index_of)
+            node.shape_rules(builder)
+            rules.append((f"{node.kind} node {node.name!r}: ", node.name, builder.rules))
+        keys = {t: uid for t in self._tensors if (uid := t.get_uid()) is not None}
+        self._executor = Executor(self._plan.core, keys, rules, self._handle.backend)
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
@@ -777,6 +764,7 @@ class Graph:
                 failures.append(f"engine {config.engine_id}: {exc}")
                 continue
             self._plan = plan
+            self._freeze()
             return self
         raise HipdnnError(
             ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built: " + "; ".join(failures)
@@ -795,7 +783,7 @@ class Graph:
         if cached is not None and cached.graph is not None:
             self._reset_build()
             self._op_graph, self._handle, self._serialized, self._plan = cached.graph, handle, blob, cached
-            self._snapshot_tensors()
+            self._freeze()
             return self
         self._lower(handle, blob)
         self.create_execution_plans([mode])
@@ -810,15 +798,14 @@ class Graph:
         handle: Handle,
         uids: Sequence[int | TensorAttributes],
         override_uids: Sequence[int | TensorAttributes] = (),
-    ) -> BoundExecute:
-        """A pre-bound execute for the serving loop: ``bound(ptrs, workspace, override_shapes=...,
-        override_strides=...)`` with pointers in the order of ``uids`` and overrides for
-        ``override_uids``. Everything that does not depend on the call is resolved here; pointers are
-        trusted (no bounds checks), overrides are still checked against the declared maxima."""
-        plan = self._require_plan()
-        if handle is not self._handle:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "bind on a different handle than the graph was built on")
-        return BoundExecute(self, plan, handle.backend, uids, override_uids)
+    ) -> Binding:
+        """A pre-bound execute for the serving loop: ``bound(ptrs, workspace=0, override_shapes=None,
+        override_strides=None)`` with int pointers in the order of ``uids`` and override values for
+        ``override_uids``. Everything that does not change per call is resolved here. Pointers are
+        trusted to hold the tensor at its declared maximum shape and strides; every override is
+        checked by the same rules as execute, and must address no more memory than that maximum."""
+        executor = self._require_executor(handle, "bind")
+        return executor.bind(list(uids), list(override_uids))
 
     def get_workspace_size(self) -> int:
         return self._require_plan().workspace_size
@@ -838,171 +825,33 @@ class Graph:
         return self._plan
 
     # -- execution ---------------------------------------------------------------------------
+    def _require_executor(self, handle: Handle, doing: str) -> Executor:
+        if self._executor is None:
+            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"graph {self.name!r} has no execution plan: build it first")
+        if handle is not self._handle:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"{doing} on a different handle than the graph was built on")
+        return self._executor
+
     def execute(
         self,
         handle: Handle,
         variant_pack: Mapping[TensorAttributes | int, Any],
         workspace: Any = None,
-        override_uids: Sequence[int | TensorAttributes] | None = None,
+        override_uids: Sequence[int | TensorAttributes] | Mapping[TensorAttributes | int, OverrideEntry] | None = None,
         override_shapes: Sequence[Sequence[int]] | None = None,
         override_strides: Sequence[Sequence[int]] | None = None,
         *,
         overrides: Mapping[TensorAttributes | int, OverrideEntry] | None = None,
     ) -> None:
         """Run the built plan. ``variant_pack`` maps tensors (or uids) to buffers. Overrides give tensors
-        a smaller shape (and its strides) for this call only, in the parallel-array form
-        (``override_uids``, ``override_shapes``, ``override_strides``) or the map form
-        (``overrides={tensor: OverrideEntry(shape=..., stride=...)}``)."""
-        plan = self._require_plan()
-        if handle is not self._handle:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, "execute on a different handle than the graph was built on")
-        lowered, parallel = lower(override_uids, override_shapes, override_strides, overrides)
-        if lowered and not self._override_shape_enabled:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"graph {self.name!r} was built without set_override_shape_enabled(True); overrides refused",
-            )
-        if lowered:
-            validate(lowered, self._uid_to_tensor, parallel)
-        if lowered or self._has_dynamic:
-            self._check_effective_shapes(lowered)
-        buffers = self._resolve_variant_pack(variant_pack, lowered)
-        workspace_ptr = self._resolve_workspace(workspace, plan.workspace_size)
-        vp = VariantPackDescriptor()
-        try:
-            vp.set_attribute(A.VARIANT_PACK_UNIQUE_IDS, T.INT64, [u for u, _ in buffers])
-            vp.set_attribute(A.VARIANT_PACK_DATA_POINTERS, T.VOID_PTR, [p for _, p in buffers])
-            vp.set_attribute(A.VARIANT_PACK_WORKSPACE, T.VOID_PTR, workspace_ptr)
-            if lowered:
-                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT, T.INT64, list(lowered.uids))
-                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_SHAPES_EXT, T.INT64, [d for s in lowered.shapes for d in s])
-                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_STRIDES_EXT, T.INT64, [d for s in lowered.strides for d in s])
-                vp.set_attribute(A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT, T.INT64, [len(s) for s in lowered.shapes])
-            vp.finalize()
-            backend_execute(handle.backend, plan, vp)
-        except BackendError as exc:
-            raise _backend_error(exc, f"executing graph {self.name!r} on engine {plan.engine_id}") from None
-
-    def _check_effective_shapes(self, lowered: Overrides) -> None:
-        """With overrides, shapes change per call: every dynamic tensor must be given one, and the
-        nodes' shape rules are re-run on the effective shapes, so that incompatible overrides (and
-        broadcasts of dynamic operands, spec 6.5) fail here with a message rather than in a plugin."""
-        overridden = lowered.as_dict()
-        for uid, info in self._built_tensors.items():
-            if info.is_dynamic and not info.is_virtual and uid not in overridden:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VALUE,
-                    f"dynamic {info.label} needs an override (shape and strides) at every execute",
-                )
-        computed: dict[int, list[int]] = {}
-
-        def effective(t: TensorAttributes) -> list[int]:
-            uid = t.get_uid()
-            assert uid is not None
-            if uid in computed:
-                return computed[uid]
-            if uid in overridden:
-                return list(overridden[uid][0])
-            return list(self._built_tensors[uid].dims)
-
-        for node in self._nodes:
-            for t, dims in zip(node.outputs(), node.infer_dims(effective)):
-                out_uid = t.get_uid()
-                assert out_uid is not None
-                info = self._built_tensors[out_uid]
-                if info.is_virtual:
-                    computed[out_uid] = dims
-                elif effective(t) != dims:
-                    raise HipdnnError(
-                        ErrorCode.INVALID_VALUE,
-                        f"{info.label} has shape {effective(t)} for this call, but node {node.name!r} produces "
-                        f"{dims} from its inputs' shapes",
-                    )
-
-    def _resolve_variant_pack(
-        self, variant_pack: Mapping[TensorAttributes | int, Any], lowered: Overrides
-    ) -> list[tuple[int, int]]:
-        if not isinstance(variant_pack, Mapping):
-            raise HipdnnError(
-                ErrorCode.INVALID_VARIANT_PACK, "the variant pack must be a mapping {tensor or uid: buffer}"
-            )
-        by_uid: dict[int, Any] = {}
-        for key, value in variant_pack.items():
-            if isinstance(key, TensorAttributes):
-                uid = key.get_uid()
-                if uid is None or self._uid_to_tensor.get(uid) is not key:
-                    raise HipdnnError(
-                        ErrorCode.INVALID_VARIANT_PACK,
-                        f"variant pack key {key.get_name()!r} is not a tensor of this graph",
-                    )
-            elif isinstance(key, int) and not isinstance(key, bool):
-                uid = key
-            else:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VARIANT_PACK, f"variant pack key {key!r} is neither a tensor nor a uid"
-                )
-            if uid in by_uid:
-                raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"uid {uid} appears twice in the variant pack")
-            by_uid[uid] = value
-        override_map = lowered.as_dict()
-        plan_location = self._plan.memory_location if self._plan is not None else "unknown"
-        out: list[tuple[int, int]] = []
-        for uid, value in by_uid.items():
-            info = self._built_tensors.get(uid)
-            if info is None:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VARIANT_PACK, f"variant pack uid {uid} is not a tensor of this graph"
-                )
-            if info.is_virtual:
-                raise HipdnnError(
-                    ErrorCode.INVALID_VARIANT_PACK,
-                    f"tensor {info.name!r} (uid {uid}) is virtual and takes no buffer; set_output(True) to read it",
-                )
-            buf = memory.to_buffer(value, info.label)
-            dims, strides = override_map.get(uid, (info.dims, info.strides))
-            memory.check_buffer(
-                buf,
-                where=info.label,
-                data_type=info.data_type,
-                dims=dims,
-                strides=strides,
-                overridden=uid in override_map,
-            )
-            if buf.low is not None:  # bare pointers say nothing about where they point
-                self._check_location(info.label, buf.on_device, plan_location)
-            out.append((uid, buf.ptr))
-        missing = [t for u, t in self._built_tensors.items() if not t.is_virtual and u not in by_uid]
-        if missing:
-            names = ", ".join(f"{t.name!r} (uid {t.uid})" for t in missing)
-            raise HipdnnError(ErrorCode.INVALID_VARIANT_PACK, f"no buffer for tensor(s) {names}")
-        return out
-
-    def _check_location(self, label: str, on_device: bool, plan_location: str) -> None:
-        """A host engine must not be handed device memory, nor a device engine host arrays."""
-        if plan_location == "host" and on_device:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{label}: device memory handed to engine {self.get_engine_id()}, which runs on the host",
-            )
-        if plan_location == "device" and not on_device:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE,
-                f"{label}: host memory handed to engine {self.get_engine_id()}, which runs on a GPU; copy it to the "
-                "device first (or pass a device pointer)",
-            )
-
-    @staticmethod
-    def _resolve_workspace(workspace: Any, needed: int) -> int:
-        if workspace is None or (isinstance(workspace, int) and not isinstance(workspace, bool) and workspace == 0):
-            if needed > 0:
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"the plan needs a workspace of {needed} bytes")
-            return 0
-        buf = memory.to_buffer(workspace, "workspace")
-        if buf.high is not None and buf.high - buf.ptr < needed:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"workspace holds {buf.high - buf.ptr} bytes, the plan needs {needed}"
-            )
-        return buf.ptr
+        a smaller shape (and its strides) for this call only, as a mapping ``{tensor or uid:
+        OverrideEntry(shape=..., stride=...)}`` (fourth positional argument or ``overrides=``) or in
+        the parallel-array form (``override_uids``, ``override_shapes``, ``override_strides``).
+        Everything is checked in the compiled core before the plugin is called."""
+        executor = self._executor
+        if executor is None or handle is not self._handle:
+            executor = self._require_executor(handle, "execute")
+        executor.execute(variant_pack, workspace, override_uids, override_shapes, override_strides, overrides)
 
     def __repr__(self) -> str:
         return (

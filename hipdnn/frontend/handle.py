@@ -7,13 +7,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from hipdnn.backend import BackendHandle
-from hipdnn.plugins import LoadedPlugin, SkippedPlugin, describe
-from hipdnn.plugins.discovery import (
+from hipdnn.backend import (
     ENV_PLUGIN_DIR,
+    BackendHandle,
     Discovery,
+    LoadedPlugin,
     PluginLoadingMode,
+    SkippedPlugin,
     builtin_engine_dirs,
+    describe,
     discover_candidates,
     env_plugin_dirs,
 )

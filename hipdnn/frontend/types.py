@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from enum import Enum, IntEnum
+from enum import IntEnum
 
 from hipdnn.backend.enums import HeurMode
+from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 
 class DataType(IntEnum):
@@ -148,33 +149,6 @@ class NormFwdPhase(IntEnum):
 
     INFERENCE = 0
     TRAINING = 1
-
-
-class ErrorCode(Enum):
-    """hipdnn_frontend::ErrorCode."""
-
-    OK = 0
-    INVALID_VALUE = 1
-    HIPDNN_BACKEND_ERROR = 2
-    ATTRIBUTE_NOT_SET = 3
-    GRAPH_NOT_SUPPORTED = 4
-    SHAPE_DEDUCTION_FAILED = 5
-    INVALID_TENSOR_NAME = 6
-    INVALID_VARIANT_PACK = 7
-    GRAPH_EXECUTION_PLAN_CREATION_FAILED = 8
-    GRAPH_EXECUTION_FAILED = 9
-    HEURISTIC_QUERY_FAILED = 10
-    UNSUPPORTED_GRAPH_FORMAT = 11
-
-
-class HipdnnError(Exception):
-    """Every failure of the frontend: ``code`` is an :class:`ErrorCode`, the message names the
-    tensor, node or plugin at fault."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(f"[{code.name}] {message}")
-        self.code = code
-        self.message = message
 
 
 __all__ = [

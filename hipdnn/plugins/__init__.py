@@ -1,13 +1,17 @@
 """Plugin layer: discovery, the cffi loader, API-version rules and per-handle engine plugin instances."""
 
+from hipdnn.plugins._cdef import sdk_include_dir
 from hipdnn.plugins.discovery import (
     ENTRY_POINT_GROUP,
+    ENV_PLUGIN_DIR,
     Discovery,
     PluginCandidate,
     PluginLoadingMode,
     PluginSource,
     SearchPath,
+    builtin_engine_dirs,
     discover_candidates,
+    env_plugin_dirs,
     unsafe_reason,
 )
 from hipdnn.plugins.errors import PluginError
@@ -32,6 +36,7 @@ __all__ = [
     "DEFAULT_API_VERSION",
     "DYNAMIC_API_VERSION",
     "ENTRY_POINT_GROUP",
+    "ENV_PLUGIN_DIR",
     "OVERRIDE_API_VERSION",
     "Discovery",
     "EnginePlugin",
@@ -43,11 +48,14 @@ __all__ = [
     "PluginSource",
     "SearchPath",
     "SkippedPlugin",
+    "builtin_engine_dirs",
     "describe",
     "discover",
     "discover_candidates",
+    "env_plugin_dirs",
     "instantiate",
     "parse_api_version",
     "required_api_version",
+    "sdk_include_dir",
     "unsafe_reason",
 ]

@@ -45,6 +45,9 @@ log = logging.getLogger("hipdnn.plugins")
 
 ENV_PLUGIN_DIR = "HIPDNN_PLUGIN_DIR"
 ENTRY_POINT_GROUP = "hipdnn.engine_plugins"
+#: The top-level package (``hipdnn``), whose directories hold the built-in engines; named here
+#: without importing it, since the package root sits above this layer.
+_PACKAGE = __name__.partition(".")[0]
 
 
 class PluginLoadingMode(Enum):
@@ -106,10 +109,8 @@ def builtin_engine_dirs() -> list[Path]:
     """The engines shipped inside the package. In an editable install the package's Python files stay
     in the source tree while built plugins land in site-packages, so every directory of the package's
     search path is considered."""
-    import hipdnn
-
     dirs: list[Path] = []
-    for root in getattr(hipdnn, "__path__", []):
+    for root in _package_search_locations():
         candidate = Path(root) / "engines"
         if candidate.is_dir() and candidate not in dirs:
             dirs.append(candidate)
@@ -122,6 +123,24 @@ def builtin_engine_dirs() -> list[Path]:
     return dirs
 
 
+def _package_search_locations() -> list[str]:
+    """The directories of the top-level package's search path, read without importing the package
+    (this layer sits below it). A submodule is only imported after its parent, so the package is
+    normally in ``sys.modules`` already and its ``__path__`` is read as is (an editable
+    scikit-build-core install puts both the source tree and the site-packages directory holding the
+    compiled engines there). Otherwise ``importlib.util.find_spec`` of the top-level name asks the
+    meta-path finders, which executes nothing."""
+    module = sys.modules.get(_PACKAGE)
+    locations = getattr(module, "__path__", None)
+    if locations is None:
+        try:
+            spec = importlib.util.find_spec(_PACKAGE)
+        except (ImportError, ValueError):
+            return []
+        locations = spec.submodule_search_locations if spec is not None else None
+    return [str(p) for p in locations or []]
+
+
 def _installed_engines_dir() -> Path | None:
     try:
         files = importlib.metadata.files("hipdnn") or []
@@ -129,7 +148,7 @@ def _installed_engines_dir() -> Path | None:
         return None
     for f in files:
         parts = Path(str(f)).parts
-        if len(parts) >= 3 and parts[0] == "hipdnn" and parts[1] == "engines":
+        if len(parts) >= 3 and parts[0] == _PACKAGE and parts[1] == "engines":
             located = Path(str(f.locate())).parent
             if located.is_dir():
                 return located

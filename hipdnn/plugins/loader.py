@@ -584,6 +584,26 @@ class EnginePlugin:
     def address(self) -> int:
         return int(ffi.cast("uintptr_t", self.handle))
 
+    def execute_entry_addresses(self) -> tuple[int, int, int]:
+        """Addresses of hipdnnEnginePluginExecuteOpGraph, ...WithOverrides (0 when absent) and
+        hipdnnPluginGetLastErrorString, for a compiled caller that calls them directly."""
+        entries = self.library._entries
+
+        def address(name: str) -> int:
+            fn = entries.get(name)
+            return 0 if fn is None else int(ffi.cast("uintptr_t", fn))
+
+        return (
+            address("hipdnnEnginePluginExecuteOpGraph"),
+            address("hipdnnEnginePluginExecuteOpGraphWithOverrides"),
+            address("hipdnnPluginGetLastErrorString"),
+        )
+
+    @staticmethod
+    def context_address(context: Any) -> int:
+        """The address of an execution context this plugin created."""
+        return int(ffi.cast("uintptr_t", context))
+
     def destroy(self) -> None:
         if not self._destroyed:
             self._destroyed = True

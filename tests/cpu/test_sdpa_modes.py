@@ -12,8 +12,8 @@ Rows with no visible key (and query rows past seq_len_q) give o = 0 and stats = 
 pass reads such rows as empty (P = 0).
 
 Outputs live in NaN-filled buffers with guard regions around the viewed elements: every element of
-the view must be written and nothing around it touched. fp16 travels as numpy float16; bf16 as raw
-uint16 bit patterns (no ml_dtypes dependency).
+the view must be written and nothing around it touched. fp16 travels as numpy float16; bf16 as
+ml_dtypes.bfloat16 (the numpy bfloat16), whose bit patterns the tests write themselves.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -45,19 +46,22 @@ def handle() -> Iterator[hipdnn.Handle]:
 
 
 # ------------------------------------------------------------------------------------------ dtypes
+BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
 def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns, round to nearest even."""
+    """float32 -> bfloat16, round to nearest even (computed here, not by ml_dtypes)."""
     u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
     u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return u.astype(np.uint16)
+    return u.astype(np.uint16).view(BF16)
 
 
 def bf16_value(bits: np.ndarray) -> np.ndarray:
-    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    return (np.asarray(bits).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
 
 
 def storage(dt: DT) -> np.dtype:
-    return {DT.FLOAT: np.dtype(np.float32), DT.HALF: np.dtype(np.float16), DT.BFLOAT16: np.dtype(np.uint16)}[dt]
+    return {DT.FLOAT: np.dtype(np.float32), DT.HALF: np.dtype(np.float16), DT.BFLOAT16: BF16}[dt]
 
 
 def encode(x: np.ndarray, dt: DT) -> np.ndarray:
@@ -94,10 +98,10 @@ def guarded(
     fill: np.ndarray | None = None,
     rng: np.random.Generator | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(base buffer, strided view at offset GUARD). Unviewed elements hold NaN (or 0xFFFF for uint16)."""
+    """(base buffer, strided view at offset GUARD). Unviewed elements hold NaN (0xFFFF for bf16)."""
     extent = sum((d - 1) * s for d, s in zip(dims, strides)) + 1
-    if dtype == np.uint16:
-        base = np.full(extent + 2 * GUARD, 0xFFFF, dtype=dtype)  # a bf16 NaN pattern
+    if dtype == BF16:
+        base = np.full(extent + 2 * GUARD, 0xFFFF, dtype=np.uint16).view(BF16)  # a bf16 NaN pattern
     else:
         base = np.full(extent + 2 * GUARD, np.nan, dtype=dtype)
     view = np.lib.stride_tricks.as_strided(base[GUARD:], shape=dims, strides=[s * dtype.itemsize for s in strides])
@@ -116,8 +120,8 @@ def untouched_outside(base: np.ndarray, view: np.ndarray) -> bool:
     mask = np.ones(base.shape, dtype=bool)
     mask[GUARD + offs.ravel()] = False
     rest = base[mask]
-    if base.dtype == np.uint16:
-        return bool((rest == 0xFFFF).all())
+    if base.dtype == BF16:
+        return bool((rest.view(np.uint16) == 0xFFFF).all())
     return bool(np.isnan(rest).all())
 
 

@@ -114,6 +114,7 @@ def build_fake_plugins(build_dir: Path) -> dict[str, Path]:
         "-B",
         str(build_dir),
         "-DHIPDNN_BUILD_CPU_ENGINE=OFF",
+        "-DHIPDNN_BUILD_EXECUTE_CORE=OFF",
         "-DHIPDNN_BUILD_FAKE_PLUGINS=ON",
         f"-DPython_EXECUTABLE={sys.executable}",
     ]

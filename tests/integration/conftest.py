@@ -2,30 +2,45 @@
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-import hipdnn.frontend.graph  # noqa: F401  (make sure the module is in sys.modules)
 from hipdnn.backend import descriptors
 from hipdnn.backend.enums import AttributeName
+
+EXECUTE_ENTRIES = ("ExecuteOpGraph", "ExecuteOpGraphWithOverrides")
 
 
 @dataclass
 class Spy:
-    """Records Descriptor.set_attribute, VariantPackDescriptor.finalize and the backend execute that
-    Graph.execute calls, passing every call through to the real implementation."""
+    """Records what reaches the backend: descriptor attributes and variant-pack finalizes (the
+    descriptor API, for callers that use it) and every call that reaches a plugin's execute entry
+    (Graph.execute goes straight from the compiled core to the plugin; the fakes record each call).
+    Every call passes through to the real implementation."""
 
+    fakes: dict[str, Any]
     set_attribute: list[tuple[str, int, Any]] = field(default_factory=list)
     vp_finalize: list[Any] = field(default_factory=list)
-    backend_execute: list[Any] = field(default_factory=list)
+    _baseline: dict[str, int] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.set_attribute.clear()
         self.vp_finalize.clear()
-        self.backend_execute.clear()
+        self._baseline = {n: len(self._executes(c)) for n, c in self.fakes.items()}
+
+    @staticmethod
+    def _executes(control: Any) -> list[dict[str, Any]]:
+        return [r for r in control.calls() if r["entry"] in EXECUTE_ENTRIES]
+
+    @property
+    def backend_execute(self) -> list[dict[str, Any]]:
+        """Execute calls that reached a plugin since the last clear()."""
+        out = []
+        for name, control in self.fakes.items():
+            out += self._executes(control)[self._baseline.get(name, 0) :]
+        return out
 
     def attribute_ids(self, descriptor: str | None = None) -> set[int]:
         return {int(n) for d, n, _ in self.set_attribute if descriptor is None or d == descriptor}
@@ -39,12 +54,10 @@ class Spy:
 
 
 @pytest.fixture
-def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
-    s = Spy()
-    graph_module = sys.modules["hipdnn.frontend.graph"]
+def spy(monkeypatch: pytest.MonkeyPatch, fakes: dict[str, Any]) -> Spy:
+    s = Spy(fakes)
     real_set = descriptors.Descriptor.set_attribute
     real_finalize = descriptors.VariantPackDescriptor.finalize
-    real_execute = graph_module.backend_execute
 
     def set_attribute(self: Any, name: Any, attr_type: Any, values: Any) -> None:
         s.set_attribute.append((type(self).__name__, int(name), values))
@@ -54,11 +67,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> Spy:
         s.vp_finalize.append(self)
         real_finalize(self)
 
-    def backend_execute(*args: Any, **kwargs: Any) -> None:
-        s.backend_execute.append(args)
-        real_execute(*args, **kwargs)
-
     monkeypatch.setattr(descriptors.Descriptor, "set_attribute", set_attribute)
     monkeypatch.setattr(descriptors.VariantPackDescriptor, "finalize", finalize)
-    monkeypatch.setattr(graph_module, "backend_execute", backend_execute)
+    s.clear()
     return s

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import hipdnn
-from hipdnn.backend import AttributeName
+import hipdnn.backend
+from hipdnn.backend import AttributeName, AttributeType, VariantPackDescriptor
 
 from .support import (
     ENGINE,
@@ -117,12 +118,29 @@ def test_corner3_flag_present_with_overrides_full_payload(fakes, fake_handle_fac
     assert rec["override_strides"] == [st for _, _, st in entries]
     assert fakes[OVERRIDE].calls("ExecuteOpGraph") == []
 
-    # The override attributes travelled in the variant pack, flattened (spec 4.3).
+    # Graph.execute goes from the compiled core straight to the plugin: no descriptor per call.
+    assert spy.set_attribute == [] and spy.vp_finalize == []
+
+    # The backend descriptor API carries the same overrides flattened in the variant pack (spec 4.3)
+    # and delivers the same payload through the same core.
+    for c in fakes.values():
+        c.reset()
+    spy.clear()
+    A, T = AttributeName, AttributeType
+    vpd = VariantPackDescriptor()
+    vpd.set_attribute(A.VARIANT_PACK_UNIQUE_IDS, T.INT64, [t.get_uid() for t in vp])
+    vpd.set_attribute(A.VARIANT_PACK_DATA_POINTERS, T.VOID_PTR, [ptr(a) for a in vp.values()])
+    vpd.set_attribute(A.VARIANT_PACK_WORKSPACE, T.VOID_PTR, ptr(ws))
+    vpd.set_attribute(A.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT, T.INT64, [t.get_uid() for t, _, _ in entries])
+    vpd.set_attribute(A.VARIANT_PACK_OVERRIDE_SHAPES_EXT, T.INT64, [d for _, s, _ in entries for d in s])
+    vpd.set_attribute(A.VARIANT_PACK_OVERRIDE_STRIDES_EXT, T.INT64, [d for _, _, st in entries for d in st])
+    vpd.set_attribute(A.VARIANT_PACK_OVERRIDE_LENGTHS_EXT, T.INT64, [4, 4, 4])
+    vpd.finalize()
+    hipdnn.backend.execute(h.backend, g._require_plan(), vpd)
     assert spy.attribute_ids("VariantPackDescriptor") >= OVERRIDE_ATTRIBUTE_IDS
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_UNIQUE_IDS_EXT) == [rec["override_uids"]]
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_LENGTHS_EXT) == [[4, 4, 4]]
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_SHAPES_EXT) == [[d for _, s, _ in entries for d in s]]
-    assert spy.values_of(AttributeName.VARIANT_PACK_OVERRIDE_STRIDES_EXT) == [[d for _, _, st in entries for d in st]]
+    again = execute_calls(fakes)
+    assert [(n, r["entry"]) for n, r in again] == [(OVERRIDE, "ExecuteOpGraphWithOverrides")]
+    assert {k: v for k, v in again[0][1].items() if k != "seq"} == {k: v for k, v in rec.items() if k != "seq"}
 
 
 # -- corner 4: override arguments without the flag -----------------------------------------------
@@ -149,7 +167,7 @@ def test_corner4_overrides_without_flag_rejected_before_backend(fakes, fake_hand
     # Positive control: the spies do see a legitimate execute.
     spy.clear()
     g.execute(h, vp, None)
-    assert spy.set_attribute and spy.vp_finalize and spy.backend_execute
+    assert spy.backend_execute
     for c in fakes.values():
         c.reset()
 

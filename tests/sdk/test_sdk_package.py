@@ -219,6 +219,7 @@ def installs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
                 str(build),
                 *gen,
                 "-DHIPDNN_BUILD_CPU_ENGINE=OFF",
+                "-DHIPDNN_BUILD_EXECUTE_CORE=OFF",
                 "-DHIPDNN_BUILD_HIP_ENGINE=OFF",
                 f"-DPython_EXECUTABLE={sys.executable}",
                 *extra,

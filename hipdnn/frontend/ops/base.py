@@ -6,6 +6,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
 
@@ -36,10 +37,10 @@ class Operation(ABC):
         """Check the node's rules and fill in unset output dims, strides and data types."""
 
     @abstractmethod
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        """Output dims (in ``outputs()`` order) from concrete input dims ``dims(tensor)``; raises
-        through :meth:`fail` when the inputs are incompatible. Used at execute time, when overrides
-        (and dynamic tensors) give the real shapes."""
+    def shape_rules(self, rules: ShapeRules) -> None:
+        """State, with ``rules``' builders, what must hold between the node's operands and the dims
+        each output has, on the concrete shapes of one execute call (overrides and dynamic tensors
+        give them). The compiled execute core checks these on every call that changes a shape."""
 
     @abstractmethod
     def to_wire(self) -> Any:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, broadcast_shapes, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType
 from hipdnn.wire.MatmulAttributes import MatmulAttributesT
@@ -50,8 +51,17 @@ class MatmulNode(Operation):
             batch = [DYNAMIC_DIM] * (max(len(a_dims), len(b_dims)) - 2)
         return batch + [m, n]
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        return [self._c_dims(list(dims(self.a)), list(dims(self.b)), check=True)]
+    def shape_rules(self, rules: ShapeRules) -> None:
+        a, b, r = self.a, self.b, rules
+        r.equal([r.dim(a, -1), r.dim(b, -2)], "inner dims disagree: a {s0} has K={0}, b {s1} has K={1}", [a, b])
+        ra, rb = a.get_rank() - 2, b.get_rank() - 2
+        batch = max(ra, rb)
+        message = "batch dims of a {s0} and b {s1} do not broadcast"
+        exprs = []
+        for axis in range(batch):
+            refs = [r.dim(t, axis - (batch - n)) for t, n in ((a, ra), (b, rb)) if axis >= batch - n]
+            exprs.append(r.broadcast(refs, message, [a, b]))
+        r.produce(self.c, exprs + [r.ref(r.dim(a, -2)), r.ref(r.dim(b, -1))])
 
     def to_wire(self) -> Any:
         t = MatmulAttributesT()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, NormFwdPhase
 from hipdnn.wire.LayernormAttributes import LayernormAttributesT
@@ -119,14 +120,28 @@ class _NormNode(Operation):
                 self.fill_output(t, stat_dims, DataType.FLOAT)
                 self.check_output_dims(t, role, stat_dims)
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        y_dims, stat_dims = self._shapes(
-            list(dims(self.x)),
-            list(dims(self.scale)) if self.scale else None,
-            list(dims(self.bias)) if self.bias else None,
-            True,
+    def shape_rules(self, rules: ShapeRules) -> None:
+        # The normalized axes follow from the dims frozen at build; on the others, scale and bias were
+        # declared 1, which rule 7 (max shape) keeps at 1 under any override.
+        x, r = self.x, rules
+        rank = x.get_rank()
+        n = self.norm_count(
+            x.get_dim(), self.scale.get_dim() if self.scale else None, self.bias.get_dim() if self.bias else None
         )
-        return [y_dims] + [stat_dims for t in self.stats if t is not None]
+        for role, t in (("scale", self.scale), ("bias", self.bias)):
+            if t is None:
+                continue
+            offset = rank - t.get_rank()
+            for i in range(t.get_rank()):
+                if offset + i >= rank - n:
+                    r.one_or_equal(
+                        r.dim(t, i), r.dim(x, offset + i), role + " {s0} does not broadcast to x {s1}", [t, x]
+                    )
+        r.produce(self.y, [r.ref(d) for d in r.dims(x)])
+        stat = [r.const(1) if i >= rank - n else r.ref(r.dim(x, i)) for i in range(rank)]
+        for t in self.stats:
+            if t is not None:
+                r.produce(t, stat)
 
     def _fill_wire(self, t: Any) -> Any:
         t.forwardPhase = int(self.phase)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, broadcast_shapes, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules, right_aligned_broadcast
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import POINTWISE_ARITY, DataType, PointwiseMode
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -55,8 +56,10 @@ class PointwiseNode(Operation):
         self.fill_output(self.out_0, out, dt)
         self.check_output_dims(self.out_0, "out_0", out)
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        return [self.check_broadcast([list(dims(t)) for t in self.inputs()], "input shapes")]
+    def shape_rules(self, rules: ShapeRules) -> None:
+        inputs = self.inputs()
+        rank = max(t.get_rank() for t in inputs)
+        rules.produce(self.out_0, right_aligned_broadcast(rules, inputs, rank, "input shapes {S} do not broadcast"))
 
     def to_wire(self) -> Any:
         t = PointwiseAttributesT()

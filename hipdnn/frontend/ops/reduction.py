@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import DataType, ReductionMode
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -73,8 +74,10 @@ class ReductionNode(Operation):
         if self.axes is None:
             self.axes = self._axes(rank)
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        return [self._y_dims(list(dims(self.x)))]
+    def shape_rules(self, rules: ShapeRules) -> None:
+        rank = self.x.get_rank()
+        axes = self._axes(rank)
+        rules.produce(self.y, [rules.const(1) if i in axes else rules.ref(rules.dim(self.x, i)) for i in range(rank)])
 
     def to_wire(self) -> Any:
         t = ReductionAttributesT()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from hipdnn.frontend.ops.attention_options import check_options, read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -108,11 +109,17 @@ class SdpaNode(Operation):
         dv = v[3]
         return [b, hq, sq, dv], [b, hq, sq, 1]
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        q, k, v = (list(dims(t)) for t in (self.q, self.k, self.v))
-        self._check_shapes(q, k, v)
-        o_dims, stats_dims = self._output_dims(q, v)
-        return [o_dims] + ([stats_dims] if self.stats is not None else [])
+    def shape_rules(self, rules: ShapeRules) -> None:
+        q, k, v, r = self.q, self.k, self.v, rules
+        r.equal([r.dim(q, 0), r.dim(k, 0), r.dim(v, 0)], "batch sizes differ: q {0}, k {1}, v {2}")
+        r.equal([r.dim(q, 3), r.dim(k, 3)], "q head dim {0} differs from k head dim {1}")
+        r.equal([r.dim(k, 2), r.dim(v, 2)], "k sequence length {0} differs from v sequence length {1}")
+        r.equal([r.dim(k, 1), r.dim(v, 1)], "k has {0} heads but v has {1}")
+        r.multiple(r.dim(q, 1), r.dim(k, 1), "q heads {0} are not a multiple of kv heads {1}")
+        rows = [r.ref(r.dim(q, 0)), r.ref(r.dim(q, 1)), r.ref(r.dim(q, 2))]
+        r.produce(self.o, rows + [r.ref(r.dim(v, 3))])
+        if self.stats is not None:
+            r.produce(self.stats, rows + [r.const(1)])
 
     def to_wire(self) -> Any:
         t = SdpaAttributesT()

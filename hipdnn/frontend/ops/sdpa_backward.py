@@ -7,6 +7,7 @@ from typing import Any
 
 from hipdnn.frontend.ops.attention_options import check_options, read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType, DiagonalAlignment
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -99,20 +100,23 @@ class SdpaBackwardNode(Operation):
             if not skip(role, "q", "v") and list(dims[role]) != want:
                 raise self.fail(f"{role} has dims {list(dims[role])}, expected {want} from q and v")
 
-    def infer_dims(self, dims: Callable[[TensorAttributes], Sequence[int]]) -> list[list[int]]:
-        got = {
-            r: list(dims(t))
-            for r, t in (
-                ("q", self.q),
-                ("k", self.k),
-                ("v", self.v),
-                ("o", self.o),
-                ("do", self.do),
-                ("stats", self.stats),
-            )
-        }
-        self._check_shapes(got)
-        return [got["q"], got["k"], got["v"]]
+    def shape_rules(self, rules: ShapeRules) -> None:
+        q, k, v, r = self.q, self.k, self.v, rules
+        r.equal([r.dim(q, 0), r.dim(k, 0), r.dim(v, 0)], "batch sizes differ: q {0}, k {1}, v {2}")
+        r.equal([r.dim(q, 3), r.dim(k, 3)], "q head dim {0} differs from k head dim {1}")
+        kv_message = "k {s0} and v {s1} differ in heads or sequence length"
+        r.equal([r.dim(k, 2), r.dim(v, 2)], kv_message, [k, v])
+        r.equal([r.dim(k, 1), r.dim(v, 1)], kv_message, [k, v])
+        r.multiple(r.dim(q, 1), r.dim(k, 1), "q heads {0} are not a multiple of kv heads {1}")
+        rows = [r.ref(r.dim(q, 0)), r.ref(r.dim(q, 1)), r.ref(r.dim(q, 2))]
+        for role, t, last in (
+            ("o", self.o, r.ref(r.dim(v, 3))),
+            ("do", self.do, r.ref(r.dim(v, 3))),
+            ("stats", self.stats, r.const(1)),
+        ):
+            r.produce(t, rows + [last], role + " has dims {s0}, expected {want} from q and v", [t])
+        for out, src in ((self.dq, q), (self.dk, k), (self.dv, v)):
+            r.produce(out, [r.ref(d) for d in r.dims(src)])
 
     def to_wire(self) -> Any:
         t = SdpaBackwardAttributesT()

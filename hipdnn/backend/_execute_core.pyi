@@ -1,0 +1,73 @@
+# Types of the compiled execute core (hipdnn/backend/native/execute_core.cpp).
+from collections.abc import Sequence
+from typing import Any
+
+class Gate:
+    closed: bool
+    def close(self) -> None: ...
+
+class PlanCore:
+    location: int
+    inflight: int
+    released: bool
+    def __init__(
+        self,
+        gate: Gate,
+        entries: tuple[int, int, int],
+        plugin_handle: int,
+        context: int,
+        workspace_size: int,
+        location: int,
+        override_enabled: bool,
+        override_refusal: str,
+        graph_name: str,
+        plugin_name: str,
+        engine_id: int,
+        tensors: Sequence[tuple[int, str, int, Sequence[int], Sequence[int], bool, bool]],
+    ) -> None: ...
+    def release(self) -> None: ...
+    def execute_payload(
+        self,
+        uids: Sequence[int],
+        ptrs: Sequence[int],
+        workspace: int,
+        override_uids: Sequence[int],
+        override_lengths: Sequence[int],
+        override_shapes: Sequence[int],
+        override_strides: Sequence[int],
+    ) -> None: ...
+
+class Binding:
+    uids: list[int]
+    override_uids: list[int]
+    def __call__(
+        self,
+        ptrs: Sequence[int],
+        workspace: int = 0,
+        override_shapes: Sequence[Sequence[int]] | None = None,
+        override_strides: Sequence[Sequence[int]] | None = None,
+    ) -> None: ...
+
+class Executor:
+    plan: PlanCore
+    def __init__(self, plan: PlanCore, keys: dict[Any, int], rules: Sequence[Any], stream_source: Any) -> None: ...
+    def execute(
+        self,
+        variant_pack: Any,
+        workspace: Any,
+        override_uids: Any,
+        override_shapes: Any,
+        override_strides: Any,
+        overrides: Any,
+    ) -> None: ...
+    def bind(self, uids: Sequence[Any], override_uids: Sequence[Any]) -> Binding: ...
+
+def configure(**settings: Any) -> None: ...
+def check_buffer(
+    resolved: tuple[Any, ...] | None,
+    where: str,
+    data_type: int,
+    dims: Sequence[int],
+    strides: Sequence[int],
+    overridden: bool,
+) -> None: ...

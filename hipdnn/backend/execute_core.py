@@ -1,0 +1,148 @@
+"""The compiled execute path, as the backend's public names (rfcs/0007-native-execute-core.md).
+
+``hipdnn.backend._execute_core`` is a CPython extension built with the package. It holds, per plan,
+everything a call is checked against (frozen at build) and runs the whole call: the variant pack,
+the override rules of spec 4.2.1, the nodes' shape rules on the effective shapes, the buffer
+bounds, the dispatch between the plain and the override entry, and the plugin call with the GIL
+released. This module hands it the Python objects it needs once, at import.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.metadata
+import importlib.util
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hipdnn.backend.errors import ErrorCode, HipdnnError
+from hipdnn.wire.DataType import DataType as WireDataType
+
+log = logging.getLogger("hipdnn.backend")
+
+#: bytes per element of each wire DataType (0: not a whole number of bytes, or unknown)
+ITEMSIZE: dict[int, int] = {
+    WireDataType.FLOAT: 4,
+    WireDataType.HALF: 2,
+    WireDataType.BFLOAT16: 2,
+    WireDataType.DOUBLE: 8,
+    WireDataType.UINT8: 1,
+    WireDataType.INT32: 4,
+    WireDataType.INT8: 1,
+    WireDataType.FP8_E4M3: 1,
+    WireDataType.FP8_E5M2: 1,
+    WireDataType.FP8_E8M0: 1,
+    WireDataType.INT64: 8,
+    WireDataType.FP8_E4M3_FNUZ: 1,
+    WireDataType.FP8_E5M2_FNUZ: 1,
+}
+
+LOCATION_CODES = {"unknown": 0, "host": 1, "device": 2}
+
+
+def _load_extension() -> ModuleType:
+    """The extension from this package, or, when a source checkout shadows an installed copy
+    (python run from the repository root after a non-editable install), from the installation."""
+    try:
+        from hipdnn.backend import _execute_core
+
+        return _execute_core  # type: ignore[no-any-return, unused-ignore]
+    except ImportError as exc:
+        first = exc
+    try:
+        files = importlib.metadata.files("hipdnn") or []
+    except importlib.metadata.PackageNotFoundError:
+        files = []
+    for f in files:
+        parts = Path(str(f)).parts
+        if parts[:2] == ("hipdnn", "backend") and parts[-1].startswith("_execute_core."):
+            location = Path(str(f.locate()))
+            if location.suffix in importlib.machinery.EXTENSION_SUFFIXES or location.name.endswith(".so"):
+                spec = importlib.util.spec_from_file_location("hipdnn.backend._execute_core", location)
+                if spec is not None and spec.loader is not None:
+                    module = importlib.util.module_from_spec(spec)
+                    spec.loader.exec_module(module)
+                    return module
+    raise ImportError(
+        f"hipdnn's compiled execute core is missing ({first}); reinstall the package (pip install .)"
+    ) from first
+
+
+_core = _load_extension()
+if TYPE_CHECKING:
+    from hipdnn.backend._execute_core import Binding, Executor, Gate, PlanCore
+else:
+    Gate, PlanCore, Executor, Binding = _core.Gate, _core.PlanCore, _core.Executor, _core.Binding
+
+
+def _log_refusal(message: str) -> None:
+    # spec 7.1: overrides refused on a graph built without the flag leave a record
+    log.warning("%s", message)
+
+
+def _resolve(value: Any, label: str, stream: int) -> Any:
+    from hipdnn.backend.values import resolve
+
+    return resolve(value, label, stream)
+
+
+_settings: dict[str, Any] = {
+    "error_type": HipdnnError,
+    "error_codes": {code.value: code for code in ErrorCode},
+    "ndarray_type": np.ndarray,
+    "np_integer_type": np.integer,
+    "tensor_type": None,
+    "entry_type": None,
+    "mapping_abc": Mapping,
+    "resolver": _resolve,
+    "refusal_logger": _log_refusal,
+    "dtype_names": [
+        next((n for n, v in vars(WireDataType).items() if v == i and not n.startswith("_")), f"DataType({i})")
+        for i in range(max(v for n, v in vars(WireDataType).items() if not n.startswith("_")) + 1)
+    ],
+    "itemsizes": [ITEMSIZE.get(i, 0) for i in range(32)],
+}
+
+
+def configure(**settings: Any) -> None:
+    """Replace some of the objects the core uses: the frontend registers its tensor and
+    override-entry types here, so that the core names another graph's tensor in its errors and
+    type-checks override entries without this layer importing the frontend."""
+    unknown = set(settings) - set(_settings)
+    if unknown:
+        raise TypeError(f"unknown execute-core settings {sorted(unknown)}")
+    _settings.update(settings)
+    _core.configure(**_settings)
+
+
+configure()
+
+
+def check_buffer(
+    resolved: tuple[Any, ...] | None,
+    where: str,
+    data_type: int,
+    dims: Any,
+    strides: Any,
+    overridden: bool,
+) -> None:
+    """The core's buffer rule for one resolved value (exact dtype, layout, bytes in bounds); raises
+    HipdnnError(INVALID_VALUE). None (a bare pointer) passes: it cannot be checked."""
+    _core.check_buffer(resolved, where, int(data_type), list(dims), list(strides), bool(overridden))
+
+
+__all__ = [
+    "ITEMSIZE",
+    "LOCATION_CODES",
+    "Binding",
+    "Executor",
+    "Gate",
+    "PlanCore",
+    "check_buffer",
+    "configure",
+]
