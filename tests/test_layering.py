@@ -42,18 +42,7 @@ LAYERS: dict[str, str | None] = {
 #: Known violations in files being rewritten by another change; (file relative to the repository,
 #: imported name). DELETE an entry when its import is gone: test_allow_lists_are_not_stale fails on
 #: entries that no longer match anything, so the list only ever shrinks.
-BEING_FIXED: frozenset[tuple[str, str]] = frozenset(
-    {
-        # new backend modules of the same rewrite (not yet committed) read the frontend's types:
-        # ErrorCode and HipdnnError now live in hipdnn.backend.errors (import them from there);
-        # DataType has to move down a layer too (or be passed in by the frontend).
-        ("hipdnn/backend/device_sync.py", "hipdnn.frontend.types.ErrorCode"),
-        ("hipdnn/backend/device_sync.py", "hipdnn.frontend.types.HipdnnError"),
-        ("hipdnn/backend/values.py", "hipdnn.frontend.types.DataType"),
-        ("hipdnn/backend/values.py", "hipdnn.frontend.types.ErrorCode"),
-        ("hipdnn/backend/values.py", "hipdnn.frontend.types.HipdnnError"),
-    }
-)
+BEING_FIXED: frozenset[tuple[str, str]] = frozenset()
 
 #: Long-standing upward imports accepted on purpose (e.g. the backend reading hipdnn.frontend.types),
 #: each with its reason. None: the committed backend imports nothing from the frontend. Do not add an

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Protocol
 
-from hipdnn.frontend.types import ErrorCode, HipdnnError
+from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 #: cuEventCreate / hipEventCreateWithFlags flag: the event only orders work, it never times it
 EVENT_DISABLE_TIMING = 0x2

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hipdnn.backend import values
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 from hipdnn.wire.DataType import DataType as WireDataType
 
@@ -85,12 +86,6 @@ def _log_refusal(message: str) -> None:
     log.warning("%s", message)
 
 
-def _resolve(value: Any, label: str, stream: int) -> Any:
-    from hipdnn.backend.values import resolve
-
-    return resolve(value, label, stream)
-
-
 _settings: dict[str, Any] = {
     "error_type": HipdnnError,
     "error_codes": {code.value: code for code in ErrorCode},
@@ -99,7 +94,9 @@ _settings: dict[str, Any] = {
     "tensor_type": None,
     "entry_type": None,
     "mapping_abc": Mapping,
-    "resolver": _resolve,
+    "resolver": values.resolve,
+    "torch_test": values.is_torch_tensor,
+    "torch_dtype_info": values.torch_dtype_info,
     "refusal_logger": _log_refusal,
     "dtype_names": [
         next((n for n, v in vars(WireDataType).items() if v == i and not n.startswith("_")), f"DataType({i})")

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hipdnn.backend import device_sync
-from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
+from hipdnn.backend.enums import DataType
+from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 #: dtype_code of an element type the value names but hipdnn does not know
 UNKNOWN_DTYPE = -1
@@ -240,6 +241,19 @@ def _is_torch_type(value: object) -> bool:
         if len(_TORCH_TYPES) < 4096:
             _TORCH_TYPES[tp] = verdict
     return verdict
+
+
+def is_torch_tensor(value: object) -> bool:
+    """Whether ``value`` is a torch tensor (judged once per type). The compiled execute core asks
+    this once per type and then reads such values through their accessors itself."""
+    return _is_torch_type(value)
+
+
+def torch_dtype_info(dtype: Any) -> tuple[int, str, int]:
+    """(dtype code, name, item size) of a torch dtype, for the compiled execute core's cache."""
+    code, name = _torch_dtype(dtype)
+    itemsize = _ITEMSIZE.get(code) if code >= 0 else None
+    return code, name, int(itemsize if itemsize is not None else getattr(dtype, "itemsize", 0) or 0)
 
 
 def _from_torch(value: Any, label: str) -> Resolved:

@@ -4,31 +4,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from hipdnn.backend.enums import HeurMode
+from hipdnn.backend.enums import DataType, HeurMode
 from hipdnn.backend.errors import ErrorCode, HipdnnError
-
-
-class DataType(IntEnum):
-    """Element types, numbered as the wire format (and hipDNN's schema) numbers them."""
-
-    NOT_SET = 0
-    FLOAT = 1
-    HALF = 2
-    BFLOAT16 = 3
-    DOUBLE = 4
-    UINT8 = 5
-    INT32 = 6
-    INT8 = 7
-    FP8_E4M3 = 8
-    FP8_E5M2 = 9
-    FP8_E8M0 = 10
-    FP4_E2M1 = 11
-    FP6_E2M3 = 12
-    FP6_E3M2 = 13
-    INT4 = 14
-    INT64 = 15
-    FP8_E4M3_FNUZ = 16
-    FP8_E5M2_FNUZ = 17
 
 
 class PointwiseMode(IntEnum):

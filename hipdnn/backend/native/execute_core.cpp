@@ -57,6 +57,11 @@ struct Config {
     PyObject* mapping_abc = nullptr;    // collections.abc.Mapping
     PyObject* resolver = nullptr;       // values.resolve(value, label, stream) -> Resolved
     PyObject* refusal_logger = nullptr;  // called with the message when overrides meet a flag-less graph
+    PyObject* torch_test = nullptr;      // values.is_torch_tensor(value) -> bool, asked once per type
+    PyObject* torch_dtype_info = nullptr;  // values.torch_dtype_info(dtype) -> (code, name, itemsize)
+    PyObject* torch_dtypes = nullptr;    // dict: torch dtype -> (code, name, itemsize), filled as met
+    std::unordered_map<PyTypeObject*, bool> torch_types;  // verdicts (types held by strong refs below)
+    std::vector<PyObject*> held_types;
     std::vector<std::string> dtype_names;  // by DataType value
     std::vector<int> itemsizes;            // by DataType value (0 = unknown)
     PyObject* str_shape = nullptr;
@@ -64,6 +69,11 @@ struct Config {
     PyObject* str_items = nullptr;
     PyObject* str_name = nullptr;
     PyObject* str_uid = nullptr;
+    PyObject* str_dtype = nullptr;
+    PyObject* str_is_cuda = nullptr;
+    PyObject* str_is_cpu = nullptr;
+    PyObject* str_data_ptr = nullptr;
+    PyObject* str_stride_fn = nullptr;
 };
 Config g;
 
@@ -656,6 +666,101 @@ bool buffer_from_resolver(PyObject* value, const std::string& label, uint64_t st
     return ok;
 }
 
+// Whether values of this type are torch tensors: asked of Python once per type, then cached here.
+int is_torch(PyObject* value) {
+    if (!g.torch_test) return 0;
+    PyTypeObject* tp = Py_TYPE(value);
+    auto it = g.torch_types.find(tp);
+    if (it != g.torch_types.end()) return it->second ? 1 : 0;
+    PyObject* r = PyObject_CallOneArg(g.torch_test, value);
+    if (!r) return -1;
+    int verdict = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (verdict < 0) return -1;
+    if (g.torch_types.size() < 4096) {
+        Py_INCREF(reinterpret_cast<PyObject*>(tp));
+        g.held_types.push_back(reinterpret_cast<PyObject*>(tp));
+        g.torch_types[tp] = verdict != 0;
+    }
+    return verdict;
+}
+
+// A torch tensor through its accessors (torch refuses __cuda_array_interface__ for bfloat16, and CPU
+// tensors have no array interface). Returns 1 done, 0 not handled (Python resolves it), -1 error.
+int buffer_from_torch(PyObject* value, Buf& b) {
+    PyObject* dtype = PyObject_GetAttr(value, g.str_dtype);
+    if (!dtype) return -1;
+    PyObject* info = PyDict_GetItemWithError(g.torch_dtypes, dtype);  // borrowed
+    if (!info) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(dtype);
+            return -1;
+        }
+        PyObject* fresh = PyObject_CallOneArg(g.torch_dtype_info, dtype);
+        if (!fresh || PyDict_SetItem(g.torch_dtypes, dtype, fresh) != 0) {
+            Py_XDECREF(fresh);
+            Py_DECREF(dtype);
+            return -1;
+        }
+        Py_DECREF(fresh);
+        info = PyDict_GetItem(g.torch_dtypes, dtype);
+    }
+    Py_DECREF(dtype);
+    long code, itemsize;
+    const char* name;
+    if (!info || !PyArg_ParseTuple(info, "lsl", &code, &name, &itemsize)) return -1;
+    PyObject* cuda = PyObject_GetAttr(value, g.str_is_cuda);
+    int on_device = cuda ? PyObject_IsTrue(cuda) : -1;
+    Py_XDECREF(cuda);
+    if (on_device < 0) return -1;
+    if (!on_device) {
+        PyObject* cpu = PyObject_GetAttr(value, g.str_is_cpu);
+        int host = cpu ? PyObject_IsTrue(cpu) : -1;
+        Py_XDECREF(cpu);
+        if (host <= 0) {
+            PyErr_Clear();
+            return 0;  // another device (or an old torch): Python names the problem
+        }
+    }
+    PyObject* ptr = PyObject_CallMethodNoArgs(value, g.str_data_ptr);
+    if (!ptr) return -1;
+    b.ptr = PyLong_AsUnsignedLongLong(ptr);
+    Py_DECREF(ptr);
+    if (PyErr_Occurred()) return -1;
+    PyObject* shape = PyObject_GetAttr(value, g.str_shape);
+    bool ok = shape && read_ints(shape, b.shape, "torch tensor shape");
+    Py_XDECREF(shape);
+    if (!ok) return -1;
+    PyObject* strides = PyObject_CallMethodNoArgs(value, g.str_stride_fn);
+    ok = strides && read_ints(strides, b.strides, "torch tensor strides");
+    Py_XDECREF(strides);
+    if (!ok || b.strides.size() != b.shape.size()) return ok ? 0 : -1;
+    b.sized = true;
+    b.on_device = on_device != 0;
+    b.dtype_code = static_cast<int>(code);
+    b.dtype_name = name;
+    b.itemsize = static_cast<int>(itemsize > 0 ? itemsize : 1);
+    b.strides_known = true;
+    int64_t low = 0, high = 0, expect = 1;
+    bool c_contig = true, empty = false;
+    for (size_t i = b.shape.size(); i-- > 0;) {
+        int64_t dim = b.shape[i], st = b.strides[i];
+        if (dim == 0) empty = true;
+        int64_t span = (dim - 1) * st * b.itemsize;
+        if (span < 0) low += span; else high += span;
+        if (dim != 1 && st != expect) c_contig = false;
+        expect *= dim;
+    }
+    if (empty) {
+        b.low = b.high = b.ptr;
+    } else {
+        b.low = b.ptr + static_cast<uint64_t>(low);
+        b.high = b.ptr + static_cast<uint64_t>(high) + static_cast<uint64_t>(b.itemsize);
+    }
+    b.contiguous = c_contig && b.low == b.ptr;
+    return 1;
+}
+
 bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf& b, std::vector<PyObject*>& releases) {
     if (PyLong_Check(value) && !PyBool_Check(value)) return pointer_from_int(value, label, b);
     if (g.ndarray_type && PyObject_TypeCheck(value, reinterpret_cast<PyTypeObject*>(g.ndarray_type))) {
@@ -667,6 +772,19 @@ bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf&
         bool ok = pointer_from_int(idx, label, b);
         Py_DECREF(idx);
         return ok;
+    } else {
+        int torch = is_torch(value);
+        if (torch < 0) return false;
+        if (torch) {
+            int done = buffer_from_torch(value, b);
+            if (done < 0) {
+                // a hostile or broken tensor: let the Python reader name what failed
+                PyErr_Clear();
+                b = Buf();
+            } else if (done > 0) {
+                return true;
+            }
+        }
     }
     return buffer_from_resolver(value, label, stream, b, releases);
 }
@@ -2116,15 +2234,17 @@ PyTypeObject ExecutorType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 PyObject* mod_configure(PyObject*, PyObject* args, PyObject* kwargs) {
     static const char* kw[] = {"error_type", "error_codes", "ndarray_type", "np_integer_type", "tensor_type",
                                "entry_type", "mapping_abc", "resolver", "refusal_logger", "dtype_names",
-                               "itemsizes", nullptr};
-    PyObject *et, *ec, *nd, *ni, *tt, *ent, *ma, *res, *rl, *names, *sizes;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OOOOOOOOO", const_cast<char**>(kw), &et, &PyDict_Type, &ec, &nd,
-                                     &ni, &tt, &ent, &ma, &res, &rl, &names, &sizes))
+                               "itemsizes", "torch_test", "torch_dtype_info", nullptr};
+    PyObject *et, *ec, *nd, *ni, *tt, *ent, *ma, *res, *rl, *names, *sizes, *tq, *tdi;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!OOOOOOOOOOO", const_cast<char**>(kw), &et, &PyDict_Type, &ec,
+                                     &nd, &ni, &tt, &ent, &ma, &res, &rl, &names, &sizes, &tq, &tdi))
         return nullptr;
-    PyObject** slots[] = {&g.error_type, &g.error_codes, &g.ndarray_type, &g.np_integer_type, &g.tensor_type,
-                          &g.entry_type, &g.mapping_abc, &g.resolver,     &g.refusal_logger};
-    PyObject* vals[] = {et, ec, nd, ni, tt, ent, ma, res, rl};
-    for (size_t i = 0; i < 9; ++i) {
+    PyObject** slots[] = {&g.error_type, &g.error_codes, &g.ndarray_type,   &g.np_integer_type,
+                          &g.tensor_type, &g.entry_type, &g.mapping_abc,    &g.resolver,
+                          &g.refusal_logger, &g.torch_test, &g.torch_dtype_info};
+    PyObject* vals[] = {et, ec, nd, ni, tt, ent, ma, res, rl, tq, tdi};
+    if (!g.torch_dtypes) g.torch_dtypes = PyDict_New();
+    for (size_t i = 0; i < 11; ++i) {
         Py_XDECREF(*slots[i]);
         *slots[i] = vals[i] == Py_None ? nullptr : vals[i];
         Py_XINCREF(*slots[i]);
@@ -2209,6 +2329,11 @@ PyMODINIT_FUNC PyInit__execute_core(void) {
     g.str_items = PyUnicode_InternFromString("items");
     g.str_name = PyUnicode_InternFromString("get_name");
     g.str_uid = PyUnicode_InternFromString("get_uid");
+    g.str_dtype = PyUnicode_InternFromString("dtype");
+    g.str_is_cuda = PyUnicode_InternFromString("is_cuda");
+    g.str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    g.str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    g.str_stride_fn = PyUnicode_InternFromString("stride");
     BindingType.tp_call = PyVectorcall_Call;
     BindingType.tp_vectorcall_offset = offsetof(Binding, vectorcall);
     if (!ready(GateType, "hipdnn.backend._execute_core.Gate", sizeof(Gate), nullptr, Gate_new, Gate_methods,
