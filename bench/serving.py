@@ -140,16 +140,33 @@ def gpu_host_overhead(calls: int) -> dict[str, Any]:
         return statistics.median(samples)
 
     n = min(calls, 200)  # well under the launch queue's depth, so no call waits for the GPU
+    tiny = torch.zeros(1, device="cuda")
+    bound_plain = g.bind(handle, tensors)
+    full_ptrs = [
+        x.data_ptr() for x in (torch.empty(b, h, s_max, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    ]
     cases: dict[str, Callable[[], Any]] = {
         "bare_cffi_call": bare_cffi_call(),
+        # floors: what one kernel launch costs the host here, through torch and through a bare launch
+        "torch_one_kernel_op": lambda: tiny.add_(1),
         "torch_sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         "execute_4_overrides_torch_tensors": lambda: g.execute(handle, vp, ws, overrides),
         "execute_4_overrides_int_pointers": lambda: g.execute(
             handle, dict(zip(tensors, ptrs)), ws.data_ptr(), overrides
         ),
         "bound_4_overrides": lambda: bound(ptrs, ws.data_ptr(), shapes, stride_list),
+        "bound_0_overrides_full_length": lambda: bound_plain(full_ptrs, ws.data_ptr()),
     }
+    try:
+        import cupy
+
+        empty = cupy.RawKernel(r'extern "C" __global__ void hipdnn_empty() {}', "hipdnn_empty")
+        empty((1,), (1,), ())  # compiled and loaded before timing
+        cases["cupy_empty_kernel_launch"] = lambda: empty((1,), (1,), ())
+    except Exception as exc:  # cupy is optional: the torch floor remains
+        print(f"  (no cupy floor: {exc})")
     times = {name: timed(fn, n) for name, fn in cases.items()}
+    floor = times.get("cupy_empty_kernel_launch", times["torch_one_kernel_op"])
     handle.close()
     return {
         "engine": engine,
@@ -160,6 +177,12 @@ def gpu_host_overhead(calls: int) -> dict[str, Any]:
             "execute_torch_tensors_vs_torch_sdpa": times["execute_4_overrides_torch_tensors"] / times["torch_sdpa"],
             "execute_int_pointers_vs_torch_sdpa": times["execute_4_overrides_int_pointers"] / times["torch_sdpa"],
             "bound_vs_torch_sdpa": times["bound_4_overrides"] / times["torch_sdpa"],
+        },
+        #: host time above one bare kernel launch: what hipdnn itself adds
+        "above_launch_floor_us": {
+            "execute_4_overrides_torch_tensors": times["execute_4_overrides_torch_tensors"] - floor,
+            "bound_4_overrides": times["bound_4_overrides"] - floor,
+            "torch_sdpa": times["torch_sdpa"] - floor,
         },
         "targets": {"execute_vs_torch_sdpa": 1.0, "bound_us": 5.0},
         "torch": torch.__version__,
@@ -343,7 +366,7 @@ def main() -> int:
 
 def gpu_main(quick: bool) -> int:
     result = gpu_host_overhead(200 if quick else 2000)
-    result["command"] = "python bench/serving.py --gpu" + (" --quick" if quick else "")
+    result["command"] = "bash bench/run_serving_gpu.sh" + (" --quick" if quick else "") + "  (python bench/serving.py --gpu)"
     result["machine"] = {"platform": platform.platform(), "python": platform.python_version()}
     anchor_file = ANCHORS / "h200-cudnn-frontend-2026-11-30.json"
     if anchor_file.exists():
@@ -352,6 +375,8 @@ def gpu_main(quick: bool) -> int:
         print(f"  {name:36s} {us:7.2f} us")
     for name, r in result["ratios"].items():
         print(f"  {name:36s} {r:7.2f}x")
+    for name, us in result["above_launch_floor_us"].items():
+        print(f"  above one launch: {name:36s} {us:7.2f} us")
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = "serving_gpu_quick" if quick else "serving_gpu"
     (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
