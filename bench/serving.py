@@ -366,7 +366,8 @@ def main() -> int:
 
 def gpu_main(quick: bool) -> int:
     result = gpu_host_overhead(200 if quick else 2000)
-    result["command"] = "bash bench/run_serving_gpu.sh" + (" --quick" if quick else "") + "  (python bench/serving.py --gpu)"
+    quick_flag = " --quick" if quick else ""
+    result["command"] = f"bash bench/run_serving_gpu.sh{quick_flag}  (python bench/serving.py --gpu{quick_flag})"
     result["machine"] = {"platform": platform.platform(), "python": platform.python_version()}
     anchor_file = ANCHORS / "h200-cudnn-frontend-2026-11-30.json"
     if anchor_file.exists():
