@@ -374,3 +374,11 @@ def test_out_of_range_override_values_are_hipdnn_errors(handle, value) -> None:
     bound = g.bind(handle, [x, y], override_uids=[x])
     with pytest.raises(hipdnn.HipdnnError, match="int64"):
         bound([1 << 20, 1 << 21], 0, [[value]], [[1]])
+
+
+@pytest.mark.parametrize("workspace", [2**64, -1, 2**70, True, "ws", 3.5])
+def test_bad_workspace_values_are_hipdnn_errors(handle, workspace) -> None:
+    g, (x, y) = relu_graph([4], [1])
+    g.build(handle)
+    with pytest.raises(hipdnn.HipdnnError):
+        g.execute(handle, {x: np.zeros(4, np.float32), y: np.zeros(4, np.float32)}, workspace)

@@ -66,7 +66,6 @@ struct Config {
     std::vector<int> itemsizes;            // by DataType value (0 = unknown)
     PyObject* str_shape = nullptr;
     PyObject* str_stride = nullptr;
-    PyObject* str_items = nullptr;
     PyObject* str_name = nullptr;
     PyObject* str_uid = nullptr;
     PyObject* str_dtype = nullptr;
@@ -1824,8 +1823,12 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
     // Workspace.
     uint64_t ws = 0;
     if (ok) {
-        if (workspace == Py_None || (PyLong_Check(workspace) && !PyBool_Check(workspace) && PyLong_AsLongLong(workspace) == 0 &&
-                                     !PyErr_Occurred())) {
+        bool none = workspace == Py_None;
+        if (!none && PyLong_Check(workspace) && !PyBool_Check(workspace)) {
+            int overflow = 0;
+            none = PyLong_AsLongLongAndOverflow(workspace, &overflow) == 0 && !overflow;
+        }
+        if (none) {
             if (d.workspace_size) {
                 raise(kInvalidValue, "the plan needs a workspace of " + std::to_string(d.workspace_size) + " bytes");
                 ok = false;
@@ -1834,12 +1837,9 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
             Buf wb;
             if (!read_value(workspace, "workspace", stream, wb, releases)) {
                 ok = false;
-            } else if (wb.sized && wb.high - wb.ptr < d.workspace_size) {
-                raise(kInvalidValue, "workspace holds " + std::to_string(wb.high - wb.ptr) + " bytes, the plan needs " +
-                                         std::to_string(d.workspace_size));
-                ok = false;
-            } else if (wb.sized && !wb.contiguous && wb.high - wb.ptr >= d.workspace_size && wb.ptr < wb.low) {
-                raise(kInvalidValue, "workspace buffer starts below its pointer");
+            } else if (wb.sized && (wb.ptr < wb.low || wb.high < wb.ptr || wb.high - wb.ptr < d.workspace_size)) {
+                raise(kInvalidValue, "workspace holds " + std::to_string(wb.high > wb.ptr ? wb.high - wb.ptr : 0) +
+                                         " bytes, the plan needs " + std::to_string(d.workspace_size));
                 ok = false;
             }
             ws = wb.ptr;
@@ -2278,9 +2278,7 @@ PyObject* mod_check_buffer(PyObject*, PyObject* args) {
     if (!read_ints(dims, dv, "dims") || !read_ints(strides, sv, "strides")) return nullptr;
     if (dv.size() != sv.size()) return raise(kInvalidValue, std::string(where) + ": dims and strides differ in rank");
     Buf b;
-    std::vector<PyObject*> releases;
     if (resolved == Py_None) Py_RETURN_NONE;  // a bare pointer
-    // Accept a Resolved tuple directly, through the same reader the execute path uses.
     if (!PyTuple_Check(resolved) || PyTuple_GET_SIZE(resolved) != 11)
         return PyErr_Format(PyExc_TypeError, "check_buffer takes a Resolved record");
     b.sized = true;
@@ -2326,7 +2324,6 @@ bool ready(PyTypeObject& t, const char* name, size_t size, destructor dealloc, n
 PyMODINIT_FUNC PyInit__execute_core(void) {
     g.str_shape = PyUnicode_InternFromString("shape");
     g.str_stride = PyUnicode_InternFromString("stride");
-    g.str_items = PyUnicode_InternFromString("items");
     g.str_name = PyUnicode_InternFromString("get_name");
     g.str_uid = PyUnicode_InternFromString("get_uid");
     g.str_dtype = PyUnicode_InternFromString("dtype");
