@@ -68,7 +68,7 @@ class SdpaNode(Operation):
         for role, t in (("q", q), ("k", k), ("v", v)):
             self.require_rank(t, role, rank=4)
         # Value-dependent checks are skipped when an operand they involve is dynamic (spec 6.5);
-        # execute checks them again with the real shapes (infer_dims).
+        # execute checks them again with the real shapes (shape_rules).
         self._check_shapes(
             q.get_dim(),
             k.get_dim(),
