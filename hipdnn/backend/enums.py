@@ -139,3 +139,21 @@ class DataType(IntEnum):
     INT64 = 15
     FP8_E4M3_FNUZ = 16
     FP8_E5M2_FNUZ = 17
+
+
+#: bytes per element of each data type that is a whole number of bytes
+ITEMSIZE: dict[int, int] = {
+    DataType.FLOAT: 4,
+    DataType.HALF: 2,
+    DataType.BFLOAT16: 2,
+    DataType.DOUBLE: 8,
+    DataType.INT8: 1,
+    DataType.UINT8: 1,
+    DataType.INT32: 4,
+    DataType.INT64: 8,
+    DataType.FP8_E4M3: 1,
+    DataType.FP8_E5M2: 1,
+    DataType.FP8_E4M3_FNUZ: 1,
+    DataType.FP8_E5M2_FNUZ: 1,
+    DataType.FP8_E8M0: 1,
+}

@@ -21,27 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from hipdnn.backend import values
+from hipdnn.backend.enums import ITEMSIZE, DataType
 from hipdnn.backend.errors import ErrorCode, HipdnnError
-from hipdnn.wire.DataType import DataType as WireDataType
 
 log = logging.getLogger("hipdnn.backend")
 
-#: bytes per element of each wire DataType (0: not a whole number of bytes, or unknown)
-ITEMSIZE: dict[int, int] = {
-    WireDataType.FLOAT: 4,
-    WireDataType.HALF: 2,
-    WireDataType.BFLOAT16: 2,
-    WireDataType.DOUBLE: 8,
-    WireDataType.UINT8: 1,
-    WireDataType.INT32: 4,
-    WireDataType.INT8: 1,
-    WireDataType.FP8_E4M3: 1,
-    WireDataType.FP8_E5M2: 1,
-    WireDataType.FP8_E8M0: 1,
-    WireDataType.INT64: 8,
-    WireDataType.FP8_E4M3_FNUZ: 1,
-    WireDataType.FP8_E5M2_FNUZ: 1,
-}
 
 LOCATION_CODES = {"unknown": 0, "host": 1, "device": 2}
 
@@ -98,10 +82,7 @@ _settings: dict[str, Any] = {
     "torch_test": values.is_torch_tensor,
     "torch_dtype_info": values.torch_dtype_info,
     "refusal_logger": _log_refusal,
-    "dtype_names": [
-        next((n for n, v in vars(WireDataType).items() if v == i and not n.startswith("_")), f"DataType({i})")
-        for i in range(max(v for n, v in vars(WireDataType).items() if not n.startswith("_")) + 1)
-    ],
+    "dtype_names": [{d.value: d.name for d in DataType}.get(i, f"DataType({i})") for i in range(32)],
     "itemsizes": [ITEMSIZE.get(i, 0) for i in range(32)],
 }
 

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hipdnn.backend import device_sync
-from hipdnn.backend.enums import DataType
+from hipdnn.backend.enums import ITEMSIZE, DataType
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 #: dtype_code of an element type the value names but hipdnn does not know
@@ -62,21 +62,6 @@ _CANONICAL: dict[str, DataType] = {
     "float8_e4m3fnuz": DataType.FP8_E4M3_FNUZ,
     "float8_e5m2fnuz": DataType.FP8_E5M2_FNUZ,
     "float8_e8m0fnu": DataType.FP8_E8M0,
-}
-_ITEMSIZE: dict[int, int] = {
-    DataType.FLOAT: 4,
-    DataType.HALF: 2,
-    DataType.BFLOAT16: 2,
-    DataType.DOUBLE: 8,
-    DataType.INT8: 1,
-    DataType.UINT8: 1,
-    DataType.INT32: 4,
-    DataType.INT64: 8,
-    DataType.FP8_E4M3: 1,
-    DataType.FP8_E5M2: 1,
-    DataType.FP8_E4M3_FNUZ: 1,
-    DataType.FP8_E5M2_FNUZ: 1,
-    DataType.FP8_E8M0: 1,
 }
 
 
@@ -186,7 +171,7 @@ def _raised(exc: BaseException) -> str:
 
 def _check_itemsize(label: str, code: int, name: str, itemsize: int) -> None:
     """A tensor reports its dtype and its element size separately: they must agree."""
-    if code >= 0 and _ITEMSIZE[code] != itemsize:
+    if code >= 0 and ITEMSIZE[code] != itemsize:
         raise _refuse(label, f"element size {itemsize} disagrees with its dtype {name}")
 
 
@@ -252,7 +237,7 @@ def is_torch_tensor(value: object) -> bool:
 def torch_dtype_info(dtype: Any) -> tuple[int, str, int]:
     """(dtype code, name, item size) of a torch dtype, for the compiled execute core's cache."""
     code, name = _torch_dtype(dtype)
-    itemsize = _ITEMSIZE.get(code) if code >= 0 else None
+    itemsize = ITEMSIZE.get(code) if code >= 0 else None
     return code, name, int(itemsize if itemsize is not None else getattr(dtype, "itemsize", 0) or 0)
 
 

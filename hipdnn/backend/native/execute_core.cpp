@@ -296,7 +296,7 @@ struct OverrideSet {
 
 // Rules 4-8 of spec 4.2.1 for one entry (rules 2-3 are the caller's), plus, for the bound path where
 // pointers are trusted to back the declared maximum, the memory bound. Messages are the API's.
-bool check_entry(const PlanData& d, const TensorSpec& t, int64_t uid, const int64_t* shape, size_t shape_n,
+bool check_entry(const TensorSpec& t, int64_t uid, const int64_t* shape, size_t shape_n,
                  const int64_t* stride, size_t stride_n, bool bound_to_declared) {
     size_t rank = t.rank();
     if (shape_n != rank || stride_n != rank) {
@@ -355,7 +355,6 @@ bool check_entry(const PlanData& d, const TensorSpec& t, int64_t uid, const int6
             return false;
         }
     }
-    (void)d;
     return true;
 }
 
@@ -626,6 +625,30 @@ bool pointer_from_int(PyObject* value, const std::string& label, Buf& b) {
     return true;
 }
 
+// A Resolved record (hipdnn.backend.values.Resolved: ptr, low, high, dtype code, dtype name, item size,
+// shape, element strides or None, contiguous, on device, release) -> Buf.
+bool buffer_from_record(PyObject* r, const std::string& label, Buf& b) {
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 11) {
+        PyErr_SetString(PyExc_TypeError, "a Resolved record has 11 fields");
+        return false;
+    }
+    b.sized = true;
+    b.ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 0));
+    b.low = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 1));
+    b.high = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 2));
+    b.dtype_code = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 3)));
+    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r, 4));
+    b.dtype_name = name ? name : "";
+    b.itemsize = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 5)));
+    if (PyErr_Occurred() || !read_ints(PyTuple_GET_ITEM(r, 6), b.shape, label + ": shape")) return false;
+    PyObject* strides = PyTuple_GET_ITEM(r, 7);
+    b.strides_known = strides != Py_None;
+    if (b.strides_known && !read_ints(strides, b.strides, label + ": strides")) return false;
+    b.contiguous = PyObject_IsTrue(PyTuple_GET_ITEM(r, 8)) == 1;
+    b.on_device = PyObject_IsTrue(PyTuple_GET_ITEM(r, 9)) == 1;
+    return !PyErr_Occurred();
+}
+
 // A value the core does not read itself goes through hipdnn.backend.values.resolve.
 bool buffer_from_resolver(PyObject* value, const std::string& label, uint64_t stream, Buf& b,
                           std::vector<PyObject*>& releases) {
@@ -636,30 +659,11 @@ bool buffer_from_resolver(PyObject* value, const std::string& label, uint64_t st
     Py_DECREF(lab);
     Py_XDECREF(st);
     if (!r) return false;
-    bool ok = false;
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 11) {
-        PyErr_SetString(PyExc_RuntimeError, "values.resolve must return an 11-field Resolved");
-    } else {
-        PyObject* release = PyTuple_GET_ITEM(r, 10);
-        if (release != Py_None) {
-            Py_INCREF(release);
-            releases.push_back(release);
-        }
-        b.sized = true;
-        b.ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 0));
-        b.low = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 1));
-        b.high = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 2));
-        b.dtype_code = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 3)));
-        const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r, 4));
-        b.dtype_name = name ? name : "";
-        b.itemsize = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 5)));
-        ok = !PyErr_Occurred() && read_ints(PyTuple_GET_ITEM(r, 6), b.shape, label + ": shape");
-        PyObject* strides = PyTuple_GET_ITEM(r, 7);
-        b.strides_known = strides != Py_None;
-        if (ok && b.strides_known) ok = read_ints(strides, b.strides, label + ": strides");
-        b.contiguous = PyObject_IsTrue(PyTuple_GET_ITEM(r, 8)) == 1;
-        b.on_device = PyObject_IsTrue(PyTuple_GET_ITEM(r, 9)) == 1;
-        if (PyErr_Occurred()) ok = false;
+    bool ok = buffer_from_record(r, label, b);
+    // the release runs even when the record was unusable: a consumed capsule must be freed
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 11 && PyTuple_GET_ITEM(r, 10) != Py_None) {
+        Py_INCREF(PyTuple_GET_ITEM(r, 10));
+        releases.push_back(PyTuple_GET_ITEM(r, 10));
     }
     Py_DECREF(r);
     return ok;
@@ -1118,7 +1122,7 @@ bool check_overrides(const PlanData& d, OverrideSet& o, bool bound) {
                                      ") is virtual; its shape follows from its inputs and cannot be overridden");
             return false;
         }
-        if (!check_entry(d, t, uid, o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
+        if (!check_entry(t, uid, o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
                          o.strides[i].size(), bound))
             return false;
     }
@@ -2042,7 +2046,7 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         if (!ok) return nullptr;
         for (size_t i = 0; i < m; ++i) {
             const TensorSpec& t = d.tensors[static_cast<size_t>(o.index[i])];
-            if (!check_entry(d, t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
+            if (!check_entry(t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
                              o.strides[i].size(), true))
                 return nullptr;
         }
@@ -2279,20 +2283,7 @@ PyObject* mod_check_buffer(PyObject*, PyObject* args) {
     if (dv.size() != sv.size()) return raise(kInvalidValue, std::string(where) + ": dims and strides differ in rank");
     Buf b;
     if (resolved == Py_None) Py_RETURN_NONE;  // a bare pointer
-    if (!PyTuple_Check(resolved) || PyTuple_GET_SIZE(resolved) != 11)
-        return PyErr_Format(PyExc_TypeError, "check_buffer takes a Resolved record");
-    b.sized = true;
-    b.ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(resolved, 0));
-    b.low = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(resolved, 1));
-    b.high = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(resolved, 2));
-    b.dtype_code = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(resolved, 3)));
-    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(resolved, 4));
-    b.dtype_name = name ? name : "";
-    b.itemsize = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(resolved, 5)));
-    if (PyErr_Occurred() || !read_ints(PyTuple_GET_ITEM(resolved, 6), b.shape, "shape")) return nullptr;
-    b.strides_known = PyTuple_GET_ITEM(resolved, 7) != Py_None;
-    if (b.strides_known && !read_ints(PyTuple_GET_ITEM(resolved, 7), b.strides, "strides")) return nullptr;
-    b.contiguous = PyObject_IsTrue(PyTuple_GET_ITEM(resolved, 8)) == 1;
+    if (!buffer_from_record(resolved, where, b)) return nullptr;
     if (!check_buffer(b, where, dt, dv.data(), sv.data(), dv.size(), overridden != 0)) return nullptr;
     Py_RETURN_NONE;
 }
