@@ -32,7 +32,14 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import hipdnn  # noqa: E402
-from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, find_plugin, flops, sdpa_graph  # noqa: E402
+from tests.gpu.hip_support import (  # noqa: E402
+    PORTABLE,
+    TENSOR_CORE,
+    find_plugin,
+    flops,
+    sdpa_graph,
+    workspace_for,
+)
 
 H = 16
 TOKENS = 32768
@@ -106,9 +113,10 @@ def main() -> None:
             engine=TENSOR_CORE,
         )
         g.build(handle)
+        ws1 = workspace_for(g)
         for _ in range(2):
             g.execute(
-                handle, {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}, None
+                handle, {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}, ws1
             )
         torch.cuda.synchronize()
         return
@@ -129,6 +137,7 @@ def main() -> None:
                 engine=TENSOR_CORE,
             )
             g_max.build(handle)
+            ws_max = workspace_for(g_max)
             max_plans[(d, causal)] = (g_max, t_max)
             for s in s_list:
                 b = TOKENS // s
@@ -149,6 +158,7 @@ def main() -> None:
                     engine=TENSOR_CORE,
                 )
                 g.build(handle)
+                ws = workspace_for(g)
                 engine_id = g.get_engine_id()
                 pack = {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}
                 strides = [H * s * d, s * d, d, 1]
@@ -156,10 +166,10 @@ def main() -> None:
                 pack_max = {t_max[n]: pack[t[n]] for n in ("q", "k", "v", "o")}
 
                 def ours() -> None:
-                    g.execute(handle, pack, None)
+                    g.execute(handle, pack, ws)
 
                 def ours_max() -> None:
-                    g_max.execute(handle, pack_max, None, overrides=ov)
+                    g_max.execute(handle, pack_max, ws_max, overrides=ov)
 
                 def flash() -> Any:
                     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -193,7 +203,7 @@ def main() -> None:
                     def run() -> None:
                         os.environ["HIPDNN_HIP_202_KERNEL"] = kind
                         try:
-                            g.execute(handle, pack, None)
+                            g.execute(handle, pack, ws)
                         finally:
                             del os.environ["HIPDNN_HIP_202_KERNEL"]
 
@@ -241,7 +251,7 @@ def main() -> None:
         g, t = sdpa_graph(bf, [b, H, s, d], [b, H, s, d], "bhsd", stats=False, scale=1 / math.sqrt(d), engine=PORTABLE)
         g.build(handle)
         pack = {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}
-        ms = gpu_ms(lambda: g.execute(handle, pack, None), 3, warm=1)
+        ms = gpu_ms(lambda: g.execute(handle, pack, workspace_for(g)), 3, warm=1)
         portable = {
             "engine": g.get_engine_id(),
             "hd": d,

@@ -181,3 +181,11 @@ def flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> float:
     """Forward SDPA flops counted the usual way (two matmuls; causal halves them when Sq == Skv)."""
     f = 4.0 * b * h * sq * skv * d
     return f / 2 if causal else f
+
+
+def workspace_for(g: hipdnn.Graph) -> Any:
+    """The device workspace a built graph asks for (engine 202's decode path needs one), or None."""
+    import torch
+
+    size = g.get_workspace_size()
+    return torch.empty(size, dtype=torch.uint8, device="cuda") if size else None

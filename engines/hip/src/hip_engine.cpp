@@ -7,7 +7,9 @@
 // Shapes declared in the graph are maxima; each execute takes this call's
 // batch and sequence lengths from the overrides and launches for exactly those
 // (grid sized on the host from the override payload: no rebuild, no extra
-// launch, no host synchronisation). Workspace: none.
+// launch, no host synchronisation). Workspace: engine 202 plans that can be called with a short
+// query (Sq <= 16, see sdpa_decode_plan.h) report scratch for the split-KV decode path, sized for
+// their maximum shape; everything else needs none.
 //
 // Plugin API 1.2.0 (dynamic tensors): a tensor marked is_dynamic may declare
 // wildcard (-1) dims, and its strides are then an axis order (a permutation of
@@ -17,6 +19,7 @@
 // Error handling follows the CPU engine: every entry point runs inside
 // guarded(), no exception crosses the ABI, failures set a thread-local message.
 #include "sdpa_kernels.h" // first: defines hipStream_t before the SDK headers
+#include "sdpa_decode_plan.h"
 
 #include <hipdnn_plugin_sdk/EnginePluginApi.h>
 #include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
@@ -27,6 +30,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -153,6 +157,7 @@ struct DeviceInfo
     int ordinal = -1;
     int cc_major = 0;
     int cc_minor = 0;
+    int sms = 0; // multiprocessors: the decode path sizes its split grid from them
     std::string why_absent;
 };
 
@@ -170,7 +175,8 @@ DeviceInfo query_device()
     }
     if((e = hipGetDevice(&d.ordinal)) != hipSuccess
        || (e = hipDeviceGetAttribute(&d.cc_major, hipDeviceAttributeComputeCapabilityMajor, d.ordinal)) != hipSuccess
-       || (e = hipDeviceGetAttribute(&d.cc_minor, hipDeviceAttributeComputeCapabilityMinor, d.ordinal)) != hipSuccess)
+       || (e = hipDeviceGetAttribute(&d.cc_minor, hipDeviceAttributeComputeCapabilityMinor, d.ordinal)) != hipSuccess
+       || (e = hipDeviceGetAttribute(&d.sms, hipDeviceAttributeMultiprocessorCount, d.ordinal)) != hipSuccess)
     {
         d.why_absent = std::string("cannot query the current device: ") + hipGetErrorString(e);
         (void)hipGetLastError();
@@ -234,6 +240,7 @@ struct Plan
     bool mask_tl = false;
     bool mask_br = false;
     bool padding = false;
+    bool override_enabled = false; // the graph's shapes are maxima, any smaller call may come
     int64_t num_tensors = 0;
 
     int role_of(int64_t u) const
@@ -355,6 +362,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
 {
     if(g.name())
         plan.graph_name = g.name()->str();
+    plan.override_enabled = g.is_override_shape_enabled();
     const auto* tensors = g.tensors();
     const auto* nodes = g.nodes();
     if(nodes == nullptr || nodes->size() != 1)
@@ -588,6 +596,8 @@ struct HipdnnEnginePluginExecutionContext
     uint64_t magic = kContextMagic;
     int64_t engine_id = 0;
     Plan plan;
+    size_t workspace_bytes = 0; // what GetWorkspaceSize reported for this plan
+    int sms = 0;
 };
 
 namespace
@@ -646,8 +656,39 @@ bool extent_fits(const Dims4& t)
     return total < (int64_t(1) << 62);
 }
 
+// Scratch the plan needs: the decode path's split partials (engine 202 on a device that runs it,
+// and only when a call can have a short query: declared Sq <= 16, a wildcard, or overrides).
+size_t plan_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev)
+{
+    if(engine_id != kTensorCoreId || !decode_kernel_built() || dev.sms <= 0)
+        return 0;
+    const int64_t sq = p.declared[kQ].d[2];
+    if(!(p.override_enabled || p.has_dynamic || (sq != kWild && sq <= kDecodeMaxSq)))
+        return 0;
+    DecodeShape s;
+    s.batch = p.declared[kQ].d[0];
+    s.hq = p.declared[kQ].d[1];
+    s.hk = p.declared[kK].d[1];
+    s.sq = sq;
+    s.skv = p.declared[kK].d[2];
+    s.d = p.declared[kQ].d[3] != kWild ? p.declared[kQ].d[3] : p.declared[kK].d[3];
+    if(s.d == kWild)
+        s.d = p.declared[kO].d[3] != kWild ? p.declared[kO].d[3] : p.declared[kV].d[3];
+    s.mask_top_left = p.mask_tl;
+    return decode_plan_workspace(s, dev.sms);
+}
+
+// The decode path (split-KV, grouped heads) takes calls with a short query; HIPDNN_HIP_DECODE=0
+// turns it off (read per launch, so a benchmark can compare both paths in one process).
+bool decode_enabled()
+{
+    const char* e = std::getenv("HIPDNN_HIP_DECODE");
+    return e == nullptr || std::strcmp(e, "0") != 0;
+}
+
 hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
                              hipdnnEnginePluginExecutionContext_t ctx,
+                             void* workspace,
                              const hipdnnPluginDeviceBuffer_t* buffers,
                              uint32_t num_buffers,
                              bool plain_entry,
@@ -798,13 +839,19 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
     const bool tc = ctx->engine_id == kTensorCoreId;
     const int slot = tc ? 1 : 0;
     std::call_once(g_prepare_once[slot],
-                   [&] { g_prepare_status[slot] = prepare_kernels(tc ? Tier::TensorCore : Tier::Portable); });
+                   [&] {
+                       g_prepare_status[slot] = prepare_kernels(tc ? Tier::TensorCore : Tier::Portable);
+                       if(tc && g_prepare_status[slot] == hipSuccess)
+                           g_prepare_status[slot] = prepare_decode_kernels();
+                   });
     if(g_prepare_status[slot] != hipSuccess)
         fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
              std::string("kernel setup failed: ") + hipGetErrorString(g_prepare_status[slot]));
 
     hipError_t e;
-    if(tc && tensor_core_accepts(a, plan.elem))
+    if(tc && tensor_core_accepts(a, plan.elem) && a.sq <= kDecodeMaxSq && decode_kernel_built() && decode_enabled())
+        e = launch_sdpa_decode(a, plan.elem, workspace, ctx->workspace_bytes, ctx->sms, handle->stream);
+    else if(tc && tensor_core_accepts(a, plan.elem))
         e = launch_sdpa_tensor_core(a, plan.elem, handle->stream);
     else
         e = launch_sdpa_portable(a, plan.elem, handle->stream); // unaligned or strided head dim: portable path
@@ -1030,7 +1077,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle
         const int64_t id = verified_config(engine_config);
         Plan plan;
         plan_for(handle, id, verified_graph(op_graph), plan);
-        *workspace_size = 0; // single pass, no split over keys: no scratch at any shape
+        *workspace_size = plan_workspace(plan, id, handle->device);
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -1051,6 +1098,8 @@ hipdnnPluginStatus_t hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePlugin
         {
             ctx->engine_id = id;
             plan_for(handle, id, g, ctx->plan);
+            ctx->workspace_bytes = plan_workspace(ctx->plan, id, handle->device);
+            ctx->sms = handle->device.sms;
             log_line(HIPDNN_SEV_INFO, "execution context: " + describe(ctx->plan, id));
         }
         catch(...)
@@ -1083,7 +1132,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
         check_context(execution_context);
         if(workspace_size == nullptr)
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
-        *workspace_size = 0;
+        *workspace_size = execution_context->workspace_bytes;
         return HIPDNN_PLUGIN_STATUS_SUCCESS;
     });
 }
@@ -1095,8 +1144,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t
                                                       uint32_t num_device_buffers)
 {
     return guarded(__func__, [&] {
-        (void)workspace;
-        return execute(handle, execution_context, device_buffers, num_device_buffers, true, 0, nullptr, nullptr,
+        return execute(handle, execution_context, workspace, device_buffers, num_device_buffers, true, 0, nullptr, nullptr,
                        nullptr, nullptr);
     });
 }
@@ -1113,8 +1161,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraphWithOverrides(hipdnnEngineP
                                                                    const int64_t* const* override_strides)
 {
     return guarded(__func__, [&] {
-        (void)workspace;
-        return execute(handle, execution_context, device_buffers, num_device_buffers, false, num_overrides,
+        return execute(handle, execution_context, workspace, device_buffers, num_device_buffers, false, num_overrides,
                        override_unique_ids, override_lengths, override_shapes, override_strides);
     });
 }

@@ -6,6 +6,7 @@
 
 #include "hip_portability.h"
 
+#include <cstddef>
 #include <cstdint>
 
 namespace hipdnn_hip
@@ -68,6 +69,14 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType t);
 // Enqueue the forward pass on stream. Returns hipSuccess or the launch error.
 hipError_t launch_sdpa_portable(const SdpaArgs& a, ElemType t, hipStream_t stream);
 hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream);
+
+// The split-KV decode path of engine 202 (sdpa_decode.hip; NVIDIA build only): calls with
+// a.sq <= kDecodeMaxSq. workspace (may be null) holds workspace_bytes, what the plan reported
+// (sdpa_decode_plan.h); the split count never needs more. sms: the device's multiprocessors.
+bool decode_kernel_built();
+hipError_t prepare_decode_kernels();
+hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, size_t workspace_bytes, int sms,
+                              hipStream_t stream);
 
 } // namespace hipdnn_hip
 
