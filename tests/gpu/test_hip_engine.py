@@ -243,8 +243,9 @@ def test_one_plan_serves_every_length(handle: hipdnn.Handle, engine: int, layout
         engine=engine,
     )
     g.build(handle)
-    # engine 202 asks for scratch for its split-KV decode path (a plan with overrides can decode)
-    assert (g.get_workspace_size() > 0) == (engine == TENSOR_CORE)
+    # engine 202 asks for scratch for its split-KV decode path (a plan with overrides can decode), except
+    # under a top-left mask, where a short query sees only its first keys and nothing is split
+    assert (g.get_workspace_size() > 0) == (engine == TENSOR_CORE and not causal)
     gen = torch.Generator(device="cuda").manual_seed(11)
     for b, s in ((1, 1), (2, 37), (1, 1000), (2, 4097), (1, 37)):
         run_case(

@@ -104,6 +104,8 @@ inline int64_t decode_splits_for(const DecodeShape& s, int64_t sms)
 // kDecodeMaxWaves * slots blocks of kDecodeRows rows each.
 inline size_t decode_plan_workspace(const DecodeShape& max_shape, int64_t sms)
 {
+    if(max_shape.mask_top_left)
+        return 0; // a short query sees only its first kDecodeMaxSq keys: one tile, never split
     const int64_t slots = sms * decode_blocks_per_sm(max_shape.d);
     const size_t general = static_cast<size_t>(kDecodeMaxWaves * slots * kDecodeRows) * static_cast<size_t>(max_shape.d + 1)
                            * sizeof(float);

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The H200 run behind bench/results/gpu_decode.json: the GPU tests, then bench/gpu_decode.py.
+# Run from the repository root on a CUDA machine whose python3 has torch, with the HIP engine built
+# elsewhere and given as $1 (default hipdnn/engines/libhipdnn_hip_engine.so) and, when pip cannot
+# reach an index, the cffi and pycparser wheels in .whl/. Builds the execute core for that
+# machine's Python in place. Writes logs and results to $OUT (default bench/results).
+set -uo pipefail
+out=${OUT:-bench/results}
+plugin=${1:-hipdnn/engines/libhipdnn_hip_engine.so}
+shift || true
+python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
+inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
+  hipdnn/backend/native/execute_core.cpp -o "hipdnn/backend/_execute_core$suffix" || exit 1
+export PYTHONPATH=$PWD HIPDNN_HIP_ENGINE=$PWD/$plugin
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/gpu_decode_device.txt" 2>&1
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  timeout 420 python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/gpu} > "$out/gpu_tests_decode.log" 2>&1
+  tail -5 "$out/gpu_tests_decode.log"
+fi
+python3 bench/gpu_decode.py --out "$out" "$@" 2>&1 | tee "$out/gpu_decode.log" | tail -40
