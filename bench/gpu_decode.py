@@ -220,6 +220,9 @@ def main() -> None:
                         del ks, vs, q, o, ref
             del k_all, v_all
             torch.cuda.empty_cache()
+            partial = Path(args.out) / f"{args.tag}.partial.json"
+            partial.parent.mkdir(parents=True, exist_ok=True)
+            partial.write_text(json.dumps({"copy_TBps": copy, "rows": rows}, indent=1))  # survives a cut-off run
 
     ratios = [r["speedup_vs_flash"] for r in rows if r.get("speedup_vs_flash")]
     big = [r["fraction_of_copy"] for r in rows if r["kv_bytes"] > 256e6 and r.get("fraction_of_copy")]
