@@ -15,13 +15,18 @@ DYNAMIC_API_VERSION = Version("1.2.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+# Whole-string match over ASCII digits: with `$`, "1.1.0\n" matched (it matches before a final
+# newline), and `\d` takes any Unicode decimal digit ("1١.1.0"). No leading zeros, no spaces.
+_SEMVER = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
 def parse_api_version(text: str) -> Version:
-    """Parse a plugin's "MAJOR.MINOR.PATCH"; anything else raises ValueError."""
-    if not _SEMVER.match(text):
-        raise ValueError(f"API version {text!r} is not MAJOR.MINOR.PATCH")
+    """Parse a plugin's "MAJOR.MINOR.PATCH" (ASCII digits, no leading zeros, nothing around it);
+    anything else raises ValueError, whose message shows the string with every non-ASCII character
+    escaped."""
+    if _SEMVER.fullmatch(text) is None:
+        shown = ascii(text) if len(text) <= 64 else f"{ascii(text[:64])}... ({len(text)} characters)"
+        raise ValueError(f"API version {shown} is not MAJOR.MINOR.PATCH")
     return Version(text)
 
 
