@@ -23,8 +23,13 @@ import numpy as np
 import hipdnn
 from hipdnn import reference
 from hipdnn.backend.graph_summary import summarize
-from hipdnn.plugins import required_api_version
+from hipdnn.plugins import printable, required_api_version
 from hipdnn.wire.Graph import GraphT
+
+
+def _shown(value: object) -> str:
+    """A plugin string or a path, with control characters escaped (JSON output escapes its own)."""
+    return printable(str(value))
 
 
 def _plugins(args: argparse.Namespace) -> int:
@@ -43,16 +48,17 @@ def _plugins(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print("search paths: " + (", ".join(str(p) for p in handle.plugin_search_paths) or "(none)"))
+    # Plugin strings and file names are shown escaped (printable): they must not drive the terminal.
+    print("search paths: " + (", ".join(_shown(p) for p in handle.plugin_search_paths) or "(none)"))
     for p in loaded:
         optional = ", ".join(
             e.removeprefix("hipdnnPlugin").removeprefix("hipdnnEnginePlugin") for e in p.optional_entries
         )
-        print(f"loaded  {p.name} {p.version} (api {p.api_version}) engines {list(p.engine_ids)}")
-        print(f"        {p.path}")
+        print(f"loaded  {_shown(p.name)} {_shown(p.version)} (api {p.api_version}) engines {list(p.engine_ids)}")
+        print(f"        {_shown(p.path)}")
         print(f"        optional entries: {optional or 'none'}; sha256 {p.fingerprint.sha256[:16]}")
     for s in skipped:
-        print(f"skipped {s.path}: {s.reason}")
+        print(f"skipped {_shown(s.path)}: {_shown(s.reason)}")
     print(f"{len(loaded)} loaded, {len(skipped)} skipped")
     return 0
 
@@ -275,18 +281,19 @@ def _doctor(args: argparse.Namespace) -> int:
         report("OK" if found else "WARN", f"{why}: {found or 'not found (GPU engines will not load)'}")
     handle = hipdnn.Handle()
     for path in handle.plugin_search_paths:
+        shown = _shown(path)
         if not path.exists():
-            report("WARN", f"plugin path {path} does not exist")
+            report("WARN", f"plugin path {shown} does not exist")
             continue
         mode = path.stat().st_mode
         if mode & (stat.S_IWGRP | stat.S_IWOTH):
-            report("FAIL", f"plugin path {path} is writable by group or others: chmod go-w {path}")
+            report("FAIL", f"plugin path {shown} is writable by group or others: chmod go-w {shown}")
         else:
-            report("OK", f"plugin path {path}")
+            report("OK", f"plugin path {shown}")
     for p in handle.loaded_plugins():
-        report("OK", f"plugin {p.name} {p.version} (api {p.api_version}) engines {list(p.engine_ids)}")
+        report("OK", f"plugin {_shown(p.name)} {_shown(p.version)} (api {p.api_version}) engines {list(p.engine_ids)}")
     for s in handle.skipped_plugins():
-        report("FAIL", f"plugin {s.path} skipped: {s.reason}")
+        report("FAIL", f"plugin {_shown(s.path)} skipped: {_shown(s.reason)}")
     if not handle.loaded_plugins():
         report("FAIL", "no engine plugin loaded: install the package (pip install .) or set HIPDNN_PLUGIN_DIR")
     handle.close()

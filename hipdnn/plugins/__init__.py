@@ -16,6 +16,7 @@ from hipdnn.plugins.discovery import (
 )
 from hipdnn.plugins.errors import PluginError
 from hipdnn.plugins.loader import (
+    MAX_WORKSPACE_BYTES,
     EnginePlugin,
     LoadedPlugin,
     PluginFingerprint,
@@ -24,6 +25,7 @@ from hipdnn.plugins.loader import (
     discover,
     instantiate,
 )
+from hipdnn.plugins.text import MAX_IDENTITY_BYTES, MAX_MESSAGE_BYTES, printable
 from hipdnn.plugins.version import (
     DEFAULT_API_VERSION,
     DYNAMIC_API_VERSION,
@@ -37,6 +39,9 @@ __all__ = [
     "DYNAMIC_API_VERSION",
     "ENTRY_POINT_GROUP",
     "ENV_PLUGIN_DIR",
+    "MAX_IDENTITY_BYTES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_WORKSPACE_BYTES",
     "OVERRIDE_API_VERSION",
     "Discovery",
     "EnginePlugin",
@@ -55,6 +60,7 @@ __all__ = [
     "env_plugin_dirs",
     "instantiate",
     "parse_api_version",
+    "printable",
     "required_api_version",
     "sdk_include_dir",
     "unsafe_reason",

@@ -18,11 +18,15 @@ directory, for a namespace package) is scanned like a directory in ``plugin_path
 located through the import system's finders without being imported, so no Python code of the
 distribution runs during discovery.
 
-Every candidate is checked for trust before it is listed: neither the file, nor the directory being
-scanned, may be writable by its group or by others, or be owned by a user other than root or the
-effective user; no directory above the file may be either (a group- or world-writable directory
-with the sticky bit, like ``/tmp``, is tolerated above the plugin). Refusals come back as
-:class:`SkippedPlugin` records with the fix in the reason.
+Every candidate is checked for trust before it is listed (``hipdnn.plugins.trust`` has the rules):
+neither the file, nor the directory being scanned, may be writable by its group or by others, or be
+owned by a user other than root or the effective user; no directory passed through to reach it may
+be either (a group- or world-writable directory with the sticky bit, like ``/tmp``, is tolerated
+there), and no symlink followed may sit in a directory others can write to, sticky or not. A
+candidate must be a regular file: a FIFO, socket, device or directory named like a library is
+refused here, found by ``stat`` alone. Refusals come back as :class:`SkippedPlugin` records with the
+fix in the reason. The loader checks each file again on the descriptor it loads from
+(``trust.open_checked``): listing is advice, that check is the one that counts.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from enum import Enum
 from pathlib import Path
 
 from hipdnn.plugins.loader import SkippedPlugin, is_shared_library_name
+from hipdnn.plugins.trust import TrustChecker, not_regular
 
 log = logging.getLogger("hipdnn.plugins")
 
@@ -255,68 +260,16 @@ def search_paths(
 
 
 # -- trust ---------------------------------------------------------------------------------------
-def _mode_problem(path: Path, st: os.stat_result, *, tolerate_sticky: bool) -> str | None:
-    what = "directory" if stat.S_ISDIR(st.st_mode) else "file"
-    bits = ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "other users"))
-    writers = [w for bit, w in bits if st.st_mode & bit]
-    if writers and not (tolerate_sticky and stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-        return (
-            f"{what} {path} is writable by {' and '.join(writers)} (mode {stat.S_IMODE(st.st_mode):04o}); "
-            f"a plugin is code run inside this process, so only its owner may be able to change it. "
-            f"Fix: chmod go-w {path}"
-        )
-    euid = os.geteuid()
-    if st.st_uid not in (0, euid):
-        return (
-            f"{what} {path} is owned by uid {st.st_uid}, neither root nor the current user (uid {euid}); "
-            f"a plugin is code run inside this process. Fix: chown {euid} {path} (or install the plugin "
-            "somewhere owned by root or by you)"
-        )
-    return None
-
-
-class _TrustChecker:
-    """Checks paths for the trust rules, caching stat results of directories for one discovery."""
-
-    def __init__(self) -> None:
-        self.enabled = hasattr(os, "geteuid")
-        self._dirs: dict[Path, str | None] = {}
-
-    def _ancestors(self, real: Path) -> str | None:
-        for parent in real.parents:
-            if parent not in self._dirs:
-                try:
-                    self._dirs[parent] = _mode_problem(parent, os.stat(parent), tolerate_sticky=True)
-                except OSError as exc:
-                    self._dirs[parent] = f"cannot check directory {parent}: {exc}"
-            problem = self._dirs[parent]
-            if problem is not None:
-                return problem
-        return None
-
-    def check(self, path: Path) -> str | None:
-        """Why ``path`` (a plugin file or a directory to scan) is not trusted, or None."""
-        if not self.enabled:
-            return None
-        real = Path(os.path.realpath(path))
-        try:
-            st = os.stat(real)
-        except OSError as exc:
-            return f"cannot check {path}: {exc}"
-        problem = _mode_problem(real, st, tolerate_sticky=False)
-        return problem or self._ancestors(real)
-
-
 def unsafe_reason(path: str | os.PathLike[str]) -> str | None:
     """Why the plugin file or plugin directory at ``path`` is refused, or None when it is trusted."""
-    return _TrustChecker().check(Path(path))
+    return TrustChecker().check(Path(path))
 
 
 # -- listing -----------------------------------------------------------------------------------
 def expand(roots: Iterable[SearchPath], rejected: list[SkippedPlugin] | None = None) -> Discovery:
     """Expand search paths into candidate files, in order, without opening any of them."""
     result = Discovery(rejected=list(rejected or []))
-    checker = _TrustChecker()
+    checker = TrustChecker()
     seen: set[str] = set()
     for root in roots:
         result.search_paths.append(root)
@@ -328,7 +281,9 @@ def expand(roots: Iterable[SearchPath], rejected: list[SkippedPlugin] | None = N
                 result.rejected.append(SkippedPlugin(path, f"untrusted plugin directory: {problem}", source))
                 continue
             try:
-                members = sorted(p for p in path.iterdir() if p.is_file() and is_shared_library_name(p))
+                # Every entry named like a library, whatever its type: one that is not a regular file
+                # (a FIFO, socket, device or directory named x.so) is reported, not silently passed over.
+                members = sorted(p for p in path.iterdir() if is_shared_library_name(p))
             except OSError as exc:
                 result.rejected.append(SkippedPlugin(path, f"cannot list plugin directory: {exc}", source))
                 continue
@@ -339,6 +294,14 @@ def expand(roots: Iterable[SearchPath], rejected: list[SkippedPlugin] | None = N
             result.rejected.append(SkippedPlugin(path, f"plugin {kind} does not exist", source))
             continue
         for member in members:
+            try:
+                st = member.stat()
+            except OSError as exc:
+                result.rejected.append(SkippedPlugin(member, f"cannot read plugin file: {exc}", source))
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                result.rejected.append(SkippedPlugin(member, not_regular(member, st), source))
+                continue
             real = os.path.realpath(member)
             if real in seen:
                 continue

@@ -2,9 +2,14 @@
 
 A plugin file is opened once per process (RTLD_NOW | RTLD_NODELETE, never
 closed: plugins with OpenMP or BLAS worker threads crash the process when
-unloaded) and shared by every handle. Every entry is looked up once, right
-after opening, and kept. Each handle then creates its own plugin instance
-(hipdnnEnginePluginCreate), so handles never share plugin state.
+unloaded) and shared by every handle. The file is opened, checked (trust rules,
+ELF headers, fingerprint) and handed to the dynamic linker through one
+descriptor, so what was checked is what is loaded (rfcs/0008). Every entry is
+looked up once, right after opening, and kept. Each handle then creates its own
+plugin instance (hipdnnEnginePluginCreate), so handles never share plugin state.
+
+Strings a plugin returns are read with a bound and shown escaped
+(hipdnn.plugins.text); a workspace size above MAX_WORKSPACE_BYTES is refused.
 
 Anything wrong with a plugin is contained: the plugin is skipped with a reason
 that names the file, the rest load, and nothing is raised. Finding the files
@@ -29,6 +34,8 @@ from packaging.version import Version
 
 from hipdnn.plugins._cdef import sdk_cdef
 from hipdnn.plugins.errors import PluginError
+from hipdnn.plugins.text import MAX_IDENTITY_BYTES, MAX_MESSAGE_BYTES, message_text, printable, quoted
+from hipdnn.plugins.trust import CheckedFile, FileRefused, TrustChecker, open_checked
 from hipdnn.plugins.version import (
     DEFAULT_API_VERSION,
     OVERRIDE_API_VERSION,
@@ -42,7 +49,13 @@ ffi = cffi.FFI()
 ffi.cdef(sdk_cdef())
 
 STATUS_SUCCESS = 0
+STATUS_INTERNAL_ERROR = 3
 PLUGIN_TYPE_ENGINE = 1
+
+#: The largest workspace a plugin may ask for: 2**48 bytes (256 TiB), more than the memory of any
+#: host or device in sight, and far below what only a bug reports (SIZE_MAX, a negative size read as
+#: size_t). A larger size is refused at build like any failing plugin call, so the next engine is tried.
+MAX_WORKSPACE_BYTES = 1 << 48
 
 REQUIRED_BASE_ENTRIES = (
     "hipdnnPluginGetName",
@@ -90,10 +103,18 @@ def is_shared_library_name(path: Path) -> bool:
     return name.endswith(_SHARED_LIBRARY_SUFFIXES) or ".so." in name
 
 
-def _c_string(ptr: Any) -> str:
+def _bounded(ptr: Any, limit: int) -> tuple[bytes, bool]:
+    """At most ``limit`` bytes of the C string at ``ptr``, and whether it is longer. Never looks past
+    byte ``limit``: a plugin's string need not end anywhere near (or at all)."""
+    raw = bytes(ffi.string(ptr, limit + 1))
+    return raw[:limit], len(raw) > limit
+
+
+def _message(ptr: Any) -> str:
+    """A plugin's last error or log message: bounded, escaped, marked when cut."""
     if ptr == ffi.NULL:
         return ""
-    return bytes(ffi.string(ptr)).decode("utf-8", "replace")
+    return message_text(*_bounded(ptr, MAX_MESSAGE_BYTES))
 
 
 # -- ELF pre-flight ---------------------------------------------------------------------------
@@ -123,44 +144,54 @@ def _host_elf_ident() -> tuple[int, int, int] | None:
 _HOST_ELF = _host_elf_ident()
 
 
-def elf_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a shared library for this process, judged from its ELF headers alone;
-    None when it looks sound (or when the host is not an ELF platform)."""
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    """Up to ``size`` bytes at ``offset``; os.pread where there is one (it leaves the offset alone)."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)
+
+
+def elf_problem(fd: int) -> str | None:
+    """Why the file open on ``fd`` cannot be a shared library for this process, judged from its ELF
+    headers alone; None when it looks sound (or when the host is not an ELF platform). Reads with
+    pread, so the descriptor's offset is left alone."""
     if _HOST_ELF is None:
         return None
     host_class, host_order, host_machine = _HOST_ELF
     try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(64)
-            if len(head) < 16 or head[:4] != _ELF_MAGIC:
-                return "not an ELF file"
-            elf_class, order_byte = head[4], head[5]
-            if elf_class not in (1, 2) or order_byte not in (1, 2):
-                return "corrupt ELF identification"
-            if (elf_class, order_byte) != (host_class, host_order):
-                bits = {1: "32-bit", 2: "64-bit"}
-                return f"ELF class {bits[elf_class]} does not match this {bits[host_class]} process"
-            o = "<" if order_byte == 1 else ">"
-            if elf_class == 2:
-                fmt, ph_fmt, ph_size = o + "HHIQQQIHHHHHH", o + "IIQQQQ", 56
-            else:
-                fmt, ph_fmt, ph_size = o + "HHIIIIIHHHHHH", o + "IIIIII", 32
-            if len(head) < 16 + struct.calcsize(fmt):
-                return "truncated ELF header"
-            (e_type, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = struct.unpack_from(
-                fmt, head, 16
-            )
-            if e_type != _ET_DYN:
-                return f"ELF type {e_type} is not a shared object (ET_DYN)"
-            if machine != host_machine:
-                return f"ELF machine {machine} does not match this process's machine {host_machine}"
-            if phnum == 0 or phentsize < ph_size or phoff + phnum * phentsize > size:
-                return f"program headers lie outside the file ({size} bytes): truncated?"
-            if shoff and shoff + shnum * shentsize > size:
-                return f"section headers lie outside the file ({size} bytes): truncated?"
-            f.seek(phoff)
-            table = f.read(phnum * phentsize)
+        size = os.fstat(fd).st_size
+        head = _pread(fd, 64, 0)
+    except OSError as exc:
+        return f"cannot read: {exc}"
+    if len(head) < 16 or head[:4] != _ELF_MAGIC:
+        return "not an ELF file"
+    elf_class, order_byte = head[4], head[5]
+    if elf_class not in (1, 2) or order_byte not in (1, 2):
+        return "corrupt ELF identification"
+    if (elf_class, order_byte) != (host_class, host_order):
+        bits = {1: "32-bit", 2: "64-bit"}
+        return f"ELF class {bits[elf_class]} does not match this {bits[host_class]} process"
+    o = "<" if order_byte == 1 else ">"
+    if elf_class == 2:
+        fmt, ph_fmt, ph_size = o + "HHIQQQIHHHHHH", o + "IIQQQQ", 56
+    else:
+        fmt, ph_fmt, ph_size = o + "HHIIIIIHHHHHH", o + "IIIIII", 32
+    if len(head) < 16 + struct.calcsize(fmt):
+        return "truncated ELF header"
+    (e_type, machine, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _) = struct.unpack_from(
+        fmt, head, 16
+    )
+    if e_type != _ET_DYN:
+        return f"ELF type {e_type} is not a shared object (ET_DYN)"
+    if machine != host_machine:
+        return f"ELF machine {machine} does not match this process's machine {host_machine}"
+    if phnum == 0 or phentsize < ph_size or phoff + phnum * phentsize > size:
+        return f"program headers lie outside the file ({size} bytes): truncated?"
+    if shoff and shoff + shnum * shentsize > size:
+        return f"section headers lie outside the file ({size} bytes): truncated?"
+    try:
+        table = _pread(fd, phnum * phentsize, phoff)
     except OSError as exc:
         return f"cannot read: {exc}"
     for i in range(phnum):
@@ -172,12 +203,104 @@ def elf_problem(path: Path) -> str | None:
     return None
 
 
-def file_sha256(path: Path) -> str:
+_DT_NEEDED, _DT_STRTAB, _DT_STRSZ, _DT_RPATH, _DT_RUNPATH = 1, 5, 10, 15, 29
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+
+
+def uses_origin(fd: int) -> bool:
+    """True when the ELF library open on ``fd`` names ``$ORIGIN`` in its RPATH, RUNPATH or NEEDED
+    entries. The dynamic linker takes ``$ORIGIN`` from the name the library was opened by, so such a
+    library cannot be loaded through /proc/self/fd/N (its dependencies would be looked for in
+    /proc/self/fd). Anything unreadable counts as False; elf_problem has vetted the headers."""
+    if _HOST_ELF is None:
+        return False
+    try:
+        head = _pread(fd, 64, 0)
+        elf_class, o = head[4], "<" if head[5] == 1 else ">"
+        if elf_class == 2:
+            phoff, phentsize, phnum = struct.unpack_from(o + "Q", head, 32)[0], *struct.unpack_from(o + "HH", head, 54)
+            ph_fmt, dyn_fmt = o + "IIQQQQ", o + "qQ"
+        else:
+            phoff, phentsize, phnum = struct.unpack_from(o + "I", head, 28)[0], *struct.unpack_from(o + "HH", head, 42)
+            ph_fmt, dyn_fmt = o + "IIIIII", o + "iI"
+        table = _pread(fd, phnum * phentsize, phoff)
+        loads: list[tuple[int, int, int]] = []
+        dynamic: tuple[int, int] | None = None
+        for i in range(phnum):
+            fields = struct.unpack_from(ph_fmt, table, i * phentsize)
+            # 64-bit: type, flags, offset, vaddr, paddr, filesz; 32-bit: type, offset, vaddr, paddr, filesz
+            offset, vaddr, filesz = fields[2:4] + fields[5:6] if elf_class == 2 else fields[1:3] + fields[4:5]
+            if fields[0] == _PT_LOAD:
+                loads.append((vaddr, offset, filesz))
+            elif fields[0] == _PT_DYNAMIC:
+                dynamic = (offset, filesz)
+        if dynamic is None:
+            return False
+        entries = _pread(fd, min(dynamic[1], 1 << 20), dynamic[0])
+        strtab, strsz, refs = None, 0, []
+        whole = len(entries) - len(entries) % struct.calcsize(dyn_fmt)
+        for tag, value in struct.iter_unpack(dyn_fmt, entries[:whole]):
+            if tag == 0:
+                break
+            if tag == _DT_STRTAB:
+                strtab = value
+            elif tag == _DT_STRSZ:
+                strsz = value
+            elif tag in (_DT_NEEDED, _DT_RPATH, _DT_RUNPATH):
+                refs.append(value)
+        # DT_STRTAB is an address; the file offset is found through the segment that maps it.
+        where = [off + strtab - va for va, off, sz in loads if strtab is not None and va <= strtab < va + sz]
+        if not where or not refs:
+            return False
+        strings = _pread(fd, min(strsz, 1 << 20), where[0])
+    except (OSError, struct.error, IndexError):
+        return False
+    for ref in refs:
+        text = strings[ref : strings.find(b"\0", ref)] if ref < len(strings) else b""
+        if b"$ORIGIN" in text or b"${ORIGIN}" in text:
+            return True
+    return False
+
+
+def file_sha256(fd: int) -> str:
+    """sha256 of the whole file open on ``fd`` (read with pread, from the start)."""
     digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    offset = 0
+    while chunk := _pread(fd, 1 << 20, offset):
+        digest.update(chunk)
+        offset += len(chunk)
     return digest.hexdigest()
+
+
+# Where the kernel shows this process's open files by number; None where there is no such place.
+_PROC_FD: str | None = "/proc/self/fd" if sys.platform.startswith("linux") and os.path.isdir("/proc/self/fd") else None
+# Descriptors of every file dlopen accepted, kept open for the life of the process: glibc recognises
+# a library it already loaded by the name it was opened with, so were number N closed and reused for
+# another plugin, dlopen("/proc/self/fd/N") would silently hand back the first library.
+_pinned_fds: set[int] = set()
+
+
+def _dlopen(checked: CheckedFile) -> Any:
+    """dlopen the very file checked: through /proc/self/fd/N on Linux, so no rename or re-pointed link
+    after the check can change what is mapped. A library using $ORIGIN, or a host without
+    /proc/self/fd, is loaded by its checked real path instead, right after making sure that path
+    still names the checked file; the trust check has shown that only root or the current user can
+    change what it names."""
+    if _PROC_FD is not None and not uses_origin(checked.fd):
+        name = f"{_PROC_FD}/{checked.fd}"
+    else:
+        if not checked.unchanged():
+            raise PluginLoadError(f"{checked.real} was replaced while it was being checked; not loaded")
+        name = checked.real
+    try:
+        lib = ffi.dlopen(name, ffi.RTLD_NOW | getattr(os, "RTLD_NODELETE", 0))
+    except OSError as exc:
+        # dlerror names the file as it was opened; name it as the user knows it
+        reason = str(exc).replace(f"'{name}'", f"'{checked.real}'").replace(name + ":", checked.real + ":")
+        raise PluginLoadError(f"not a loadable shared library: {printable(reason)}") from None
+    if name != checked.real:
+        _pinned_fds.add(checked.fd)
+    return lib
 
 
 @dataclass(frozen=True)
@@ -197,15 +320,12 @@ class PluginLoadError(Exception):
 class PluginLibrary:
     """One opened plugin file, shared process-wide. Calls go through :meth:`call`."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        problem = elf_problem(path)
+    def __init__(self, checked: CheckedFile) -> None:
+        self.path = Path(checked.real)
+        problem = elf_problem(checked.fd)
         if problem is not None:
             raise PluginLoadError(f"not a loadable shared library: {problem}")
-        try:
-            self.lib: Any = ffi.dlopen(str(path), ffi.RTLD_NOW | getattr(os, "RTLD_NODELETE", 0))
-        except OSError as exc:
-            raise PluginLoadError(f"not a loadable shared library: {exc}") from None
+        self.lib: Any = _dlopen(checked)
         self._entries: dict[str, Any] = {}
         for entry in REQUIRED_BASE_ENTRIES + REQUIRED_ENGINE_ENTRIES:
             fn = self._resolve(entry)
@@ -217,8 +337,8 @@ class PluginLibrary:
             if fn is not None:
                 self._entries[entry] = fn
         self.name = "<unnamed>"
-        self.name = self._query_string("hipdnnPluginGetName")
-        self.version = self._query_string("hipdnnPluginGetVersion")
+        self.name = self._identity("hipdnnPluginGetName")
+        self.version = self._identity("hipdnnPluginGetVersion")
         ptype = ffi.new("hipdnnPluginType_t*")
         self._check("hipdnnPluginGetType", self._entries["hipdnnPluginGetType"](ptype))
         if ptype[0] != PLUGIN_TYPE_ENGINE:
@@ -229,6 +349,7 @@ class PluginLibrary:
             except PluginLoadError as exc:
                 raise PluginLoadError(f"unparsable API version: {exc}") from None
             try:
+                # Not _identity: control characters here are the parser's to refuse, escaped.
                 self.api_version: Version = parse_api_version(text)
             except ValueError as exc:
                 raise PluginLoadError(f"unparsable API version: {exc}") from None
@@ -240,7 +361,7 @@ class PluginLibrary:
                 f"this host speaks major {SUPPORTED_API_MAJOR}"
             )
         self.engine_ids = self._query_engine_ids()
-        self.sha256 = file_sha256(path)
+        self.sha256 = file_sha256(checked.fd)
         self._log_callback: Any = None
 
     # -- symbol plumbing ---------------------------------------------------------------------
@@ -272,7 +393,7 @@ class PluginLibrary:
             self._entries["hipdnnPluginGetLastErrorString"](out)
         except Exception:  # a plugin's error reporting must never mask the original error
             return ""
-        return _c_string(out[0])
+        return _message(out[0])
 
     def _check(self, entry: str, status: int) -> None:
         if status != STATUS_SUCCESS:
@@ -286,6 +407,7 @@ class PluginLibrary:
         return int(self._entries[entry](*args))
 
     def _query_string(self, entry: str) -> str:
+        """The string an identity entry returns: at most MAX_IDENTITY_BYTES of valid UTF-8."""
         out = ffi.new("const char**")
         try:
             self._check(entry, self._entries[entry](out))
@@ -293,7 +415,28 @@ class PluginLibrary:
             raise PluginLoadError(str(exc)) from None
         if out[0] == ffi.NULL:
             raise PluginLoadError(f"{entry} returned a null string")
-        return _c_string(out[0])
+        raw, too_long = _bounded(out[0], MAX_IDENTITY_BYTES)
+        shown = raw.decode("utf-8", "backslashreplace")
+        if too_long:
+            raise PluginLoadError(
+                f"{entry} returned a string longer than {MAX_IDENTITY_BYTES} bytes, starting {quoted(shown[:64])}"
+            )
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise PluginLoadError(f"{entry} returned {quoted(shown)}, which is not valid UTF-8") from None
+
+    def _identity(self, entry: str) -> str:
+        """A name or version: bounded, and printable, since it names loggers, fills messages and is
+        shown on terminals. Refused, rather than escaped, when it holds a control character: a name
+        that has to be escaped to be shown safely is not one anybody chose in good faith."""
+        text = self._query_string(entry)
+        if not text.isprintable():
+            raise PluginLoadError(
+                f"{entry} returned {quoted(text)}, which holds characters that are not printable (control "
+                "characters, terminal escapes, line breaks); a plugin's name and version must be printable text"
+            )
+        return text
 
     def _query_engine_ids(self) -> tuple[int, ...]:
         fn = self._entries["hipdnnEnginePluginGetAllEngineIds"]
@@ -330,17 +473,19 @@ class PluginLibrary:
             logger = logging.getLogger(f"hipdnn.plugins.{self.name}")
 
             def _sink(severity: int, message: Any) -> None:
-                logger.log(_SEVERITY_TO_LEVEL.get(int(severity), logging.INFO), "%s", _c_string(message))
+                logger.log(_SEVERITY_TO_LEVEL.get(int(severity), logging.INFO), "%s", _message(message))
 
             # kept alive for the life of the process: the plugin may call it from any thread, any time
             self._log_callback = ffi.callback("hipdnnCallback_t", _sink)
             status = self._entries["hipdnnPluginSetLoggingCallback"](self._log_callback)
             if status != STATUS_SUCCESS:
-                log.warning("%s: hipdnnPluginSetLoggingCallback failed: %s", self.path, self.last_error())
+                log.warning(
+                    "%s: hipdnnPluginSetLoggingCallback failed: %s", printable(str(self.path)), self.last_error()
+                )
         if "hipdnnPluginSetLogLevel" in self._entries:
             severity = severity_for_level(level)
             if self._entries["hipdnnPluginSetLogLevel"](severity) != STATUS_SUCCESS:
-                log.warning("%s: hipdnnPluginSetLogLevel failed: %s", self.path, self.last_error())
+                log.warning("%s: hipdnnPluginSetLogLevel failed: %s", printable(str(self.path)), self.last_error())
 
     def fingerprint(self) -> PluginFingerprint:
         return PluginFingerprint(self.name, self.version, str(self.api_version), self.sha256)
@@ -361,9 +506,9 @@ def severity_for_level(level: int) -> int:
 
 # -- process-wide library cache ---------------------------------------------------------------
 # The only process-wide plugin state: opened libraries (by real path; a library is opened once and
-# never closed), refusals (by file identity, so a file fixed on disk is tried again), and the
-# addresses of live plugin instances (a plugin handing out an address another instance still holds
-# would share state between handles).
+# never closed), refusals (by file identity, so a file fixed on disk is tried again), the descriptors
+# libraries were loaded through (_pinned_fds) and the addresses of live plugin instances (a plugin
+# handing out an address another instance still holds would share state between handles).
 _libraries: dict[str, PluginLibrary] = {}
 _refusals: dict[tuple[str, int, int, int, int], PluginLoadError] = {}
 _libraries_lock = threading.Lock()
@@ -371,36 +516,39 @@ _live_instances: dict[int, str] = {}
 _live_lock = threading.Lock()
 
 
-def _file_identity(real: str) -> tuple[str, int, int, int, int]:
+def open_library(path: Path, checker: TrustChecker | None = None) -> PluginLibrary:
+    """Open (once per process) and vet a plugin file; raises PluginLoadError with the reason.
+
+    The file is opened and trust-checked on its descriptor every time, also when its library is
+    already loaded: the path must still lead, through trusted directories, to a trusted file."""
     try:
-        st = os.stat(real)
-    except OSError:
-        return (real, 0, 0, 0, 0)
-    return (real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def open_library(path: Path) -> PluginLibrary:
-    """Open (once per process) and vet a plugin file; raises PluginLoadError with the reason."""
-    key = os.path.realpath(path)
-    with _libraries_lock:
-        library = _libraries.get(key)
-        if library is not None:
-            return library
-        identity = _file_identity(key)
-        refusal = _refusals.get(identity)
-        if refusal is None:
-            try:
-                library = PluginLibrary(Path(key))
-            except PluginLoadError as exc:
-                refusal = exc
-            except Exception as exc:  # containment: nothing a plugin does may escape
-                refusal = PluginLoadError(f"unexpected failure while loading: {exc!r}")
+        checked = open_checked(path, checker or TrustChecker())
+    except FileRefused as exc:
+        raise PluginLoadError(str(exc)) from None
+    try:
+        with _libraries_lock:
+            library = _libraries.get(checked.real)
             if library is not None:
-                _libraries[key] = library
                 return library
-            assert refusal is not None
-            _refusals[identity] = refusal
-    raise refusal
+            st = checked.st
+            identity = (checked.real, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            refusal = _refusals.get(identity)
+            if refusal is None:
+                try:
+                    library = PluginLibrary(checked)
+                except PluginLoadError as exc:
+                    refusal = exc
+                except Exception as exc:  # containment: nothing a plugin does may escape
+                    refusal = PluginLoadError(f"unexpected failure while loading: {printable(repr(exc))}")
+                if library is not None:
+                    _libraries[checked.real] = library
+                    return library
+                assert refusal is not None
+                _refusals[identity] = refusal
+        raise refusal
+    finally:
+        if checked.fd not in _pinned_fds:
+            os.close(checked.fd)
 
 
 def _claim_instance(address: int, owner: str) -> str | None:
@@ -427,6 +575,10 @@ class SkippedPlugin:
     path: Path
     reason: str
     source: str = ""
+
+    def __post_init__(self) -> None:
+        # Reasons quote file names and plugin strings: keep them safe to print anywhere.
+        self.reason = printable(self.reason)
 
     def __repr__(self) -> str:
         return f"SkippedPlugin(path={str(self.path)!r}, reason={self.reason!r}, source={self.source!r})"
@@ -499,7 +651,19 @@ class EnginePlugin:
         data, _k2 = const_data(graph)
         out = ffi.new("size_t*")
         self.library.call("hipdnnEnginePluginGetWorkspaceSize", self.handle, cfg, data, out)
-        return int(out[0])
+        return self._bounded_workspace("hipdnnEnginePluginGetWorkspaceSize", int(out[0]))
+
+    def _bounded_workspace(self, entry: str, size: int) -> int:
+        """``size`` as reported by ``entry``, refused when no allocator could provide it."""
+        if size > MAX_WORKSPACE_BYTES:
+            raise PluginError(
+                self.name,
+                entry,
+                STATUS_INTERNAL_ERROR,
+                f"reported a workspace of {size} bytes, more than the {MAX_WORKSPACE_BYTES} bytes "
+                "(2**48, 256 TiB) hipdnn accepts: no allocator could provide it",
+            )
+        return size
 
     def create_execution_context(self, engine_config: bytes, graph: bytes) -> Any:
         cfg, _k1 = const_data(engine_config)
@@ -521,7 +685,7 @@ class EnginePlugin:
     def workspace_size_from_context(self, context: Any) -> int:
         out = ffi.new("size_t*")
         self.library.call("hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", self.handle, context, out)
-        return int(out[0])
+        return self._bounded_workspace("hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", int(out[0]))
 
     def execute(self, context: Any, workspace: int, buffers: Sequence[tuple[int, int]]) -> None:
         """hipdnnEnginePluginExecuteOpGraph with (uid, pointer) pairs."""
@@ -687,19 +851,21 @@ def instantiate(
     skipped: list[SkippedPlugin] = []
 
     def skip(path: Path, reason: str, source: str) -> None:
-        log.warning("skipping plugin %s: %s", path, reason)
-        skipped.append(SkippedPlugin(path, reason, source))
+        record = SkippedPlugin(path, reason, source)
+        log.warning("skipping plugin %s: %s", printable(str(path)), record.reason)
+        skipped.append(record)
 
     for r in rejected:
         skip(r.path, r.reason, r.source)
     engine_owner: dict[int, EnginePlugin] = {}
+    checker = TrustChecker()
     for candidate in candidates:
         if isinstance(candidate, Path):
             path, source = candidate, ""
         else:
             path, source = candidate.path, str(candidate.source)
         try:
-            library = open_library(path)
+            library = open_library(path, checker)
         except PluginLoadError as exc:
             skip(path, str(exc), source)
             continue
@@ -735,9 +901,9 @@ def instantiate(
                     "the later engine is dropped",
                     engine_id,
                     library.name,
-                    path,
+                    printable(str(path)),
                     first.name,
-                    first.library.path,
+                    printable(str(first.library.path)),
                 )
                 dropped.append(engine_id)
                 continue
