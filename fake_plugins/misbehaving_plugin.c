@@ -23,6 +23,20 @@
  *   MB_NAME_FAILS       hipdnnPluginGetName fails (INTERNAL_ERROR, last error set)
  *   MB_WRONG_TYPE       hipdnnPluginGetType reports HIPDNN_PLUGIN_TYPE_HEURISTIC
  *
+ * Hostile strings (the adversarial zoo, tests/adversarial/test_plugin_zoo.py):
+ *
+ *   MB_API_VERSION_NEWLINE        API version "1.1.0\n"
+ *   MB_API_VERSION_LEADING_SPACE  API version " 1.1.0"
+ *   MB_API_VERSION_TRAILING_SPACE API version "1.1.0 "
+ *   MB_API_VERSION_ARABIC_DIGITS  API version in ARABIC-INDIC digits (U+0661 U+0660)
+ *   MB_NAME_HUGE                  hipdnnPluginGetName returns a 1 MiB name
+ *   MB_NAME_ESCAPES               hipdnnPluginGetName returns MB_NAME "\x1b[31m\n"
+ *   MB_VERSION_HUGE               hipdnnPluginGetVersion returns a 1 MiB string
+ *   MB_HOSTILE_ERROR              with MB_CREATE_FAILS: the last error holds terminal escapes, a
+ *                                 forged log line and 64 KiB of padding
+ *   MB_HOSTILE_LOG                exports SetLoggingCallback/SetLogLevel; Create logs a message
+ *                                 like MB_HOSTILE_ERROR's at ERROR
+ *
  * Duplicate ids inside one plugin are MB_ENGINE_IDS=9501,9501; an id that
  * collides with another plugin is an MB_ENGINE_IDS naming that plugin's id.
  */
@@ -38,9 +52,24 @@
 #ifndef MB_ENGINE_IDS
 #define MB_ENGINE_IDS 9900
 #endif
+#if defined(MB_API_VERSION_NEWLINE)
+#define MB_API_VERSION "1.1.0\n"
+#elif defined(MB_API_VERSION_LEADING_SPACE)
+#define MB_API_VERSION " 1.1.0"
+#elif defined(MB_API_VERSION_TRAILING_SPACE)
+#define MB_API_VERSION "1.1.0 "
+#elif defined(MB_API_VERSION_ARABIC_DIGITS)
+#define MB_API_VERSION "\xd9\xa1.\xd9\xa1.\xd9\xa0" /* U+0661 . U+0661 . U+0660: Python's \\d matches them */
+#endif
 #ifndef MB_API_VERSION
 #define MB_API_VERSION "1.1.0"
 #endif
+
+/* Long enough to flood any log; a NUL ends it, so a host that reads it all still stops. */
+#define MB_HUGE_BYTES ((size_t)1 << 20)
+/* Terminal escapes (clear screen, red), a forged second log line, then padding past any bound. */
+#define MB_HOSTILE_TEXT MB_NAME ": \x1b[2J\x1b[31mred\r\nCRITICAL forged line\x7f\x9b"
+#define MB_HOSTILE_PADDING ((size_t)64 << 10)
 
 #define MB_HANDLE_MAGIC UINT64_C(0x4d49534245484156) /* "MISBEHAV" */
 #define MB_SHARED_ADDRESS ((uintptr_t)0x5eed0000u)
@@ -56,6 +85,22 @@ struct HipdnnEnginePluginHandle
 static char g_last_error[256] = "";
 static unsigned g_engine_id_calls = 0;
 
+#if defined(MB_NAME_HUGE) || defined(MB_VERSION_HUGE) || defined(MB_HOSTILE_ERROR) || defined(MB_HOSTILE_LOG)
+static char g_huge[MB_HUGE_BYTES + 1];
+
+/* g_huge holds prefix, then 'x' up to `length` bytes in all, then a NUL. */
+static const char* huge_string(const char* prefix, size_t length)
+{
+    size_t i = 0;
+    for(; prefix[i] != '\0' && i < length; ++i)
+        g_huge[i] = prefix[i];
+    for(; i < length; ++i)
+        g_huge[i] = 'x';
+    g_huge[length] = '\0';
+    return g_huge;
+}
+#endif
+
 static hipdnnPluginStatus_t fail(hipdnnPluginStatus_t status, const char* message)
 {
     (void)snprintf(g_last_error, sizeof g_last_error, "%s: %s", MB_NAME, message);
@@ -70,8 +115,14 @@ hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
 {
     if(name == NULL)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "name is NULL");
-#ifdef MB_NAME_FAILS
+#if defined(MB_NAME_FAILS)
     return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "name table not initialised");
+#elif defined(MB_NAME_HUGE)
+    *name = huge_string(MB_NAME, MB_HUGE_BYTES);
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#elif defined(MB_NAME_ESCAPES)
+    *name = MB_NAME "\x1b[31m\n";
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
 #else
     *name = MB_NAME;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
@@ -82,7 +133,11 @@ hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
 {
     if(version == NULL)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
+#ifdef MB_VERSION_HUGE
+    *version = huge_string("0.0.1-", MB_HUGE_BYTES);
+#else
     *version = "0.0.1";
+#endif
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 
@@ -112,9 +167,33 @@ hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
 
 void hipdnnPluginGetLastErrorString(const char** error_str)
 {
-    if(error_str != NULL)
-        *error_str = g_last_error;
+    if(error_str == NULL)
+        return;
+#ifdef MB_HOSTILE_ERROR
+    if(g_last_error[0] == '\0')
+    {
+        *error_str = huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING);
+        return;
+    }
+#endif
+    *error_str = g_last_error;
 }
+
+#ifdef MB_HOSTILE_LOG
+static hipdnnCallback_t g_log_callback = NULL;
+
+hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
+{
+    g_log_callback = callback;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+
+hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t severity)
+{
+    (void)severity;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+}
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* EnginePluginApi.h                                                         */
@@ -146,7 +225,14 @@ hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle
 {
     if(handle == NULL)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-#if defined(MB_CREATE_FAILS)
+#ifdef MB_HOSTILE_LOG
+    if(g_log_callback != NULL)
+        g_log_callback(HIPDNN_SEV_ERROR, huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING));
+#endif
+#if defined(MB_CREATE_FAILS) && defined(MB_HOSTILE_ERROR)
+    g_last_error[0] = '\0'; /* the last error is the hostile text */
+    return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
+#elif defined(MB_CREATE_FAILS)
     return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "no device matches this engine (simulated)");
 #elif defined(MB_CREATE_NULL)
     *handle = NULL;
