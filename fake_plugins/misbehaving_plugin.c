@@ -36,6 +36,8 @@
  *                                 forged log line and 64 KiB of padding
  *   MB_HOSTILE_LOG                exports SetLoggingCallback/SetLogLevel; Create logs a message
  *                                 like MB_HOSTILE_ERROR's at ERROR
+ *   MB_ORIGIN_DEPENDENCY          Create calls into libhostile_origin_dep.so, which the library
+ *                                 finds through RUNPATH $ORIGIN only (origin_dep.c)
  *
  * Duplicate ids inside one plugin are MB_ENGINE_IDS=9501,9501; an id that
  * collides with another plugin is an MB_ENGINE_IDS naming that plugin's id.
@@ -81,6 +83,10 @@ struct HipdnnEnginePluginHandle
 {
     uint64_t magic;
 };
+
+#ifdef MB_ORIGIN_DEPENDENCY
+int hostile_origin_dep_engine_id(void);
+#endif
 
 static char g_last_error[256] = "";
 static unsigned g_engine_id_calls = 0;
@@ -228,6 +234,10 @@ hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle
 #ifdef MB_HOSTILE_LOG
     if(g_log_callback != NULL)
         g_log_callback(HIPDNN_SEV_ERROR, huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING));
+#endif
+#ifdef MB_ORIGIN_DEPENDENCY
+    if(hostile_origin_dep_engine_id() != k_engine_ids[0])
+        return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "wrong dependency");
 #endif
 #if defined(MB_CREATE_FAILS) && defined(MB_HOSTILE_ERROR)
     g_last_error[0] = '\0'; /* the last error is the hostile text */

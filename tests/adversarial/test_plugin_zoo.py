@@ -50,6 +50,7 @@ HOSTILE = (
     "hostile_error",
     "hostile_log",
     "hostile_impostor",
+    "hostile_origin",
 )
 #: what misbehaving_plugin.c's MB_HOSTILE_TEXT becomes once escaped
 HOSTILE_TEXT_SHOWN = "\\x1b[2J\\x1b[31mred\\r\\nCRITICAL forged line\\x7f\\x9b"
@@ -221,16 +222,19 @@ def test_the_library_is_loaded_through_the_checked_descriptor(trusted_and_untrus
     assert library.sha256 == loader_module.file_sha256(fds[0])
 
 
-def test_a_library_using_origin_is_loaded_by_its_checked_path() -> None:
-    """The CPU engine finds its BLAS through $ORIGIN, which glibc takes from the name dlopen was given;
-    it must still load (by its real path, once that is shown to name the checked file)."""
-    with hipdnn.Handle() as h:
-        (cpu,) = [p for p in h.loaded_plugins() if p.name == "hipdnn_cpu_engine"]
-    fd = os.open(cpu.path, os.O_RDONLY)
+def test_a_library_using_origin_is_loaded_by_its_checked_path(hostile: dict[str, Path]) -> None:
+    """glibc takes $ORIGIN from the name given to dlopen: through /proc/self/fd/N, a plugin finding its
+    dependencies next to itself (as the CPU engine finds OpenBLAS) would not load. It is loaded by its
+    real path instead, once that is shown to name the checked file."""
+    lib = hostile["hostile_origin"]
+    fd = os.open(lib, os.O_RDONLY)
     try:
         assert loader_module.uses_origin(fd)
     finally:
         os.close(fd)
+    with hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=ABSOLUTE) as h:
+        assert [p.name for p in h.loaded_plugins()] == ["hostile_origin"], h.skipped_plugins()
+    assert str(lib) in Path("/proc/self/maps").read_text()
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o1777, 0o775])
