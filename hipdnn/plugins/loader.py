@@ -256,7 +256,8 @@ def uses_origin(fd: int) -> bool:
     except (OSError, struct.error, IndexError):
         return False
     for ref in refs:
-        text = strings[ref : strings.find(b"\0", ref)] if ref < len(strings) else b""
+        end = strings.find(b"\0", ref)
+        text = strings[ref : end if end >= 0 else len(strings)]
         if b"$ORIGIN" in text or b"${ORIGIN}" in text:
             return True
     return False
