@@ -94,6 +94,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a corner of the grid")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--tag", default="gpu_decode")
+    ap.add_argument("--one", default=None, help="B,Hkv,Skv,Sq,D: build, run three times (for a profiler), exit")
     args = ap.parse_args()
 
     plugin = Path(args.plugin) if args.plugin else find_plugin()
@@ -103,6 +104,22 @@ def main() -> None:
         plugin_paths=[plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, stream=stream.cuda_stream
     )
     bf = hipdnn.DataType.BFLOAT16
+    if args.one:
+        b, hkv, skv, sq, d = (int(x) for x in args.one.split(","))
+        g, t = sdpa_graph(
+            bf, [b, 32, sq, d], [b, hkv, skv, d], "bhsd",
+            causal=True, bottom_right=True, stats=False, scale=d**-0.5, engine=TENSOR_CORE,
+        )  # fmt: skip
+        g.build(handle)
+        ws = workspace_for(g)
+        q, o = (torch.randn(b, 32, sq, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        k, v = (torch.randn(b, hkv, skv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        pack = {t["q"]: q.data_ptr(), t["k"]: k.data_ptr(), t["v"]: v.data_ptr(), t["o"]: o.data_ptr()}
+        torch.cuda.synchronize()
+        for _ in range(3):
+            g.execute(handle, pack, None if ws is None else ws.data_ptr())
+        torch.cuda.synchronize()
+        return
     copy = copy_tbps()
     print(f"device-to-device copy: {copy:.2f} TB/s (read + write)", flush=True)
     b_list, skv_list = ([1, 32], [512, 16384]) if args.quick else (B_LIST, SKV_LIST)

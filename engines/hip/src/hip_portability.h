@@ -42,6 +42,12 @@ typedef cudaDeviceProp hipDeviceProp_t;
 typedef cudaPointerAttributes hipPointerAttribute_t;
 #define hipMemoryTypeDevice cudaMemoryTypeDevice
 #define hipMemoryTypeManaged cudaMemoryTypeManaged
+// Extended launches (the decode path's merge kernel starts under its producer: programmatic
+// dependent launch, Hopper).
+typedef cudaLaunchConfig_t hipLaunchConfig_t;
+typedef cudaLaunchAttribute hipLaunchAttribute;
+#define hipLaunchKernelExC cudaLaunchKernelExC
+#define hipLaunchAttributeProgrammaticStreamSerialization cudaLaunchAttributeProgrammaticStreamSerialization
 
 #if defined(__CUDACC__)
 // Kernel-side names.

@@ -250,6 +250,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
         }
     }
     cp_async_wait<0>();
+    // The merge kernel may be launched now (programmatic dependent launch); it still waits for this
+    // grid to finish and flush before it reads a partial.
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     __syncthreads(); // the ring is free: merge the four warps' partial softmaxes through it
 
     constexpr int OS = D + 8; // padded row stride of the merge buffers (floats)
@@ -347,6 +350,8 @@ template <ElemType T, int D>
 __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const SdpaArgs a, const DecodeArgs da)
 {
     constexpr int PER = D / 32;
+    // Launched early under the split kernel (programmatic dependent launch): wait for its results.
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
     const int lane = static_cast<int>(threadIdx.x) & 31;
     const int64_t nrows = static_cast<int64_t>(a.batch) * a.hq * a.sq;
     const int64_t rid = static_cast<int64_t>(blockIdx.x) * kMergeWarps + (threadIdx.x >> 5);
@@ -410,9 +415,20 @@ hipError_t launch_decode_typed(const SdpaArgs& a, const DecodeArgs& da, hipStrea
     if(e != hipSuccess || da.splits == 1)
         return e;
     const int64_t nrows = static_cast<int64_t>(a.batch) * a.hq * a.sq;
-    const dim3 mgrid(static_cast<unsigned>((nrows + kMergeWarps - 1) / kMergeWarps));
-    hipLaunchKernelGGL((sdpa_decode_merge<T, D>), mgrid, dim3(kMergeWarps * 32), 0, stream, a, da);
-    return hipGetLastError();
+    hipLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(static_cast<unsigned>((nrows + kMergeWarps - 1) / kMergeWarps));
+    cfg.blockDim = dim3(kMergeWarps * 32);
+    cfg.dynamicSmemBytes = 0;
+    cfg.stream = stream;
+    hipLaunchAttribute attr[1];
+    attr[0].id = hipLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    SdpaArgs a_copy = a;
+    DecodeArgs da_copy = da;
+    void* params[] = {&a_copy, &da_copy};
+    return hipLaunchKernelExC(&cfg, reinterpret_cast<const void*>(&sdpa_decode_merge<T, D>), params);
 }
 
 template <ElemType T, int D>

@@ -13,6 +13,7 @@
 #define HIPDNN_HIP_ENGINE_SDPA_DECODE_PLAN_H
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,32 +38,30 @@ constexpr int64_t decode_row_groups(int64_t hq, int64_t hk, int64_t sq)
 }
 
 // How many chunks the KV length is cut into, given the blocks one split has (batch x KV heads x
-// row groups), the key tiles to cover and the device's block slots. One split when the base grid
-// already fills most of the device; otherwise the split count whose last wave is fullest, the
-// smallest among those within 15% of the best (fewer splits: less merging). Split counts that do
-// not change the chunk length are skipped (they only add empty blocks).
+// row groups), the key tiles to cover and the device's block slots. Every chunk length (in tiles)
+// is tried, each with the split count it really makes, ceil(tiles / chunk), up to kDecodeMaxWaves
+// waves of blocks; the count whose last wave is fullest wins (decode streams memory: idle
+// multiprocessors are lost bandwidth, and a grid of 1.3 waves leaves most of them idle for the
+// second), the fewest splits among those within 5% of it (each split adds a partial row to write
+// and merge).
 inline int64_t decode_splits(int64_t base_blocks, int64_t kv_tiles, int64_t slots)
 {
-    if(base_blocks <= 0 || kv_tiles <= 1 || slots <= 0 || base_blocks * 10 >= slots * 8)
+    if(base_blocks <= 0 || kv_tiles <= 1 || slots <= 0)
         return 1;
     const int64_t cap = std::min({kDecodeMaxSplits, kv_tiles, std::max<int64_t>(1, kDecodeMaxWaves * slots / base_blocks)});
-    double eff[kDecodeMaxSplits + 1] = {};
+    auto fill = [&](int64_t s) {
+        const double waves = static_cast<double>(base_blocks * s) / static_cast<double>(slots);
+        return waves / std::ceil(waves);
+    };
     double best = 0.0;
     for(int64_t s = 1; s <= cap; ++s)
-    {
-        const double waves = static_cast<double>(base_blocks * s) / static_cast<double>(slots);
-        eff[s] = waves / static_cast<double>(static_cast<int64_t>(waves + 0.999999));
-        best = std::max(best, eff[s]);
-    }
-    int64_t prev_chunk = -1;
+        best = std::max(best, fill((kv_tiles + (kv_tiles + s - 1) / s - 1) / ((kv_tiles + s - 1) / s)));
     for(int64_t s = 1; s <= cap; ++s)
     {
         const int64_t chunk = (kv_tiles + s - 1) / s;
-        if(chunk == prev_chunk)
-            continue;
-        prev_chunk = chunk;
-        if(eff[s] >= 0.85 * best)
-            return (kv_tiles + chunk - 1) / chunk; // the splits that chunk length really makes
+        const int64_t made = (kv_tiles + chunk - 1) / chunk;
+        if(fill(made) >= 0.95 * best)
+            return made;
     }
     return 1;
 }
@@ -97,9 +96,9 @@ inline int64_t decode_splits_for(const DecodeShape& s, int64_t sms)
     return decode_splits(base, tiles, sms * decode_blocks_per_sm(s.d));
 }
 
-// The workspace a plan reports: enough for every call its maximum shape allows. Splitting stops
-// once batch x KV heads fills 80% of the device, and split blocks are capped at kDecodeMaxWaves
-// waves, so calls with large batches need none and the bound below does not grow with the batch.
+// The workspace a plan reports: enough for every call its maximum shape allows. Split blocks are
+// capped at kDecodeMaxWaves waves, so calls whose batch alone fills that many need none, and the
+// bound below does not grow with the batch.
 // Unknown (dynamic, -1) batch, heads or lengths take the general bound: at most
 // kDecodeMaxWaves * slots blocks of kDecodeRows rows each.
 inline size_t decode_plan_workspace(const DecodeShape& max_shape, int64_t sms)
@@ -113,7 +112,7 @@ inline size_t decode_plan_workspace(const DecodeShape& max_shape, int64_t sms)
         return general;
     size_t need = 0;
     DecodeShape s = max_shape;
-    const int64_t batch_cap = std::min<int64_t>(max_shape.batch, slots); // larger batches never split
+    const int64_t batch_cap = std::min<int64_t>(max_shape.batch, kDecodeMaxWaves * slots); // larger: no split
     for(int64_t b = 1; b <= batch_cap; ++b)
         for(int64_t q = 1; q <= std::min(max_shape.sq, kDecodeMaxSq); ++q)
         {
