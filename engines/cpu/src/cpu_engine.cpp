@@ -296,13 +296,15 @@ const char* dims_text(const Shape& s, char* buf, size_t size)
     return buf;
 }
 
+// Past int64, strides saturate: extent() then refuses the shape instead of the product overflowing.
 void set_compact(Shape& s)
 {
     int64_t st = 1;
     for(int i = s.rank - 1; i >= 0; --i)
     {
         s.strides[i] = st;
-        st *= s.dims[i];
+        if(__builtin_mul_overflow(st, s.dims[i], &st))
+            st = std::numeric_limits<int64_t>::max();
     }
 }
 
@@ -705,6 +707,12 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
                       wire::EnumNameDataType(dt));
     const auto* dims = t->dims();
     const auto* strides = t->strides();
+    // The FlatBuffers verifier checks the alignment of a vector's length word only; dims and strides
+    // are read in place as int64, so a damaged buffer could otherwise hand us misaligned elements.
+    for(const auto* v : {dims, strides})
+        if(v != nullptr && reinterpret_cast<uintptr_t>(v->data()) % alignof(int64_t) != 0)
+            return format("tensor uid %lld: its dims or strides are not 8-byte aligned in the graph buffer",
+                          static_cast<long long>(out.uid));
     const uint32_t rank = dims ? dims->size() : 0;
     if(t->value_type() != wire::TensorValue::NONE)
     {

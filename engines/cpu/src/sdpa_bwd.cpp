@@ -50,7 +50,7 @@ namespace
 {
 
 typedef float V __attribute__((vector_size(32)));
-typedef int32_t VI __attribute__((vector_size(32)));
+typedef uint32_t VU __attribute__((vector_size(32)));
 constexpr int W = 8;
 constexpr int64_t BQ = 64; // queries per tile
 constexpr int64_t BK = 64; // keys per tile
@@ -97,7 +97,8 @@ inline V exp2v(V x)
     p = p * f + 2.4022651e-01f;
     p = p * f + 6.9314718e-01f;
     p = p * f + 1.0f;
-    const VI bits = (VI)p + (((VI)t - (VI)magic) << 23);
+    // Unsigned lanes: a NaN input makes these words arbitrary, and they must wrap, not overflow.
+    const VU bits = (VU)p + (((VU)t - (VU)magic) << 23);
     return x < lo ? V{} : (V)bits;
 }
 

@@ -38,7 +38,7 @@ namespace
 {
 
 typedef float V __attribute__((vector_size(32)));
-typedef int32_t VI __attribute__((vector_size(32)));
+typedef uint32_t VU __attribute__((vector_size(32)));
 constexpr int W = 8;
 constexpr int NV = static_cast<int>(kSdpaQw) / W; // 3
 constexpr int QW = static_cast<int>(kSdpaQw);
@@ -94,8 +94,9 @@ inline V exp2_nonpos(V x)
     p = p * f + 2.4022650695910071e-01f;
     p = p * f + 6.9314718055994531e-01f;
     p = p * f + 1.0f;
-    const VI ni = (VI)t - (VI)magic;
-    const VI bits = (VI)p + (ni << 23);
+    // Unsigned lanes: a NaN input makes these words arbitrary, and they must wrap, not overflow.
+    const VU ni = (VU)t - (VU)magic;
+    const VU bits = (VU)p + (ni << 23);
     const V r = (V)bits;
     return x < lo ? V{} : r;
 }
