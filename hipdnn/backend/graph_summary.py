@@ -57,6 +57,9 @@ def summarize(blob: bytes) -> GraphSummary:
             uid = int(t.Uid())
             if uid in tensors:
                 raise GraphDecodeError(f"duplicate tensor uid {uid}")
+            # the schema's rule; the compiled core refuses a tensor table that breaks it
+            if len(dims) != len(strides):
+                raise GraphDecodeError(f"tensor uid {uid} has {len(dims)} dims but {len(strides)} strides")
             name = t.Name()
             tensors[uid] = TensorInfo(
                 uid=uid,

@@ -985,10 +985,13 @@ PyObject* PlanCore_new(PyTypeObject* type, PyObject* args, PyObject*) {
     PyObject *gate, *entries, *tensors;
     unsigned long long plugin_handle, context, workspace;
     int location, override_enabled;
+    // Names are s# (pointer and length): a graph buffer may carry a NUL inside one, which "s" refuses.
     const char *refusal, *graph_name, *plugin_name;
+    Py_ssize_t refusal_len, graph_name_len, plugin_name_len;
     long long engine_id;
-    if (!PyArg_ParseTuple(args, "O!OKKKipsssLO", &GateType, &gate, &entries, &plugin_handle, &context, &workspace,
-                          &location, &override_enabled, &refusal, &graph_name, &plugin_name, &engine_id, &tensors))
+    if (!PyArg_ParseTuple(args, "O!OKKKips#s#s#LO", &GateType, &gate, &entries, &plugin_handle, &context, &workspace,
+                          &location, &override_enabled, &refusal, &refusal_len, &graph_name, &graph_name_len,
+                          &plugin_name, &plugin_name_len, &engine_id, &tensors))
         return nullptr;
     unsigned long long plain = 0, with_overrides = 0, last_error = 0;
     if (!PyArg_ParseTuple(entries, "KKK", &plain, &with_overrides, &last_error)) return nullptr;
@@ -1010,10 +1013,10 @@ PyObject* PlanCore_new(PyTypeObject* type, PyObject* args, PyObject*) {
     d->workspace_size = workspace;
     d->location = location;
     d->override_enabled = override_enabled != 0;
-    d->override_refusal = refusal;
+    d->override_refusal.assign(refusal, static_cast<size_t>(refusal_len));
     if (d->override_refusal.empty() && !d->with_overrides) d->override_refusal = "the plugin has no override entry";
-    d->graph_name = graph_name;
-    d->plugin_name = plugin_name;
+    d->graph_name.assign(graph_name, static_cast<size_t>(graph_name_len));
+    d->plugin_name.assign(plugin_name, static_cast<size_t>(plugin_name_len));
     d->engine_id = engine_id;
     PyObject* fast = PySequence_Fast(tensors, "tensors must be a sequence");
     if (!fast) {
@@ -1026,17 +1029,18 @@ PyObject* PlanCore_new(PyTypeObject* type, PyObject* args, PyObject*) {
         TensorSpec& t = d->tensors[static_cast<size_t>(i)];
         PyObject *dims, *strides;
         const char* name;
+        Py_ssize_t name_len;
         long long uid;
         int dt, virt, dyn;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "LsiOOpp", &uid, &name, &dt, &dims, &strides, &virt,
-                              &dyn) ||
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "Ls#iOOpp", &uid, &name, &name_len, &dt, &dims,
+                              &strides, &virt, &dyn) ||
             !read_ints(dims, t.dims, "dims") || !read_ints(strides, t.strides, "strides")) {
             Py_DECREF(fast);
             Py_DECREF(self);
             return nullptr;
         }
         t.uid = uid;
-        t.name = name;
+        t.name.assign(name, static_cast<size_t>(name_len));
         t.label = "tensor " + quoted(t.name) + " (uid " + std::to_string(uid) + ")";
         t.data_type = dt;
         t.is_virtual = virt != 0;
@@ -1309,14 +1313,16 @@ bool parse_rules(PyObject* spec, std::vector<NodeRules>& nodes, const PlanData& 
     bool ok = true;
     for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(fast); ++i) {
         const char *prefix, *name;
+        Py_ssize_t prefix_len, name_len;
         PyObject* rules;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "ssO", &prefix, &name, &rules)) {
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "s#s#O", &prefix, &prefix_len, &name, &name_len,
+                              &rules)) {
             ok = false;
             break;
         }
         NodeRules node;
-        node.prefix = prefix;
-        node.name = name;
+        node.prefix.assign(prefix, static_cast<size_t>(prefix_len));
+        node.name.assign(name, static_cast<size_t>(name_len));
         PyObject* rf = PySequence_Fast(rules, "node rules must be a sequence");
         if (!rf) {
             ok = false;
