@@ -361,36 +361,62 @@ __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const Sdpa
     const int h = static_cast<int>((rid / a.sq) % a.hq);
     const int b = static_cast<int>(rid / (static_cast<int64_t>(a.sq) * a.hq));
 
+    // Every lane loads the log-sum-exps of its splits at once (one memory latency, not one per
+    // split), the warp reduces them, and each lane keeps its splits' weights; the partial rows are
+    // then read with no load waiting on another.
+    constexpr int LSE_PER_LANE = static_cast<int>(kDecodeMaxSplits) / 32;
+    float w_lane[LSE_PER_LANE];
     float mx = -INFINITY;
-    for(int i = lane; i < da.splits; i += 32)
-        mx = fmaxf(mx, da.part_lse[i * nrows + rid]);
+#pragma unroll
+    for(int j = 0; j < LSE_PER_LANE; ++j)
+    {
+        const int i = j * 32 + lane;
+        w_lane[j] = i < da.splits ? da.part_lse[i * nrows + rid] : -INFINITY;
+        mx = fmaxf(mx, w_lane[j]);
+    }
 #pragma unroll
     for(int off = 16; off > 0; off >>= 1)
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    const float base = mx == -INFINITY ? 0.0f : mx;
     float sum = 0.0f;
+#pragma unroll
+    for(int j = 0; j < LSE_PER_LANE; ++j)
+    {
+        w_lane[j] = fast_exp2(w_lane[j] - base); // 0 for an empty split (-inf)
+        sum += w_lane[j];
+    }
+#pragma unroll
+    for(int off = 16; off > 0; off >>= 1)
+        sum += __shfl_xor_sync(0xffffffffu, sum, off);
     float acc[PER];
 #pragma unroll
     for(int c = 0; c < PER; ++c)
         acc[c] = 0.0f;
-    if(mx != -INFINITY)
+#pragma unroll
+    for(int j = 0; j < LSE_PER_LANE; ++j)
     {
-        for(int i = 0; i < da.splits; ++i)
+        if(j * 32 >= da.splits)
+            break;
+#pragma unroll 8
+        for(int ii = 0; ii < 32; ++ii)
         {
-            const float lse = da.part_lse[i * nrows + rid];
-            if(lse == -INFINITY)
-                continue; // an empty split: its partial output was never meaningful
-            const float w = fast_exp2(lse - mx);
-            sum += w;
+            const int i = j * 32 + ii;
+            if(i >= da.splits)
+                break;
+            const float w = __shfl_sync(0xffffffffu, w_lane[j], ii);
             const float* po = da.part_o + (i * nrows + rid) * D + lane * PER;
+            // An empty split wrote zeros; the select still keeps a stray non-finite partial out.
             if constexpr(PER == 4)
             {
                 const float4 v = *reinterpret_cast<const float4*>(po);
-                acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
+                if(w > 0.0f)
+                    acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
             }
             else
             {
                 const float2 v = *reinterpret_cast<const float2*>(po);
-                acc[0] += w * v.x, acc[1] += w * v.y;
+                if(w > 0.0f)
+                    acc[0] += w * v.x, acc[1] += w * v.y;
             }
         }
     }
