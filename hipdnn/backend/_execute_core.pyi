@@ -50,7 +50,14 @@ class Binding:
 
 class Executor:
     plan: PlanCore
-    def __init__(self, plan: PlanCore, keys: dict[Any, int], rules: Sequence[Any], stream_source: Any) -> None: ...
+    def __init__(
+        self,
+        plan: PlanCore,
+        keys: dict[Any, int],
+        rules: Sequence[Any],
+        stream_source: Any,
+        outputs: Sequence[int] = (),
+    ) -> None: ...
     def execute(
         self,
         variant_pack: Any,
@@ -63,6 +70,7 @@ class Executor:
     def bind(self, uids: Sequence[Any], override_uids: Sequence[Any]) -> Binding: ...
 
 def configure(**settings: Any) -> None: ...
+def strides_overlap(dims: Sequence[int], strides: Sequence[int]) -> bool: ...
 def check_buffer(
     resolved: tuple[Any, ...] | None,
     where: str,

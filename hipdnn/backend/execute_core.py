@@ -13,7 +13,7 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,12 @@ def configure(**settings: Any) -> None:
 configure()
 
 
+#: ``strides_overlap(dims, strides) -> bool``: whether two distinct indices of the layout can address
+#: one element (conservative for interleaved layouts: see ``layout_overlaps`` in the core). The rule
+#: execute applies to the strides of outputs, for graph validation to apply to declared ones.
+strides_overlap: Callable[[Sequence[int], Sequence[int]], bool] = _core.strides_overlap
+
+
 def check_buffer(
     resolved: tuple[Any, ...] | None,
     where: str,
@@ -123,4 +129,5 @@ __all__ = [
     "PlanCore",
     "check_buffer",
     "configure",
+    "strides_overlap",
 ]

@@ -230,8 +230,12 @@ def _is_torch_type(value: object) -> bool:
 
 def is_torch_tensor(value: object) -> bool:
     """Whether ``value`` is a torch tensor (judged once per type). The compiled execute core asks
-    this once per type and then reads such values through their accessors itself."""
-    return _is_torch_type(value)
+    this once per type and then reads such values through their accessors itself. A value whose
+    attributes raise is not one here: :func:`resolve` then names what failed."""
+    try:
+        return _is_torch_type(value)
+    except Exception:
+        return False
 
 
 def torch_dtype_info(dtype: Any) -> tuple[int, str, int]:
@@ -246,7 +250,7 @@ def _from_torch(value: Any, label: str) -> Resolved:
     try:
         device_type = value.device.type
     except Exception as exc:
-        raise _refuse(label, f"cannot read the torch tensor's device ({_raised(exc)})") from None
+        raise _refuse(label, f"cannot read the torch tensor's device ({_raised(exc)})") from exc
     if device_type == "cpu":
         on_device = False
     elif device_type == "cuda" or device_type == "hip":
@@ -263,7 +267,7 @@ def _from_torch(value: Any, label: str) -> Resolved:
     except HipdnnError:
         raise
     except Exception as exc:
-        raise _refuse(label, f"cannot read the torch tensor ({_raised(exc)})") from None
+        raise _refuse(label, f"cannot read the torch tensor ({_raised(exc)})") from exc
     _check_itemsize(label, code, name, itemsize)
     if contiguous:
         low, high = ptr, ptr + math.prod(shape) * itemsize
@@ -294,7 +298,7 @@ def _from_duck(value: Any, label: str) -> Resolved:
     except HipdnnError:
         raise
     except Exception as exc:
-        raise _refuse(label, f"cannot read the device tensor ({_raised(exc)})") from None
+        raise _refuse(label, f"cannot read the device tensor ({_raised(exc)})") from exc
     if itemsize <= 0:
         raise _refuse(label, f"element size {itemsize} is not positive")
     if len(strides) != len(shape) or any(d < 0 for d in shape):
@@ -381,12 +385,12 @@ def _await_producer(iface: Mapping[str, Any], label: str, stream: int) -> None:
     try:
         device_sync.wait_for_producer(producer, stream)  # looked up per call: tests replace it
     except HipdnnError as exc:
-        raise HipdnnError(exc.code, f"{label}: {exc.message}") from None
+        raise HipdnnError(exc.code, f"{label}: {exc.message}") from exc
     except Exception as exc:
         raise HipdnnError(
             ErrorCode.GRAPH_EXECUTION_FAILED,
             f"{label}: cannot make stream {stream} wait for the producer's stream {producer} ({_raised(exc)})",
-        ) from None
+        ) from exc
 
 
 # -- DLPack ----------------------------------------------------------------------------------
@@ -520,7 +524,11 @@ class _DLPackRelease:
 
 
 def _dlpack_device(value: Any, label: str) -> int:
-    device = value.__dlpack_device__() if hasattr(value, "__dlpack_device__") else (1, 0)
+    try:
+        probe = getattr(value, "__dlpack_device__", None)
+        device = probe() if probe is not None else (1, 0)
+    except Exception as exc:
+        raise _refuse(label, f"cannot read __dlpack_device__ ({_raised(exc)})") from exc
     if (
         not isinstance(device, tuple)
         or len(device) != 2
@@ -552,7 +560,7 @@ def _from_dlpack(value: Any, label: str, stream: int) -> Resolved:
     except Exception as exc:
         raise _refuse(
             label, f"__dlpack__(stream={dl_stream}) of a value on device type {device_type} failed ({_raised(exc)})"
-        ) from None
+        ) from exc
     return _from_capsule(capsule, label, device_type)
 
 
@@ -655,7 +663,7 @@ def resolve(value: object, label: str, stream: int = 0) -> Resolved:
     except HipdnnError:
         raise
     except Exception as exc:  # a malformed interface dict, device tuple or hostile object
-        raise _refuse(label, f"malformed buffer description ({_raised(exc)})") from None
+        raise _refuse(label, f"malformed buffer description ({_raised(exc)})") from exc
 
 
 def _resolve(value: Any, label: str, stream: int) -> Resolved:
@@ -674,20 +682,26 @@ def _resolve(value: Any, label: str, stream: int) -> Resolved:
     if _is_duck_device_tensor(value):
         return _from_duck(value, label)
     # A protocol attribute may raise (torch raises for bfloat16's __cuda_array_interface__): remember
-    # why and try the next protocol, naming the first failure if none succeeds.
-    failures: list[str] = []
+    # why and try the next protocol, naming (and chaining) the first failure if none succeeds.
+    failures: list[tuple[str, Exception]] = []
     for attr, on_device in (("__cuda_array_interface__", True), ("__array_interface__", False)):
         try:
             iface = getattr(value, attr, None)
         except Exception as exc:
-            failures.append(f"cannot read {attr} ({_raised(exc)})")
+            failures.append((f"cannot read {attr} ({_raised(exc)})", exc))
             continue
         if iface is not None:
             return _from_interface(iface, on_device, label, stream)
-    if hasattr(value, "__dlpack__"):
+    try:
+        has_dlpack = hasattr(value, "__dlpack__")
+    except Exception as exc:
+        failures.append((f"cannot read __dlpack__ ({_raised(exc)})", exc))
+        has_dlpack = False
+    if has_dlpack:
         return _from_dlpack(value, label, stream)
     if failures:
-        raise _refuse(label, failures[0])
+        message, first = failures[0]
+        raise _refuse(label, message) from first
     raise _refuse(
         label,
         f"{type(value).__name__} is not a buffer (numpy array, torch tensor, __cuda_array_interface__, "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -18,9 +19,22 @@ from hipdnn.backend import (
     OperationGraphDescriptor,
     Status,
 )
-from hipdnn.backend.execute_core import Binding, Executor
+from hipdnn.backend.execute_core import Binding, Executor, strides_overlap
 from hipdnn.backend.execute_core import configure as configure_execute_core
 from hipdnn.backend.plan_cache import PlanKey
+from hipdnn.frontend.args import (
+    INT64_MAX,
+    INT64_MIN,
+    bool_arg,
+    enum_arg,
+    int_arg,
+    number_arg,
+    optional_bool_arg,
+    optional_int_arg,
+    refuse,
+    sequence_arg,
+    str_arg,
+)
 from hipdnn.frontend.handle import Handle
 from hipdnn.frontend.ops import (
     OPERATIONS,
@@ -55,6 +69,20 @@ T = AttributeType
 _INT64_MAX = (1 << 63) - 1
 
 
+def _heur_modes(heur_modes: Sequence[HeurMode], what: str) -> list[HeurMode]:
+    modes = sequence_arg(heur_modes, what)
+    return [enum_arg(HeurMode, m, f"{what}[{i}]") for i, m in enumerate(modes)] or [HeurMode.FALLBACK]
+
+
+def _check_wire_floats(node_name: str, table: Any) -> None:
+    """Every float field of a node's wire table must be finite, whether this frontend reads it
+    (attn_scale, epsilon) or not (dropout probability, clips, swish beta): an engine reading the
+    buffer would get the infinity or NaN."""
+    for field, value in vars(table).items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise refuse(f"node {node_name!r}: wire field {field}", f"is {value}: it must be a finite number")
+
+
 def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
     code = ErrorCode.GRAPH_NOT_SUPPORTED if exc.status == Status.NOT_SUPPORTED else ErrorCode.HIPDNN_BACKEND_ERROR
     return HipdnnError(code, f"{doing}: {exc}")
@@ -77,13 +105,17 @@ class Graph:
         is_override_shape_enabled: bool = False,
         preferred_engine_id: int | None = None,
     ) -> None:
-        self.name = name
-        self.io_data_type = DataType(io_data_type)
-        self.intermediate_data_type = DataType(intermediate_data_type)
-        self.compute_data_type = DataType(compute_data_type)
-        self._override_shape_enabled = bool(is_override_shape_enabled)
-        self.preferred_engine_id = preferred_engine_id
+        self.name = str_arg(name, "Graph: name")
+        self.io_data_type = enum_arg(DataType, io_data_type, "Graph: io_data_type")
+        self.intermediate_data_type = enum_arg(DataType, intermediate_data_type, "Graph: intermediate_data_type")
+        self.compute_data_type = enum_arg(DataType, compute_data_type, "Graph: compute_data_type")
+        self._override_shape_enabled = bool_arg(is_override_shape_enabled, "Graph: is_override_shape_enabled")
+        self.preferred_engine_id = optional_int_arg(
+            preferred_engine_id, "Graph: preferred_engine_id", INT64_MIN, INT64_MAX
+        )
         self._tensors: list[TensorAttributes] = []
+        #: the same tensors as a set (identity hashing), so that checking ownership is O(1) per operand
+        self._tensor_set: set[TensorAttributes] = set()
         self._nodes: list[Operation] = []
         self._validated = False
         self._reset_build()
@@ -91,8 +123,9 @@ class Graph:
     # -- graph flags -------------------------------------------------------------------------
     def set_override_shape_enabled(self, enabled: bool) -> Graph:
         """Declare that execute may override tensor shapes (spec 4.1); declared dims become maxima."""
-        if bool(enabled) != self._override_shape_enabled:
-            self._override_shape_enabled = bool(enabled)
+        enabled = bool_arg(enabled, f"graph {self.name!r}: set_override_shape_enabled")
+        if enabled != self._override_shape_enabled:
+            self._override_shape_enabled = enabled
             self._reset_build()
         return self
 
@@ -115,10 +148,13 @@ class Graph:
         return t
 
     def tensor_like(self, other: TensorAttributes, name: str = "") -> TensorAttributes:
+        if not isinstance(other, TensorAttributes):
+            raise refuse("tensor_like: other", f"must be a tensor, not {type(other).__name__}")
         return self.tensor(name or other.get_name(), other.get_dim(), other.get_stride(), other.get_data_type())
 
     def _add_tensor(self, t: TensorAttributes) -> None:
         self._tensors.append(t)
+        self._tensor_set.add(t)
         self._invalidate()
 
     def _output(self, name: str) -> TensorAttributes:
@@ -131,14 +167,23 @@ class Graph:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"node {node!r}: {role} must be a tensor, got {type(t).__name__}"
             )
-        if not any(t is mine for mine in self._tensors):
+        if t not in self._tensor_set:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"node {node!r}: {role} tensor {t.get_name()!r} belongs to another graph"
             )
         return t
 
     def _node_name(self, name: str | None, kind: str) -> str:
+        if name is not None:
+            str_arg(name, f"{kind}: name")
         return name or f"{kind}_{len(self._nodes)}"
+
+    @staticmethod
+    def _scalar_option(value: float | TensorAttributes | None, what: str) -> float | TensorAttributes | None:
+        """A float option that may instead be a tensor: numbers are checked (finite, float32) here."""
+        if value is None or isinstance(value, TensorAttributes):
+            return value
+        return number_arg(value, what)
 
     def _add_node(self, node: Operation) -> None:
         self._nodes.append(node)
@@ -168,6 +213,18 @@ class Graph:
         """Scaled dot-product attention forward; returns ``(o, stats)``, stats None unless
         ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same)."""
         node_name = self._node_name(name, "sdpa")
+        at = f"sdpa node {node_name!r}: "
+        generate_stats = optional_bool_arg(generate_stats, at + "generate_stats")
+        is_inference = optional_bool_arg(is_inference, at + "is_inference")
+        use_causal_mask = bool_arg(use_causal_mask, at + "use_causal_mask")
+        use_causal_mask_bottom_right = bool_arg(use_causal_mask_bottom_right, at + "use_causal_mask_bottom_right")
+        diagonal_alignment = enum_arg(DiagonalAlignment, diagonal_alignment, at + "diagonal_alignment")
+        diagonal_band_left_bound = optional_int_arg(diagonal_band_left_bound, at + "diagonal_band_left_bound")
+        diagonal_band_right_bound = optional_int_arg(diagonal_band_right_bound, at + "diagonal_band_right_bound")
+        use_padding_mask = bool_arg(use_padding_mask, at + "use_padding_mask")
+        use_alibi_mask = bool_arg(use_alibi_mask, at + "use_alibi_mask")
+        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        attn_scale = self._scalar_option(attn_scale, at + "attn_scale")
         if generate_stats is not None and is_inference is not None and generate_stats == is_inference:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"node {node_name!r}: generate_stats and is_inference contradict each other"
@@ -175,28 +232,27 @@ class Graph:
         stats_wanted = bool(generate_stats) if generate_stats is not None else is_inference is False
         if use_causal_mask_bottom_right:
             use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
-        if attn_scale is not None and not isinstance(attn_scale, TensorAttributes):
-            attn_scale = float(attn_scale)
         optional = {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}
         for role, t in optional.items():
             if t is not None:
                 self._own(t, role, node_name)
         if isinstance(attn_scale, TensorAttributes):
             self._own(attn_scale, "attn_scale", node_name)
+        q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
         o = self._output(f"{node_name}::O")
         stats = self._output(f"{node_name}::Stats") if stats_wanted else None
         self._add_node(
             SdpaNode(
                 node_name,
-                DataType(compute_data_type),
-                self._own(q, "q", node_name),
-                self._own(k, "k", node_name),
-                self._own(v, "v", node_name),
+                compute_data_type,
+                q,
+                k,
+                v,
                 o,
                 stats,
                 attn_scale,
                 use_causal_mask,
-                DiagonalAlignment(diagonal_alignment),
+                diagonal_alignment,
                 diagonal_band_left_bound,
                 diagonal_band_right_bound,
                 use_padding_mask,
@@ -216,9 +272,10 @@ class Graph:
         name: str | None = None,
     ) -> TensorAttributes:
         node_name = self._node_name(name, "matmul")
+        dt = enum_arg(DataType, compute_data_type, f"matmul node {node_name!r}: compute_data_type")
         a, b = self._own(a, "a", node_name), self._own(b, "b", node_name)
         c = self._output(f"{node_name}::C")
-        self._add_node(MatmulNode(node_name, DataType(compute_data_type), a, b, c))
+        self._add_node(MatmulNode(node_name, dt, a, b, c))
         return c
 
     def pointwise(
@@ -231,13 +288,17 @@ class Graph:
         name: str | None = None,
     ) -> TensorAttributes:
         node_name = self._node_name(name, "pointwise")
+        # members pass as they are; messages are built only for the values that need checking
+        if type(mode) is not PointwiseMode:
+            mode = enum_arg(PointwiseMode, mode, f"pointwise node {node_name!r}: mode")
+        dt = compute_data_type
+        if type(dt) is not DataType:
+            dt = enum_arg(DataType, dt, f"pointwise node {node_name!r}: compute_data_type")
         first = self._own(in_0, "in_0", node_name)
         second = self._own(in_1, "in_1", node_name) if in_1 is not None else None
         third = self._own(in_2, "in_2", node_name) if in_2 is not None else None
         out = self._output(f"{node_name}::OUT_0")
-        self._add_node(
-            PointwiseNode(node_name, DataType(compute_data_type), PointwiseMode(mode), first, second, third, out)
-        )
+        self._add_node(PointwiseNode(node_name, dt, mode, first, second, third, out))
         return out
 
     def add(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
@@ -277,24 +338,32 @@ class Graph:
         """Scaled dot-product attention backward; returns ``(dQ, dK, dV)``. ``stats`` is the forward's
         log-sum-exp output; masks and options must be those the forward ran with."""
         node_name = self._node_name(name, "sdpa_backward")
+        at = f"sdpa_backward node {node_name!r}: "
+        use_causal_mask = bool_arg(use_causal_mask, at + "use_causal_mask")
+        use_causal_mask_bottom_right = bool_arg(use_causal_mask_bottom_right, at + "use_causal_mask_bottom_right")
+        diagonal_alignment = enum_arg(DiagonalAlignment, diagonal_alignment, at + "diagonal_alignment")
+        diagonal_band_left_bound = optional_int_arg(diagonal_band_left_bound, at + "diagonal_band_left_bound")
+        diagonal_band_right_bound = optional_int_arg(diagonal_band_right_bound, at + "diagonal_band_right_bound")
+        use_padding_mask = bool_arg(use_padding_mask, at + "use_padding_mask")
+        use_alibi_mask = bool_arg(use_alibi_mask, at + "use_alibi_mask")
+        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        attn_scale = self._scalar_option(attn_scale, at + "attn_scale")
         if use_causal_mask_bottom_right:
             use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
-        if attn_scale is not None and not isinstance(attn_scale, TensorAttributes):
-            attn_scale = float(attn_scale)
         for role, t in {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}.items():
             if t is not None:
                 self._own(t, role, node_name)
         if isinstance(attn_scale, TensorAttributes):
             self._own(attn_scale, "attn_scale", node_name)
-        q_, k_, v_, o_, do_, stats_ = (
+        q_, k_, v_, o_, do_, stats_ = [
             self._own(t, role, node_name)
             for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"), (stats, "stats"))
-        )
+        ]
         dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
         self._add_node(
             SdpaBackwardNode(
                 node_name,
-                DataType(compute_data_type),
+                compute_data_type,
                 q_,
                 k_,
                 v_,
@@ -306,7 +375,7 @@ class Graph:
                 dv,
                 attn_scale,
                 use_causal_mask,
-                DiagonalAlignment(diagonal_alignment),
+                diagonal_alignment,
                 diagonal_band_left_bound,
                 diagonal_band_right_bound,
                 use_padding_mask,
@@ -318,21 +387,34 @@ class Graph:
         )
         return dq, dk, dv
 
-    def _norm_inputs(
+    def _norm_args(
         self,
+        kind: str,
         node_name: str,
         input: TensorAttributes,
         scale: TensorAttributes | None,
         bias: TensorAttributes | None,
         epsilon: float | TensorAttributes,
-    ) -> tuple[TensorAttributes, float | TensorAttributes]:
+        norm_forward_phase: NormFwdPhase,
+        normalized_dim_count: int | None,
+        compute_data_type: DataType,
+    ) -> tuple[TensorAttributes, float | TensorAttributes, NormFwdPhase, int | None, DataType]:
+        """Every argument of rmsnorm and layernorm checked, before the graph changes."""
+        at = f"{kind} node {node_name!r}: "
+        phase = enum_arg(NormFwdPhase, norm_forward_phase, at + "norm_forward_phase")
+        count = optional_int_arg(normalized_dim_count, at + "normalized_dim_count")
+        dt = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        if epsilon is None:
+            raise refuse(at + "epsilon", "must be a number or a tensor, not None")
+        eps = self._scalar_option(epsilon, at + "epsilon")
+        assert eps is not None
         x = self._own(input, "input", node_name)
         for role, t in (("scale", scale), ("bias", bias)):
             if t is not None:
                 self._own(t, role, node_name)
-        if isinstance(epsilon, TensorAttributes):
-            return x, self._own(epsilon, "epsilon", node_name)
-        return x, float(epsilon)
+        if isinstance(eps, TensorAttributes):
+            self._own(eps, "epsilon", node_name)
+        return x, eps, phase, count, dt
 
     def rmsnorm(
         self,
@@ -348,24 +430,20 @@ class Graph:
         """RMS normalization over the trailing axes (see ``hipdnn.frontend.ops.norms``); returns
         ``(y, inv_rms)``, inv_rms None unless ``norm_forward_phase`` is TRAINING."""
         node_name = self._node_name(name, "rmsnorm")
-        x, eps = self._norm_inputs(node_name, input, scale, bias, epsilon)
-        y = self._output(f"{node_name}::Y")
-        training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
-        inv_rms = self._output(f"{node_name}::INV_RMS") if training else None
-        self._add_node(
-            RMSNormNode(
-                node_name,
-                DataType(compute_data_type),
-                x,
-                scale,
-                bias,
-                eps,
-                y,
-                [inv_rms],
-                NormFwdPhase(norm_forward_phase),
-                normalized_dim_count,
-            )
+        x, eps, phase, count, dt = self._norm_args(
+            "rmsnorm",
+            node_name,
+            input,
+            scale,
+            bias,
+            epsilon,
+            norm_forward_phase,
+            normalized_dim_count,
+            compute_data_type,
         )
+        y = self._output(f"{node_name}::Y")
+        inv_rms = self._output(f"{node_name}::INV_RMS") if phase == NormFwdPhase.TRAINING else None
+        self._add_node(RMSNormNode(node_name, dt, x, scale, bias, eps, y, [inv_rms], phase, count))
         return y, inv_rms
 
     def layernorm(
@@ -382,25 +460,22 @@ class Graph:
         """Layer normalization over the trailing axes; returns ``(y, mean, inv_variance)``, the
         statistics None unless ``norm_forward_phase`` is TRAINING."""
         node_name = self._node_name(name, "layernorm")
-        x, eps = self._norm_inputs(node_name, input, scale, bias, epsilon)
+        x, eps, phase, count, dt = self._norm_args(
+            "layernorm",
+            node_name,
+            input,
+            scale,
+            bias,
+            epsilon,
+            norm_forward_phase,
+            normalized_dim_count,
+            compute_data_type,
+        )
+        training = phase == NormFwdPhase.TRAINING
         y = self._output(f"{node_name}::Y")
-        training = NormFwdPhase(norm_forward_phase) == NormFwdPhase.TRAINING
         mean = self._output(f"{node_name}::MEAN") if training else None
         inv_var = self._output(f"{node_name}::INV_VARIANCE") if training else None
-        self._add_node(
-            LayerNormNode(
-                node_name,
-                DataType(compute_data_type),
-                x,
-                scale,
-                bias,
-                eps,
-                y,
-                [mean, inv_var],
-                NormFwdPhase(norm_forward_phase),
-                normalized_dim_count,
-            )
-        )
+        self._add_node(LayerNormNode(node_name, dt, x, scale, bias, eps, y, [mean, inv_var], phase, count))
         return y, mean, inv_var
 
     def reduction(
@@ -415,9 +490,14 @@ class Graph:
         1 on each reduced axis. Without ``axes``, the output's dims (set before validation) say which
         axes are reduced; with neither, every axis is."""
         node_name = self._node_name(name, "reduction")
+        at = f"reduction node {node_name!r}: "
+        mode = enum_arg(ReductionMode, mode, at + "mode")
+        dt = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        if axes is not None:
+            axes = [int_arg(a, f"{at}axes[{i}]") for i, a in enumerate(sequence_arg(axes, at + "axes"))]
         x = self._own(input, "input", node_name)
         y = self._output(f"{node_name}::Y")
-        self._add_node(ReductionNode(node_name, DataType(compute_data_type), ReductionMode(mode), x, y, axes))
+        self._add_node(ReductionNode(node_name, dt, mode, x, y, axes))
         return y
 
     # -- introspection -----------------------------------------------------------------------
@@ -435,7 +515,8 @@ class Graph:
     # -- validation --------------------------------------------------------------------------
     def _invalidate(self) -> None:
         self._validated = False
-        self._reset_build()
+        if self._op_graph is not None:  # every later build step sets this one first
+            self._reset_build()
 
     def _reset_build(self) -> None:
         # Plans may be shared through the handle's plan cache: drop the reference, never destroy here.
@@ -456,41 +537,45 @@ class Graph:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph {self.name!r} has no nodes")
         io_dt = self.io_data_type if self.io_data_type != DataType.NOT_SET else DataType.FLOAT
         inter_dt = self.intermediate_data_type if self.intermediate_data_type != DataType.NOT_SET else io_dt
-        produced_by: dict[int, str] = {}
-        consumed: set[int] = set()
-        available: set[int] = {id(t) for t in self._tensors}
+        # Sets of tensors (identity hashing): one pass over the nodes, one over the tensors.
+        produced_by: dict[TensorAttributes, str] = {}
+        consumed: set[TensorAttributes] = set()
         for node in self._nodes:
             for t in node.outputs():
-                if id(t) in produced_by:
+                if t in produced_by:
                     raise HipdnnError(
                         ErrorCode.INVALID_VALUE,
-                        f"tensor {t.get_name()!r} is written by both {produced_by[id(t)]!r} and {node.name!r}",
+                        f"tensor {t.get_name()!r} is written by both {produced_by[t]!r} and {node.name!r}",
                     )
-                produced_by[id(t)] = node.name
-        ready: set[int] = {i for i in available if i not in produced_by}
+                produced_by[t] = node.name
+        ready: set[TensorAttributes] = {t for t in self._tensors if t not in produced_by}
+        checked: set[TensorAttributes] = set()  # each tensor's own checks run once, however many nodes read it
         for node in self._nodes:
             for t in node.inputs():
-                if id(t) not in ready:
+                if t not in ready:
                     raise HipdnnError(
                         ErrorCode.INVALID_VALUE,
                         f"node {node.name!r} reads tensor {t.get_name()!r} before any node writes it "
                         "(nodes must be in topological order, without cycles)",
                     )
-                consumed.add(id(t))
-            for t in node.inputs():
-                self._check_tensor(t, io_dt)
+                consumed.add(t)
+                if t not in checked:
+                    self._check_tensor(t, io_dt)
+                    checked.add(t)
             node.infer_and_validate(io_dt, inter_dt)
             for t in node.outputs():
                 self._check_tensor(t, io_dt)
-                ready.add(id(t))
+                self._check_written_layout(t, node)
+                checked.add(t)
+                ready.add(t)
         for t in self._tensors:
-            if id(t) not in consumed and id(t) not in produced_by:
+            if t not in consumed and t not in produced_by:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {t.get_name()!r} is an orphan: no node uses it")
-            if t.get_is_virtual() and id(t) not in produced_by:
+            if t.get_is_virtual() and t not in produced_by:
                 raise HipdnnError(
                     ErrorCode.INVALID_VALUE, f"virtual tensor {t.get_name()!r} is read but no node writes it"
                 )
-            if t.get_is_virtual() and id(t) not in consumed:
+            if t.get_is_virtual() and t not in consumed:
                 raise HipdnnError(
                     ErrorCode.INVALID_VALUE,
                     f"tensor {t.get_name()!r} is virtual and never read: mark it set_output(True) to keep it",
@@ -527,22 +612,37 @@ class Graph:
                     f"dynamic tensor {name!r} needs the graph's override flag: call "
                     "set_override_shape_enabled(True) (spec 6.4)",
                 )
-        else:
+        elif min(dims) <= 0 or min(strides) <= 0:
             if DYNAMIC_DIM in dims:
                 raise HipdnnError(
                     ErrorCode.INVALID_VALUE,
                     f"tensor {name!r}: dims {dims} contain -1 but the tensor is static; call mark_dynamic()",
                 )
-            if any(d <= 0 for d in dims):
+            if min(dims) <= 0:
                 raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} must be positive")
-            if any(s <= 0 for s in strides):
-                raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
-        if any(v > _INT64_MAX for v in dims + strides):
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: strides {strides} must be positive")
+        if max(dims) > _INT64_MAX or max(strides) > _INT64_MAX:
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"tensor {name!r}: dims {dims} or strides {strides} exceed the int64 range"
             )
         if t.get_data_type() == DataType.NOT_SET:
             t.set_data_type(io_dt)
+
+    @staticmethod
+    def _check_written_layout(t: TensorAttributes, node: Operation) -> None:
+        """A tensor a node writes must give each element its own memory: strides under which two
+        indices meet ([1, 1] on dims [4, 4]) would have the engine race with itself. Inputs may share
+        (a broadcast reads one element many times). Dynamic tensors' strides are an axis order; their
+        execute-time strides are checked by the execute core, by the same rule."""
+        if t.is_dynamic():
+            return
+        dims, strides = t.get_dim(), t.get_stride()
+        if len(dims) > 1 and strides_overlap(dims, strides):
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"tensor {t.get_name()!r} written by node {node.name!r}: strides {strides} with dims {dims} map "
+                "distinct elements to one address; an output needs each element in its own memory",
+            )
 
     def _assign_uids(self) -> None:
         seen: dict[int, str] = {}
@@ -609,6 +709,8 @@ class Graph:
     @classmethod
     def deserialize(cls, blob: bytes | bytearray | memoryview) -> Graph:
         """Rebuild a graph from :meth:`serialize` output. Damaged buffers raise HipdnnError."""
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise refuse("deserialize: blob", f"must be bytes, bytearray or memoryview, not {type(blob).__name__}")
         data = bytes(blob)
         if len(data) < 8:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph buffer of {len(data)} bytes is truncated")
@@ -672,6 +774,7 @@ class Graph:
                 raise HipdnnError(
                     ErrorCode.UNSUPPORTED_GRAPH_FORMAT, f"node {text(wn.name)!r} has unknown kind {wn.attributesType}"
                 )
+            _check_wire_floats(text(wn.name), wn.attributes)
             node = op_cls.from_wire(text(wn.name), DataType(wn.computeDataType), wn.attributes, resolve)
             for role, group in (("input", node.inputs()), ("output", node.outputs())):
                 if any(x is None for x in group):
@@ -716,18 +819,20 @@ class Graph:
             node.shape_rules(builder)
             rules.append((f"{node.kind} node {node.name!r}: ", node.name, builder.rules))
         keys = {t: uid for t in self._tensors if (uid := t.get_uid()) is not None}
-        self._executor = Executor(self._plan.core, keys, rules, self._handle.backend)
+        # the tensors nodes write: the core refuses calls where their memory meets another tensor's
+        outputs = [uid for node in self._nodes for t in node.outputs() if (uid := t.get_uid()) is not None]
+        self._executor = Executor(self._plan.core, keys, rules, self._handle.backend, outputs)
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
         skipped unasked). GRAPH_NOT_SUPPORTED lists every plugin and its answer when none applies."""
         if self._op_graph is None:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "create_execution_plans before build_operation_graph")
-        modes = list(heur_modes) or [HeurMode.FALLBACK]
+        modes = _heur_modes(heur_modes, "create_execution_plans: heur_modes")
         heur = EngineHeurDescriptor()
         try:
             heur.set_attribute(A.ENGINEHEUR_OPERATION_GRAPH, T.BACKEND_DESCRIPTOR, self._op_graph)
-            heur.set_attribute(A.ENGINEHEUR_MODE, T.HEUR_MODE, int(HeurMode(modes[0])))
+            heur.set_attribute(A.ENGINEHEUR_MODE, T.HEUR_MODE, int(modes[0]))
             heur.finalize()
             configs = heur.get_attribute(A.ENGINEHEUR_RESULTS)
         except BackendError as exc:
@@ -776,8 +881,8 @@ class Graph:
         bytes, heuristic mode and plugin fingerprints): then that plan is reused."""
         if not isinstance(handle, Handle):
             raise HipdnnError(ErrorCode.INVALID_VALUE, "build needs a hipdnn.Handle")
+        mode = _heur_modes(heur_modes, "build: heur_modes")[0]
         blob = self.serialize()
-        mode = HeurMode((list(heur_modes) or [HeurMode.FALLBACK])[0])
         key = PlanKey.for_graph(blob, int(mode), handle.backend.fingerprints)
         cached = handle.backend.plan_cache.get(key)
         if cached is not None and cached.graph is not None:
@@ -805,7 +910,7 @@ class Graph:
         trusted to hold the tensor at its declared maximum shape and strides; every override is
         checked by the same rules as execute, and must address no more memory than that maximum."""
         executor = self._require_executor(handle, "bind")
-        return executor.bind(list(uids), list(override_uids))
+        return executor.bind(sequence_arg(uids, "bind: uids"), sequence_arg(override_uids, "bind: override_uids"))
 
     def get_workspace_size(self) -> int:
         return self._require_plan().workspace_size

@@ -19,6 +19,7 @@ from hipdnn.backend import (
     discover_candidates,
     env_plugin_dirs,
 )
+from hipdnn.frontend.args import int_arg, path_list_arg, refuse
 
 ENV_LOG_LEVEL = "HIPDNN_LOG_LEVEL"
 
@@ -47,6 +48,16 @@ def log_level_from_env() -> int:
     return logging.WARNING
 
 
+def _loading_mode(value: object, what: str) -> PluginLoadingMode:
+    if isinstance(value, PluginLoadingMode):
+        return value
+    try:
+        return PluginLoadingMode(value)  # its value as a string ("additive", "absolute")
+    except (ValueError, TypeError):
+        names = ", ".join(m.name for m in PluginLoadingMode)
+        raise refuse(what, f"{value!r} is not a PluginLoadingMode (one of {names})") from None
+
+
 class Handle:
     """Loads engine plugins when created. Search order (see ``hipdnn.plugins.discovery``): built-in
     engines, ``HIPDNN_PLUGIN_DIR`` (os.pathsep-separated directories), packages registered under the
@@ -61,6 +72,8 @@ class Handle:
         plugin_loading_mode: PluginLoadingMode = PluginLoadingMode.ADDITIVE,
         stream: int | None = None,
     ) -> None:
+        plugin_paths = path_list_arg(plugin_paths, "Handle: plugin_paths")
+        plugin_loading_mode = _loading_mode(plugin_loading_mode, "Handle: plugin_loading_mode")
         level = log_level_from_env()
         if os.environ.get(ENV_LOG_LEVEL):
             logging.getLogger("hipdnn").setLevel(level)
@@ -77,14 +90,17 @@ class Handle:
     ) -> Discovery:
         """What ``Handle(plugin_paths, plugin_loading_mode)`` would try to load, in order, with where
         each file came from, and what it would refuse up front. Opens nothing."""
-        return discover_candidates(plugin_paths, plugin_loading_mode)
+        return discover_candidates(
+            path_list_arg(plugin_paths, "Handle.discover: plugin_paths"),
+            _loading_mode(plugin_loading_mode, "Handle.discover: plugin_loading_mode"),
+        )
 
     @property
     def backend(self) -> BackendHandle:
         return self._backend
 
     def set_stream(self, stream: int) -> None:
-        self._backend.set_stream(int(stream))
+        self._backend.set_stream(int_arg(stream, "Handle: stream", 0, (1 << 64) - 1))
 
     def get_stream(self) -> int:
         return self._backend.stream

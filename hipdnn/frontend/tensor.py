@@ -4,26 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
+from hipdnn.frontend.args import (
+    INT64_MAX,
+    INT64_MIN,
+    as_int,
+    bool_arg,
+    enum_arg,
+    int_arg,
+    is_int,
+    refuse,
+    show,
+    str_arg,
+)
+from hipdnn.frontend.types import DataType
 
 
 def _int_list(values: Sequence[int], what: str, name: str) -> list[int]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {what} must be a sequence of ints")
-    out: list[int] = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, int):
-            try:
-                import numpy as np
-
-                if isinstance(v, np.integer):
-                    out.append(int(v))
-                    continue
-            except ImportError:  # pragma: no cover
-                pass
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {name!r}: {what} {list(values)!r} must be ints")
-        out.append(v)
+        raise refuse(f"tensor {name!r}: {what}", f"{show(values)} must be a sequence of ints")
+    out = [v if type(v) is int else _element(v, values, what, name) for v in values]
     return out
+
+
+def _element(v: object, values: Sequence[int], what: str, name: str) -> int:
+    if not is_int(v):
+        raise refuse(f"tensor {name!r}: {what}", f"{show(list(values))} must hold ints, not {type(v).__name__}")
+    return as_int(v)
 
 
 #: A dim whose value is given at execute time (dynamic tensors only; spec section 6.3).
@@ -51,22 +57,26 @@ class TensorAttributes:
         uid: int | None = None,
         is_virtual: bool = False,
     ) -> None:
-        self._name = name
+        self._name = name if type(name) is str else str_arg(name, "tensor name")
         self._dim: list[int] = _int_list(dim, "dim", name) if dim is not None else []
         self._stride: list[int] = _int_list(stride, "stride", name) if stride is not None else []
-        self._data_type = DataType(data_type) if data_type is not None else DataType.NOT_SET
+        self._data_type = (
+            enum_arg(DataType, data_type, f"tensor {name!r}: data_type") if data_type is not None else DataType.NOT_SET
+        )
         self._uid: int | None = None
         self._uid_assigned = False
         if uid is not None:
             self.set_uid(uid)
-        self._is_virtual = is_virtual
+        self._is_virtual = (
+            is_virtual if type(is_virtual) is bool else bool_arg(is_virtual, f"tensor {name!r}: is_virtual")
+        )
         self._is_dynamic = False
 
     DYNAMIC_DIM = DYNAMIC_DIM
 
     # -- setters (chainable) -----------------------------------------------------------------
     def set_name(self, name: str) -> TensorAttributes:
-        self._name = name
+        self._name = str_arg(name, f"tensor {self._name!r}: name")
         return self
 
     def set_dim(self, dim: Sequence[int]) -> TensorAttributes:
@@ -78,22 +88,20 @@ class TensorAttributes:
         return self
 
     def set_data_type(self, data_type: DataType) -> TensorAttributes:
-        self._data_type = DataType(data_type)
+        self._data_type = enum_arg(DataType, data_type, f"tensor {self._name!r}: data_type")
         return self
 
     def set_uid(self, uid: int) -> TensorAttributes:
-        if isinstance(uid, bool) or not isinstance(uid, int):
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"tensor {self._name!r}: uid {uid!r} must be an int")
-        self._uid = uid
+        self._uid = int_arg(uid, f"tensor {self._name!r}: uid", INT64_MIN, INT64_MAX)
         self._uid_assigned = False
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
-        self._is_virtual = bool(is_virtual)
+        self._is_virtual = bool_arg(is_virtual, f"tensor {self._name!r}: is_virtual")
         return self
 
     def set_is_dynamic(self, is_dynamic: bool) -> TensorAttributes:
-        self._is_dynamic = bool(is_dynamic)
+        self._is_dynamic = bool_arg(is_dynamic, f"tensor {self._name!r}: is_dynamic")
         return self
 
     def mark_dynamic(self) -> TensorAttributes:
@@ -104,7 +112,7 @@ class TensorAttributes:
 
     def set_output(self, is_output: bool) -> TensorAttributes:
         """An output the user reads: not virtual, so it gets a pointer in the variant pack."""
-        return self.set_is_virtual(not is_output)
+        return self.set_is_virtual(not bool_arg(is_output, f"tensor {self._name!r}: is_output"))
 
     # -- getters -----------------------------------------------------------------------------
     def get_name(self) -> str:
@@ -139,6 +147,13 @@ class TensorAttributes:
 
     def get_rank(self) -> int:
         return len(self._dim)
+
+    def _infer_layout(self, dims: list[int] | None, strides: list[int] | None) -> None:
+        """Dims and strides the graph inferred (lists of ints it built itself: no argument checks)."""
+        if dims is not None:
+            self._dim = dims
+        if strides is not None:
+            self._stride = strides
 
     def _auto_uid(self, uid: int) -> None:
         self._uid = uid

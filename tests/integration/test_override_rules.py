@@ -396,7 +396,10 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
     h, g, ts, vp = attn
     tiny = np.zeros(1, np.float32)
     vp = dict(vp)
-    vp[ts[Q]] = ptr(tiny)
+    # A bare pointer is trusted to span what its tensor addresses, and an output may not overlap it:
+    # this one sits far from the heap where o lives (the fake plugin never dereferences it).
+    far = (1 << 64) - (1 << 48)
+    vp[ts[Q]] = far
     big_stride = [1 << 40, 1 << 30, 1 << 20, 1]  # would address far beyond any real buffer
     overrides = {
         Q: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=big_stride),
@@ -404,7 +407,7 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
     }
     g.execute(h, vp, None, overrides=overrides)
     rec = last_override_call(fakes)
-    assert [Q, ptr(tiny)] in rec["buffers"]
+    assert [Q, far] in rec["buffers"]
     assert rec["override_strides"] == [big_stride, GOOD_STRIDE]
     # the same pointer wrapped in a numpy array of its real size is refused
     vp[ts[Q]] = tiny

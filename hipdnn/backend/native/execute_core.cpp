@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -127,6 +128,19 @@ std::string py_repr(PyObject* o) {
     return s;
 }
 
+std::string py_str(PyObject* o) {
+    PyObject* r = PyObject_Str(o);
+    if (!r) {
+        PyErr_Clear();
+        return "<unprintable>";
+    }
+    const char* c = PyUnicode_AsUTF8(r);
+    std::string s = c ? c : "<unprintable>";
+    if (!c) PyErr_Clear();
+    Py_DECREF(r);
+    return s.size() > 200 ? s.substr(0, 197) + "..." : s;
+}
+
 std::string quoted(const std::string& s) {
     PyObject* u = PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace");
     if (!u) {
@@ -156,6 +170,35 @@ std::nullptr_t raise(int code, const std::string& message) {
     return nullptr;
 }
 
+// raise(), keeping the exception pending now (a caller's object failed) as the new error's __cause__.
+std::nullptr_t raise_chained(int code, const std::string& message) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type) {
+        PyErr_NormalizeException(&type, &value, &tb);
+        if (tb && value) PyException_SetTraceback(value, tb);
+    }
+    std::string full = message;
+    if (value) full += " (" + std::string(reinterpret_cast<PyTypeObject*>(type)->tp_name) + ": " + py_str(value) + ")";
+    raise(code, full);
+    if (value) {
+        PyObject *t2, *v2, *tb2;
+        PyErr_Fetch(&t2, &v2, &tb2);
+        PyErr_NormalizeException(&t2, &v2, &tb2);
+        if (v2) {
+            Py_INCREF(value);
+            PyException_SetCause(v2, value);  // steals the reference
+            Py_INCREF(value);
+            PyException_SetContext(v2, value);  // steals the reference
+        }
+        PyErr_Restore(t2, v2, tb2);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    return nullptr;
+}
+
 std::string dtype_name(int dt) {
     if (dt >= 0 && static_cast<size_t>(dt) < g.dtype_names.size()) return g.dtype_names[static_cast<size_t>(dt)];
     return "DataType(" + std::to_string(dt) + ")";
@@ -182,7 +225,9 @@ bool to_int64(PyObject* o, int64_t* out, const char* what_prefix, const std::str
     if (!PyBool_Check(o) && PyIndex_Check(o)) {
         PyObject* idx = PyNumber_Index(o);
         if (!idx) {
-            PyErr_Clear();
+            raise_chained(kInvalidValue, std::string(what_prefix) + what + " holds " + py_repr(o) +
+                                             ", whose __index__ failed");
+            return false;
         } else {
             bool ok = to_int64(idx, out, what_prefix, what);
             Py_DECREF(idx);
@@ -229,6 +274,34 @@ bool addressed_elements(const int64_t* dims, const int64_t* strides, size_t rank
     }
     *out = total;
     return true;
+}
+
+// Whether two distinct indices of a strided layout can address the same element. `outer_first` lists
+// the axes by non-increasing stride. A layout passes when every axis of size > 1 steps over all that
+// the axes inside it span: stride >= 1 + sum over inner axes of stride * (dim - 1). That is exact for
+// nested layouts (row-major, permuted, padded) and conservative for interleaved ones: it refuses
+// dims [3, 2] with strides [2, 3], whose six offsets happen to be distinct. O(rank).
+bool layout_overlaps(const int64_t* dims, const int64_t* strides, const int* outer_first, size_t rank) {
+    int64_t span = 1;  // one past the furthest element the inner axes reach
+    for (size_t k = rank; k-- > 0;) {
+        size_t a = static_cast<size_t>(outer_first[k]);
+        if (dims[a] <= 1) continue;
+        if (strides[a] < span) return true;
+        int64_t step = 0;
+        if (__builtin_mul_overflow(strides[a], dims[a] - 1, &step) || __builtin_add_overflow(span, step, &span))
+            span = INT64_MAX;  // beyond any memory: every further axis of size > 1 overlaps
+    }
+    return false;
+}
+
+// The same for strides in any order: sorted first, O(rank log rank).
+bool layout_overlaps(const int64_t* dims, const int64_t* strides, size_t rank) {
+    std::vector<int> order(rank);
+    for (size_t a = 0; a < rank; ++a) order[a] = static_cast<int>(a);
+    std::stable_sort(order.begin(), order.end(), [strides](int x, int y) {
+        return strides[static_cast<size_t>(x)] > strides[static_cast<size_t>(y)];
+    });
+    return layout_overlaps(dims, strides, order.data(), rank);
 }
 
 // -- the tensor table ------------------------------------------------------------------------------
@@ -295,9 +368,13 @@ struct OverrideSet {
 };
 
 // Rules 4-8 of spec 4.2.1 for one entry (rules 2-3 are the caller's), plus, for the bound path where
-// pointers are trusted to back the declared maximum, the memory bound. Messages are the API's.
+// pointers are trusted to back the declared maximum, the memory bound. An output (`output`) must
+// also address each element once: rule 8 leaves its axes in the declared order, which makes that a
+// single pass. `elements`, when given, receives the elements the override addresses (bound path).
+// Messages are the API's.
 bool check_entry(const TensorSpec& t, int64_t uid, const int64_t* shape, size_t shape_n,
-                 const int64_t* stride, size_t stride_n, bool bound_to_declared) {
+                 const int64_t* stride, size_t stride_n, bool bound_to_declared, bool output = false,
+                 int64_t* elements = nullptr) {
     size_t rank = t.rank();
     if (shape_n != rank || stride_n != rank) {
         raise(kInvalidValue, "rule 4 (rank mismatch): uid " + std::to_string(uid) + " has rank " +
@@ -337,6 +414,13 @@ bool check_entry(const TensorSpec& t, int64_t uid, const int64_t* shape, size_t 
         }
         previous = stride[axis];
     }
+    if (output && layout_overlaps(shape, stride, t.outer_first.data(), rank)) {
+        raise(kInvalidValue, "uid " + std::to_string(uid) + " (" + quoted(t.name) + ") override shape " +
+                                 list_str(shape, rank) + " with strides " + list_str(stride, rank) +
+                                 " maps distinct elements to one address; a node writes this tensor, so each "
+                                 "element needs its own memory");
+        return false;
+    }
     if (bound_to_declared) {
         int64_t elems = 0;
         if (!addressed_elements(shape, stride, rank, &elems)) {
@@ -354,6 +438,7 @@ bool check_entry(const TensorSpec& t, int64_t uid, const int64_t* shape, size_t 
                                      " addresses (a bound call trusts its pointers to that much memory)");
             return false;
         }
+        if (elements) *elements = elems;
     }
     return true;
 }
@@ -777,7 +862,7 @@ bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf&
         return ok;
     } else {
         int torch = is_torch(value);
-        if (torch < 0) return false;
+        if (torch < 0) return raise_chained(kInvalidVariantPack, label + ": cannot tell what kind of buffer it is"), false;
         if (torch) {
             int done = buffer_from_torch(value, b);
             if (done < 0) {
@@ -792,9 +877,20 @@ bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf&
     return buffer_from_resolver(value, label, stream, b, releases);
 }
 
-// Can `b` back a tensor of data type `dt` at dims/strides? (dtype exact, layout, extent)
+// Bytes a tensor of data type `dt` addresses from its pointer at dims/strides (dims and strides >= 1);
+// false when that leaves int64. An unknown element size counts as `fallback_itemsize`.
+bool addressed_bytes(int dt, const int64_t* dims, const int64_t* strides, size_t rank, int fallback_itemsize,
+                     int64_t* out) {
+    int itemsize = itemsize_of(dt);
+    if (!itemsize) itemsize = fallback_itemsize > 0 ? fallback_itemsize : 1;
+    int64_t elems = 0;
+    return addressed_elements(dims, strides, rank, &elems) && !__builtin_mul_overflow(elems, int64_t{itemsize}, out);
+}
+
+// Can `b` back a tensor of data type `dt` at dims/strides? (dtype exact, layout, extent). `extent`,
+// when given, receives the bytes the tensor addresses from the pointer (of a checked buffer).
 bool check_buffer(const Buf& b, const std::string& where, int dt, const int64_t* dims, const int64_t* strides,
-                  size_t rank, bool overridden) {
+                  size_t rank, bool overridden, int64_t* extent = nullptr) {
     if (!b.sized) return true;
     if (b.dtype_code == -2) {
         int want = itemsize_of(dt);
@@ -824,10 +920,8 @@ bool check_buffer(const Buf& b, const std::string& where, int dt, const int64_t*
                                  (overridden ? " (a differently shaped backing buffer must be contiguous)" : ""));
         return false;
     }
-    int itemsize = itemsize_of(dt);
-    if (!itemsize) itemsize = b.itemsize ? b.itemsize : 1;
-    int64_t elems = 0, need = 0;
-    if (!addressed_elements(dims, strides, rank, &elems) || __builtin_mul_overflow(elems, int64_t{itemsize}, &need)) {
+    int64_t need = 0;
+    if (!addressed_bytes(dt, dims, strides, rank, b.itemsize, &need)) {
         raise(kInvalidValue, where + ": dims " + list_str(dims, rank) + " with strides " + list_str(strides, rank) +
                                  " address more bytes than int64 can count");
         return false;
@@ -840,7 +934,84 @@ bool check_buffer(const Buf& b, const std::string& where, int dt, const int64_t*
                                  " bytes from its pointer");
         return false;
     }
+    if (extent) *extent = need;
     return true;
+}
+
+// -- aliasing -----------------------------------------------------------------------------------
+// The memory one tensor (or the workspace) takes in a call: [lo, hi) from its pointer to the last
+// byte its shape and strides address. Outputs of nodes (and the workspace) are written, so their
+// range must not meet any other; inputs may share memory with each other (x + x, matmul(a, a)).
+struct Span {
+    uint64_t lo = 0, hi = 0;
+    int tensor = -1;  // index in the plan's tensor table; -1 for the workspace
+    bool written = false;
+};
+
+// Appends the span of `bytes` from `ptr` and counts it when written. A range that cannot be memory
+// (its size unknown, or running past the end of the address space: only a bare pointer trusted with
+// a shape no allocation could hold gets there) is left out, as there is nothing to compare.
+void add_span(std::vector<Span>& spans, size_t* written, uint64_t ptr, int64_t bytes, int tensor, bool is_written) {
+    Span sp;
+    if (bytes < 0 || __builtin_add_overflow(ptr, static_cast<uint64_t>(bytes), &sp.hi)) return;
+    sp.lo = ptr;
+    sp.tensor = tensor;
+    sp.written = is_written;
+    spans.push_back(sp);
+    if (is_written) ++*written;
+}
+
+bool meet(const Span& a, const Span& b) { return a.lo < b.hi && b.lo < a.hi; }
+
+// Finds a written span meeting another span; returns false when none does. Pairs against the written
+// spans for few of them, else a sort and one sweep, O(n log n): sorted by start, a span meets an
+// earlier one exactly when it starts before the furthest end seen so far.
+bool find_alias(Span* spans, size_t n, size_t written, Span* first, Span* second) {
+    if (written == 0 || n < 2) return false;
+    if (written * n <= 64) {
+        for (size_t i = 0; i < n; ++i) {
+            if (!spans[i].written) continue;
+            for (size_t j = 0; j < n; ++j) {
+                if (j != i && meet(spans[i], spans[j])) {
+                    *first = spans[i];
+                    *second = spans[j];
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+    std::sort(spans, spans + n, [](const Span& a, const Span& b) { return a.lo < b.lo; });
+    const Span* far_any = nullptr;      // the earlier span reaching furthest
+    const Span* far_written = nullptr;  // the earlier written span reaching furthest
+    for (size_t i = 0; i < n; ++i) {
+        const Span& c = spans[i];
+        const Span* hit = c.written ? far_any : far_written;
+        if (hit && c.lo < hit->hi) {
+            *first = hit->written ? *hit : c;
+            *second = hit->written ? c : *hit;
+            return true;
+        }
+        if (!far_any || c.hi > far_any->hi) far_any = &c;
+        if (c.written && (!far_written || c.hi > far_written->hi)) far_written = &c;
+    }
+    return false;
+}
+
+std::string span_label(const PlanData& d, const Span& sp) {
+    std::string who = sp.tensor < 0 ? std::string("the workspace") : d.tensors[static_cast<size_t>(sp.tensor)].label;
+    char range[64];
+    std::snprintf(range, sizeof range, " [0x%llx, 0x%llx)", static_cast<unsigned long long>(sp.lo),
+                  static_cast<unsigned long long>(sp.hi));
+    return who + range;
+}
+
+std::nullptr_t raise_alias(const PlanData& d, const Span& written, const Span& other) {
+    std::string what = written.tensor < 0 ? "the workspace is written by the engine"
+                                          : "a node writes " + d.tensors[static_cast<size_t>(written.tensor)].label;
+    return raise(kInvalidVariantPack, span_label(d, written) + " overlaps " + span_label(d, other) + " in memory: " +
+                                          what + ", so it must not share memory with any other tensor (in-place "
+                                          "execution is not supported)");
 }
 
 void run_releases(std::vector<PyObject*>& releases) {
@@ -1093,8 +1264,9 @@ PyObject* PlanCore_get_released(PyObject* self, void*) {
 }
 
 // Override rules 2-8 of an already lowered set, against the plan's tensors (rule 3: unknown or
-// virtual uids). `bound` adds the memory bound of the bound path.
-bool check_overrides(const PlanData& d, OverrideSet& o, bool bound) {
+// virtual uids). `bound` adds the memory bound of the bound path; `is_output` (by tensor index, or
+// null when unknown) marks the tensors nodes write, whose override layouts must not overlap.
+bool check_overrides(const PlanData& d, OverrideSet& o, bool bound, const uint8_t* is_output) {
     for (size_t i = 0; i < o.size(); ++i) {
         for (size_t j = 0; j < i; ++j) {
             if (o.uids[j] == o.uids[i]) {
@@ -1127,7 +1299,7 @@ bool check_overrides(const PlanData& d, OverrideSet& o, bool bound) {
             return false;
         }
         if (!check_entry(t, uid, o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
-                         o.strides[i].size(), bound))
+                         o.strides[i].size(), bound, is_output && is_output[idx]))
             return false;
     }
     return true;
@@ -1166,7 +1338,7 @@ PyObject* PlanCore_execute_payload(PyObject* self, PyObject* args) {
         return raise(kInvalidValue, "override attributes on a plan whose graph was built without "
                                     "IS_OVERRIDE_SHAPE_ENABLED_EXT");
     }
-    if (!check_overrides(d, o, false)) return nullptr;
+    if (!check_overrides(d, o, false, nullptr)) return nullptr;
     if (d.workspace_size && !workspace)
         return raise(kInvalidValue, "the plan needs " + std::to_string(d.workspace_size) +
                                         " bytes of workspace; none given");
@@ -1233,6 +1405,7 @@ struct ExecutorData {
     std::vector<size_t> computed_offset;
     size_t computed_size = 0;
     PyObject* stream_source = nullptr;  // the backend handle: its `stream` is read per call
+    std::vector<uint8_t> is_output;     // by tensor index: a node writes it (and it is not virtual)
 };
 
 struct Executor {
@@ -1242,6 +1415,7 @@ struct Executor {
 
 struct Scratch {
     Effective eff;
+    std::vector<Span> spans;
     OverrideSet overrides;
     std::vector<hipdnnPluginDeviceBuffer_t> buffers;
     std::vector<uint8_t> seen;
@@ -1417,10 +1591,12 @@ bool parse_rules(PyObject* spec, std::vector<NodeRules>& nodes, const PlanData& 
     return ok;
 }
 
-// Executor(plan_core, keys={tensor object: uid}, rules, stream_source)
+// Executor(plan_core, keys={tensor object: uid}, rules, stream_source, outputs=())
+// `outputs`: the uids of the tensors nodes write; their memory may not alias any other tensor's.
 PyObject* Executor_new(PyTypeObject* type, PyObject* args, PyObject*) {
-    PyObject *plan, *keys, *rules, *stream_source;
-    if (!PyArg_ParseTuple(args, "O!O!OO", &PlanCoreType, &plan, &PyDict_Type, &keys, &rules, &stream_source))
+    PyObject *plan, *keys, *rules, *stream_source, *outputs = nullptr;
+    if (!PyArg_ParseTuple(args, "O!O!OO|O", &PlanCoreType, &plan, &PyDict_Type, &keys, &rules, &stream_source,
+                          &outputs))
         return nullptr;
     Executor* self = reinterpret_cast<Executor*>(type->tp_alloc(type, 0));
     if (!self) return nullptr;
@@ -1457,6 +1633,24 @@ PyObject* Executor_new(PyTypeObject* type, PyObject* args, PyObject*) {
     for (size_t i = 0; i < d.tensors.size(); ++i) {
         x->computed_offset[i] = x->computed_size;
         if (d.tensors[i].is_virtual) x->computed_size += d.tensors[i].rank();
+    }
+    x->is_output.assign(d.tensors.size(), 0);
+    if (outputs && outputs != Py_None) {
+        std::vector<int64_t> uids;
+        if (!read_ints(outputs, uids, "outputs")) {
+            Py_DECREF(self);
+            return nullptr;
+        }
+        for (int64_t uid : uids) {
+            auto it = d.by_uid.find(uid);
+            if (it == d.by_uid.end()) {
+                Py_DECREF(self);
+                PyErr_Format(PyExc_ValueError, "output uid %lld is not a tensor of the plan", static_cast<long long>(uid));
+                return nullptr;
+            }
+            size_t i = static_cast<size_t>(it->second);
+            if (!d.tensors[i].is_virtual) x->is_output[i] = 1;
+        }
     }
     return reinterpret_cast<PyObject*>(self);
 }
@@ -1573,7 +1767,7 @@ bool lower_overrides(const ExecutorData& x, PyObject* o_uids, PyObject* o_shapes
             return false;
         }
         PyObject* items = PyDict_Check(map) ? PyDict_Items(map) : PyMapping_Items(map);
-        if (!items) return false;
+        if (!items) return raise_chained(kInvalidValue, "cannot read the overrides mapping's items"), false;
         bool ok = true;
         Py_ssize_t n = PyList_GET_SIZE(items);
         for (Py_ssize_t i = 0; ok && i < n; ++i) {
@@ -1600,8 +1794,12 @@ bool lower_overrides(const ExecutorData& x, PyObject* o_uids, PyObject* o_shapes
             o.strides.emplace_back();
             PyObject* shape = PyObject_GetAttr(entry, g.str_shape);
             PyObject* stride = shape ? PyObject_GetAttr(entry, g.str_stride) : nullptr;
-            ok = shape && stride &&
-                 read_ints(shape, o.shapes.back(), "override shape of uid " + std::to_string(uid)) &&
+            if (!shape || !stride) {
+                raise_chained(kInvalidValue, "override for uid " + std::to_string(uid) + ": cannot read its " +
+                                                 (shape ? "stride" : "shape"));
+                ok = false;
+            }
+            ok = ok && read_ints(shape, o.shapes.back(), "override shape of uid " + std::to_string(uid)) &&
                  read_ints(stride, o.strides.back(), "override stride of uid " + std::to_string(uid));
             Py_XDECREF(shape);
             Py_XDECREF(stride);
@@ -1728,13 +1926,15 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
     OverrideSet& o = s.overrides;
     if (!lower_overrides(x, o_uids, args[3], args[4], map, o)) return nullptr;
     if (o.size() && !d.override_enabled) return refuse_flagless(d), nullptr;
-    if (o.size() && !check_overrides(d, o, false)) return nullptr;
+    if (o.size() && !check_overrides(d, o, false, x.is_output.data())) return nullptr;
     if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
 
     // Variant pack.
     if (!is_mapping(pack)) return raise(kInvalidVariantPack, "the variant pack must be a mapping {tensor or uid: buffer}");
     PyObject* items = PyDict_Check(pack) ? nullptr : PyMapping_Items(pack);
-    if (!PyDict_Check(pack) && !items) return nullptr;
+    if (!PyDict_Check(pack) && !items) return raise_chained(kInvalidVariantPack, "cannot read the variant pack's items");
+    s.spans.clear();
+    size_t written = 0;
     size_t nt = d.tensors.size();
     s.seen.assign(nt, 0);
     s.buffers.clear();
@@ -1790,10 +1990,14 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
         int ov = override_of[static_cast<size_t>(index)];
         const int64_t* dims = ov >= 0 ? o.shapes[static_cast<size_t>(ov)].data() : t.dims.data();
         const int64_t* strides = ov >= 0 ? o.strides[static_cast<size_t>(ov)].data() : t.strides.data();
-        if (!check_buffer(b, t.label, t.data_type, dims, strides, t.rank(), ov >= 0)) {
+        int64_t extent = -1;
+        if (!check_buffer(b, t.label, t.data_type, dims, strides, t.rank(), ov >= 0, &extent)) {
             ok = false;
             break;
         }
+        // A bare pointer is trusted to hold the tensor: it spans what the tensor addresses.
+        if (!b.sized && !addressed_bytes(t.data_type, dims, strides, t.rank(), 1, &extent)) extent = -1;
+        add_span(s.spans, &written, b.ptr, extent, index, x.is_output[static_cast<size_t>(index)] != 0);
         if (b.sized) {
             if (d.location == kLocationHost && b.on_device) {
                 raise(kInvalidValue, t.label + ": device memory handed to engine " + std::to_string(d.engine_id) +
@@ -1856,6 +2060,16 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
         }
     }
     if (ok) {
+        if (ws && d.workspace_size)
+            add_span(s.spans, &written, ws, static_cast<int64_t>(std::min<uint64_t>(d.workspace_size, INT64_MAX)), -1,
+                     true);
+        Span a, b;
+        if (find_alias(s.spans.data(), s.spans.size(), written, &a, &b)) {
+            raise_alias(d, a, b);
+            ok = false;
+        }
+    }
+    if (ok) {
         s.lengths.resize(o.size());
         s.shape_ptrs.resize(o.size());
         s.stride_ptrs.resize(o.size());
@@ -1890,6 +2104,13 @@ struct BindingData {
     std::vector<int64_t> override_uids;
     std::vector<uint32_t> lengths;
     size_t total_rank = 0;
+    // Aliasing, per pointer slot: its tensor, whether a node writes it, and the bytes it spans at the
+    // declared maximum (-1: unbounded, a dynamic tensor, which every call overrides).
+    std::vector<int> slot_tensor;
+    std::vector<uint8_t> slot_written;
+    std::vector<int64_t> slot_bytes;
+    std::vector<size_t> override_slot;  // pointer slot of each bound override
+    size_t written = 0;
 };
 
 struct Binding {
@@ -1909,6 +2130,8 @@ void Binding_dealloc(PyObject* self) {
 
 struct BoundScratch {
     std::vector<hipdnnPluginDeviceBuffer_t> buffers;
+    std::vector<Span> spans;
+    std::vector<int64_t> bytes;
     OverrideSet overrides;
     std::vector<const int64_t*> shape_ptrs, stride_ptrs;
     Effective eff;
@@ -1995,7 +2218,7 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         if (!v) {
             std::string what = PyLong_Check(p) ? "null pointer " + py_repr(p) : "pointer " + py_repr(p) + " (not an int)";
             Py_DECREF(ptrs);
-            return raise(kInvalidVariantPack, what + " for uid " + std::to_string(bd.uids[i]));
+            return raise(kInvalidVariantPack, what + " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
         }
         s.buffers[i].uid = bd.uids[i];
         s.buffers[i].ptr = reinterpret_cast<void*>(v);
@@ -2050,17 +2273,37 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         Py_DECREF(fs);
         Py_DECREF(ft);
         if (!ok) return nullptr;
+        s.bytes.assign(bd.slot_bytes.begin(), bd.slot_bytes.end());
         for (size_t i = 0; i < m; ++i) {
-            const TensorSpec& t = d.tensors[static_cast<size_t>(o.index[i])];
+            size_t idx = static_cast<size_t>(o.index[i]);
+            const TensorSpec& t = d.tensors[idx];
+            int64_t elems = 0;
             if (!check_entry(t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
-                             o.strides[i].size(), true))
+                             o.strides[i].size(), true, x.is_output[idx] != 0, &elems))
                 return nullptr;
+            int itemsize = itemsize_of(t.data_type);
+            int64_t bytes = 0;
+            s.bytes[bd.override_slot[i]] =
+                __builtin_mul_overflow(elems, int64_t{itemsize ? itemsize : 1}, &bytes) ? -1 : bytes;
         }
     } else if (shapes != Py_None || strides != Py_None) {
         return raise(kInvalidValue, m ? "override strides given without override shapes"
                                        : "override values given, but no override uids were bound");
     }
     if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
+    if (bd.written || (ws && d.workspace_size)) {
+        const std::vector<int64_t>& bytes = o.size() ? s.bytes : bd.slot_bytes;
+        s.spans.clear();
+        size_t written = 0;
+        for (size_t i = 0; i < n; ++i)
+            add_span(s.spans, &written, reinterpret_cast<uint64_t>(s.buffers[i].ptr), bytes[i], bd.slot_tensor[i],
+                     bd.slot_written[i] != 0);
+        if (ws && d.workspace_size)
+            add_span(s.spans, &written, ws, static_cast<int64_t>(std::min<uint64_t>(d.workspace_size, INT64_MAX)), -1,
+                     true);
+        Span first, second;
+        if (find_alias(s.spans.data(), s.spans.size(), written, &first, &second)) return raise_alias(d, first, second);
+    }
     s.shape_ptrs.resize(o.size());
     s.stride_ptrs.resize(o.size());
     for (size_t k = 0; k < o.size(); ++k) {
@@ -2150,6 +2393,16 @@ PyObject* Executor_bind(PyObject* self, PyObject* args) {
         }
         seen[static_cast<size_t>(index)] = 1;
         bd->uids.push_back(uid);
+        bd->slot_tensor.push_back(index);
+        bool written = x.is_output[static_cast<size_t>(index)] != 0;
+        bd->slot_written.push_back(written ? 1 : 0);
+        bd->written += written ? 1 : 0;
+        int64_t bytes = -1;
+        if (t.max_elements < 0 ||
+            __builtin_mul_overflow(t.max_elements, int64_t{itemsize_of(t.data_type) ? itemsize_of(t.data_type) : 1},
+                                   &bytes))
+            bytes = -1;
+        bd->slot_bytes.push_back(bytes);
     }
     Py_DECREF(fu);
     std::string missing;
@@ -2189,6 +2442,9 @@ PyObject* Executor_bind(PyObject* self, PyObject* args) {
             return fail();
         }
         oseen[static_cast<size_t>(index)] = 1;
+        size_t slot = static_cast<size_t>(std::find(bd->slot_tensor.begin(), bd->slot_tensor.end(), index) -
+                                          bd->slot_tensor.begin());
+        bd->override_slot.push_back(slot);
         bd->override_uids.push_back(uid);
         bd->override_index.push_back(index);
         bd->lengths.push_back(static_cast<uint32_t>(d.tensors[static_cast<size_t>(index)].rank()));
@@ -2294,10 +2550,22 @@ PyObject* mod_check_buffer(PyObject*, PyObject* args) {
     Py_RETURN_NONE;
 }
 
+// strides_overlap(dims, strides) -> bool: whether distinct indices share an element (layout_overlaps),
+// for graph validation of the strides users declare on outputs: one rule, here and at execute.
+PyObject* mod_strides_overlap(PyObject*, PyObject* args) {
+    PyObject *dims, *strides;
+    if (!PyArg_ParseTuple(args, "OO", &dims, &strides)) return nullptr;
+    std::vector<int64_t> dv, sv;
+    if (!read_ints(dims, dv, "dims") || !read_ints(strides, sv, "strides")) return nullptr;
+    if (dv.size() != sv.size()) return raise(kInvalidValue, "dims and strides differ in rank");
+    return PyBool_FromLong(layout_overlaps(dv.data(), sv.data(), dv.size()));
+}
+
 PyMethodDef module_methods[] = {
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_configure)),
      METH_VARARGS | METH_KEYWORDS, "Hand the core the Python objects it needs (once, at import)."},
     {"check_buffer", mod_check_buffer, METH_VARARGS, "The buffer rule for one Resolved value."},
+    {"strides_overlap", mod_strides_overlap, METH_VARARGS, "Whether distinct indices of a layout share an element."},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from hipdnn.frontend.args import INT64_MAX, check_float
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DiagonalAlignment
 
@@ -65,11 +66,13 @@ def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
     The option tensors must fit the attention they modify: a scale tensor holds one value, sequence
     lengths are [B, 1, 1, 1], and a bias broadcasts to the scores [B, Hq, Sq, Skv] (each dim equal or 1).
     Shape relations are skipped when a tensor involved is dynamic (spec 6.5)."""
-    if isinstance(node.attn_scale, float) and node.attn_scale != node.attn_scale:
-        raise node.fail("attn_scale is NaN")
+    if isinstance(node.attn_scale, float):
+        check_float(node.attn_scale, f"{node.kind} node {node.name!r}: attn_scale")
     for role, bound in (("left", node.diagonal_band_left_bound), ("right", node.diagonal_band_right_bound)):
         if bound is not None and bound < 0:
             raise node.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
+        if bound is not None and bound > INT64_MAX:
+            raise node.fail(f"diagonal_band_{role}_bound {bound} is outside the int64 range the wire format stores")
     if node.use_padding_mask and (node.seq_len_q is None or node.seq_len_kv is None):
         raise node.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
     b, hq, sq, _ = q.get_dim()

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from hipdnn.frontend.ops.shape_rules import ShapeRules
-from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes, compact_strides
 from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
 
 
@@ -74,23 +74,29 @@ class Operation(ABC):
         """Give an output its inferred dims, strides and data type where the user did not set them.
         Strides follow the axis order of ``order_reference`` (an input's strides), else row-major.
         Inferred wildcard dims make the output dynamic, with an axis order for strides (spec 6.3)."""
-        if not tensor.get_dim():
-            tensor.set_dim(list(dims))
-        if DYNAMIC_DIM in tensor.get_dim():
+        have = tensor.get_dim()
+        if not have:
+            have = [int(d) for d in dims]
+            tensor._infer_layout(have, None)
+        if DYNAMIC_DIM in have:
             tensor.set_is_dynamic(True)
         if not tensor.get_stride():
-            rank = len(tensor.get_dim())
-            reference = list(order_reference) if order_reference is not None else list(range(rank, 0, -1))
             if tensor.is_dynamic():
-                tensor.set_stride(axis_order_values(reference))
+                rank = len(have)
+                reference = list(order_reference) if order_reference is not None else list(range(rank, 0, -1))
+                tensor._infer_layout(None, axis_order_values(reference))
+            elif order_reference is None:
+                tensor._infer_layout(None, compact_strides(have))
             else:
-                tensor.set_stride(strides_in_order_of(reference, tensor.get_dim()))
+                tensor._infer_layout(None, strides_in_order_of(order_reference, have))
         if tensor.get_data_type() == DataType.NOT_SET:
             tensor.set_data_type(default_data_type)
 
     def check_output_dims(self, tensor: TensorAttributes, role: str, dims: Sequence[int]) -> None:
         """A user-set output shape must agree with the inferred one (wildcards agree with anything)."""
         have = tensor.get_dim()
+        if have == dims:
+            return
         if len(have) != len(dims) or any(a != b and DYNAMIC_DIM not in (a, b) for a, b in zip(have, dims)):
             raise self.fail(f"{role} {tensor.get_name()!r} has dims {have}, inferred {list(dims)}")
 
@@ -109,6 +115,9 @@ class Operation(ABC):
 def broadcast_shapes(shapes: Sequence[Sequence[int]]) -> list[int] | None:
     """numpy-style broadcast of ``shapes`` (right-aligned; 1 stretches); None when incompatible.
     A wildcard (-1) is compatible with anything; it survives unless a concrete dim > 1 decides."""
+    first = shapes[0]
+    if all(s == first for s in shapes):
+        return list(first)  # the common case, and what the loop below gives for equal shapes
     rank = max(len(s) for s in shapes)
     out = [1] * rank
     for shape in shapes:

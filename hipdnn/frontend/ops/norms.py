@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from hipdnn.frontend.args import check_float
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
@@ -99,7 +100,8 @@ class _NormNode(Operation):
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
         self.require_rank(self.x, "x")
         if isinstance(self.epsilon, float):
-            if not (self.epsilon == self.epsilon) or self.epsilon < 0:
+            check_float(self.epsilon, f"{self.kind} node {self.name!r}: epsilon")
+            if self.epsilon < 0:
                 raise self.fail(f"epsilon {self.epsilon} must be a non-negative number")
         elif self.epsilon.get_dim() and any(d != 1 for d in self.epsilon.get_dim()):
             raise self.fail(f"the epsilon tensor must hold one element, has dims {self.epsilon.get_dim()}")

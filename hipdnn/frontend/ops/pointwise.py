@@ -29,7 +29,7 @@ class PointwiseNode(Operation):
         out_0: TensorAttributes,
     ) -> None:
         super().__init__(name, compute_data_type)
-        self.mode = PointwiseMode(mode)
+        self.mode = mode if type(mode) is PointwiseMode else PointwiseMode(mode)
         self.in_0, self.in_1, self.in_2, self.out_0 = in_0, in_1, in_2, out_0
 
     def inputs(self) -> list[TensorAttributes]:
@@ -39,19 +39,18 @@ class PointwiseNode(Operation):
         return [self.out_0]
 
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
+        inputs = self.inputs()
         arity = POINTWISE_ARITY.get(self.mode, 2)
-        given = len(self.inputs())
-        if given != arity:
-            raise self.fail(f"{self.mode.name} takes {arity} input(s), got {given}")
-        for t in self.inputs():
+        if len(inputs) != arity:
+            raise self.fail(f"{self.mode.name} takes {arity} input(s), got {len(inputs)}")
+        for t in inputs:
             self.require_rank(t, "input")
-        shapes = [t.get_dim() for t in self.inputs()]
-        if self.any_dynamic(*self.inputs()):
+        if self.any_dynamic(*inputs):
             # Broadcast compatibility of dynamic operands is checked at execute (spec 6.5).
-            out = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in self.inputs()])
+            out = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in inputs])
             assert out is not None  # wildcards are compatible with everything
         else:
-            out = self.check_broadcast(shapes, "input shapes")
+            out = self.check_broadcast([t.get_dim() for t in inputs], "input shapes")
         dt = intermediate_data_type if self.out_0.get_is_virtual() else io_data_type
         self.fill_output(self.out_0, out, dt)
         self.check_output_dims(self.out_0, "out_0", out)
