@@ -257,6 +257,8 @@ class OperationGraphDescriptor(Descriptor):
 
     def _finalize(self) -> None:
         handle = self.handle
+        if handle.closed:
+            raise BackendError(Status.BAD_PARAM, "the handle is closed: its plugin instances were destroyed")
         try:
             summary = summarize(self.serialized_graph)
         except GraphDecodeError as exc:

@@ -50,6 +50,7 @@ ffi.cdef(sdk_cdef())
 
 STATUS_SUCCESS = 0
 STATUS_INTERNAL_ERROR = 3
+STATUS_NOT_INITIALIZED = 6
 PLUGIN_TYPE_ENGINE = 1
 
 #: The largest workspace a plugin may ask for: 2**48 bytes (256 TiB), more than the memory of any
@@ -595,10 +596,29 @@ class EnginePlugin:
     source: str = ""
     dropped_engine_ids: tuple[int, ...] = ()
     _destroyed: bool = field(default=False, repr=False)
+    # Calls into the instance in flight: destroy() waits for them, and refuses later ones, which would
+    # hand the plugin a handle it has already freed (a build or set_stream after Handle.close()).
+    _calls: int = field(default=0, repr=False, compare=False)
+    _idle: threading.Condition = field(default_factory=threading.Condition, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.library.name
+
+    def _call(self, entry: str, *args: Any) -> None:
+        """``entry(handle, *args)``, unless the instance is destroyed (PluginError then)."""
+        with self._idle:
+            if self._destroyed:
+                raise PluginError(
+                    self.name, entry, STATUS_NOT_INITIALIZED, "the plugin instance was destroyed (its handle is closed)"
+                )
+            self._calls += 1
+        try:
+            self.library.call(entry, self.handle, *args)
+        finally:
+            with self._idle:
+                self._calls -= 1
+                self._idle.notify_all()
 
     @property
     def api_version(self) -> Version:
@@ -617,7 +637,7 @@ class EnginePlugin:
         count = ffi.new("uint32_t*")
         cap = len(self.library.engine_ids)
         ids = ffi.new("int64_t[]", max(cap, 1))
-        self.library.call("hipdnnEnginePluginGetApplicableEngineIds", self.handle, data, ids, cap, count)
+        self._call("hipdnnEnginePluginGetApplicableEngineIds", data, ids, cap, count)
         n = int(count[0])
         if n > cap:
             raise PluginError(
@@ -640,18 +660,18 @@ class EnginePlugin:
     def engine_details(self, engine_id: int, graph: bytes) -> bytes:
         data, _keep = const_data(graph)
         details = ffi.new("hipdnnPluginConstData_t*")
-        self.library.call("hipdnnEnginePluginGetEngineDetails", self.handle, engine_id, data, details)
+        self._call("hipdnnEnginePluginGetEngineDetails", engine_id, data, details)
         try:
             size = int(details.size)
             return b"" if size == 0 or details.ptr == ffi.NULL else bytes(ffi.buffer(details.ptr, size))
         finally:
-            self.library.call("hipdnnEnginePluginDestroyEngineDetails", self.handle, details)
+            self._call("hipdnnEnginePluginDestroyEngineDetails", details)
 
     def workspace_size(self, engine_config: bytes, graph: bytes) -> int:
         cfg, _k1 = const_data(engine_config)
         data, _k2 = const_data(graph)
         out = ffi.new("size_t*")
-        self.library.call("hipdnnEnginePluginGetWorkspaceSize", self.handle, cfg, data, out)
+        self._call("hipdnnEnginePluginGetWorkspaceSize", cfg, data, out)
         return self._bounded_workspace("hipdnnEnginePluginGetWorkspaceSize", int(out[0]))
 
     def _bounded_workspace(self, entry: str, size: int) -> int:
@@ -670,7 +690,7 @@ class EnginePlugin:
         cfg, _k1 = const_data(engine_config)
         data, _k2 = const_data(graph)
         out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
-        self.library.call("hipdnnEnginePluginCreateExecutionContext", self.handle, cfg, data, out)
+        self._call("hipdnnEnginePluginCreateExecutionContext", cfg, data, out)
         if out[0] == ffi.NULL:
             raise PluginError(
                 self.name,
@@ -681,11 +701,11 @@ class EnginePlugin:
         return out[0]
 
     def destroy_execution_context(self, context: Any) -> None:
-        self.library.call("hipdnnEnginePluginDestroyExecutionContext", self.handle, context)
+        self._call("hipdnnEnginePluginDestroyExecutionContext", context)
 
     def workspace_size_from_context(self, context: Any) -> int:
         out = ffi.new("size_t*")
-        self.library.call("hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", self.handle, context, out)
+        self._call("hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", context, out)
         return self._bounded_workspace("hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext", int(out[0]))
 
     def execute(self, context: Any, workspace: int, buffers: Sequence[tuple[int, int]]) -> None:
@@ -695,9 +715,7 @@ class EnginePlugin:
         for i, (uid, ptr) in enumerate(buffers):
             array[i].uid = uid
             array[i].ptr = ffi.cast("void*", ptr)
-        self.library.call(
-            "hipdnnEnginePluginExecuteOpGraph", self.handle, context, ffi.cast("void*", workspace), array, n
-        )
+        self._call("hipdnnEnginePluginExecuteOpGraph", context, ffi.cast("void*", workspace), array, n)
 
     def execute_with_overrides(
         self,
@@ -728,9 +746,8 @@ class EnginePlugin:
             shape_ptrs[i] = shapes_flat + offset
             stride_ptrs[i] = strides_flat + offset
             offset += rank
-        self.library.call(
+        self._call(
             "hipdnnEnginePluginExecuteOpGraphWithOverrides",
-            self.handle,
             context,
             ffi.cast("void*", workspace),
             array,
@@ -743,7 +760,7 @@ class EnginePlugin:
         )
 
     def set_stream(self, stream: int) -> None:
-        self.library.call("hipdnnEnginePluginSetStream", self.handle, ffi.cast("hipStream_t", stream))
+        self._call("hipdnnEnginePluginSetStream", ffi.cast("hipStream_t", stream))
 
     @property
     def address(self) -> int:
@@ -770,19 +787,22 @@ class EnginePlugin:
         return int(ffi.cast("uintptr_t", context))
 
     def destroy(self) -> None:
-        if not self._destroyed:
+        with self._idle:
+            if self._destroyed:
+                return
             self._destroyed = True
-            try:
-                status = self.library.call_status("hipdnnEnginePluginDestroy", self.handle)
-            finally:
-                _release_instance(self.address)
-            if status != STATUS_SUCCESS:
-                log.warning(
-                    "%s (%s): %s",
-                    self.name,
-                    self.library.path,
-                    PluginError(self.name, "hipdnnEnginePluginDestroy", status, self.library.last_error()),
-                )
+            self._idle.wait_for(lambda: self._calls == 0)
+        try:
+            status = self.library.call_status("hipdnnEnginePluginDestroy", self.handle)
+        finally:
+            _release_instance(self.address)
+        if status != STATUS_SUCCESS:
+            log.warning(
+                "%s (%s): %s",
+                self.name,
+                self.library.path,
+                PluginError(self.name, "hipdnnEnginePluginDestroy", status, self.library.last_error()),
+            )
 
 
 @dataclass(frozen=True)
