@@ -193,8 +193,11 @@ def test_a_link_flipped_while_handles_are_created_never_loads_the_world_writable
     flipper = threading.Thread(target=flip, daemon=True)
     flipper.start()
     outcomes: Counter[str] = Counter()
+    rounds = 0
     try:
-        for _ in range(300):
+        # At least 300 handles, and on until each state has been met often (a loaded machine flips less).
+        while rounds < 300 or (rounds < 3000 and min(outcomes["fake_plain_v100"], outcomes["refused"]) < 20):
+            rounds += 1
             with hipdnn.Handle(plugin_paths=[link], plugin_loading_mode=ABSOLUTE) as h:
                 names = [p.name for p in h.loaded_plugins()]
                 assert "hostile_impostor" not in names, [s.reason for s in h.skipped_plugins()]
@@ -203,9 +206,8 @@ def test_a_link_flipped_while_handles_are_created_never_loads_the_world_writable
         stop.set()
         flipper.join()
         sys.setswitchinterval(old_interval)
-    assert flips > 100
-    # both states were seen: the trusted library loads, the impostor is refused
-    assert outcomes["fake_plain_v100"] > 0 and outcomes["refused"] > 0, outcomes
+    # both states were met: the trusted library loads, the impostor is refused
+    assert min(outcomes["fake_plain_v100"], outcomes["refused"]) >= 20, (outcomes, flips)
     assert str(untrusted) not in Path("/proc/self/maps").read_text()
 
 
