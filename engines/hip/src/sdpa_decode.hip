@@ -24,6 +24,8 @@
 #include "sdpa_mma_sync.h"
 #endif
 
+#include <type_traits>
+
 namespace hipdnn_hip
 {
 
@@ -388,35 +390,40 @@ __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const Sdpa
 #pragma unroll
     for(int off = 16; off > 0; off >>= 1)
         sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    // Weights through shared memory (a lane's weights sit in registers indexed by split), then the
+    // partial rows in groups of 8 whose loads are all issued before the first is used.
+    __shared__ float s_w[kMergeWarps][kDecodeMaxSplits];
+    const int warp = static_cast<int>(threadIdx.x) >> 5;
+#pragma unroll
+    for(int j = 0; j < LSE_PER_LANE; ++j)
+        if(j * 32 + lane < da.splits)
+            s_w[warp][j * 32 + lane] = w_lane[j];
+    __syncwarp();
+    using Vec = typename std::conditional<PER == 4, float4, float2>::type;
     float acc[PER];
 #pragma unroll
     for(int c = 0; c < PER; ++c)
         acc[c] = 0.0f;
-#pragma unroll
-    for(int j = 0; j < LSE_PER_LANE; ++j)
+    constexpr int GROUP = 8;
+    for(int i0 = 0; i0 < da.splits; i0 += GROUP)
     {
-        if(j * 32 >= da.splits)
-            break;
-#pragma unroll 8
-        for(int ii = 0; ii < 32; ++ii)
+        Vec v[GROUP];
+#pragma unroll
+        for(int u = 0; u < GROUP; ++u)
         {
-            const int i = j * 32 + ii;
-            if(i >= da.splits)
-                break;
-            const float w = __shfl_sync(0xffffffffu, w_lane[j], ii);
-            const float* po = da.part_o + (i * nrows + rid) * D + lane * PER;
-            // An empty split wrote zeros; the select still keeps a stray non-finite partial out.
-            if constexpr(PER == 4)
+            const int i = min(i0 + u, da.splits - 1);
+            v[u] = *reinterpret_cast<const Vec*>(da.part_o + (i * nrows + rid) * D + lane * PER);
+        }
+#pragma unroll
+        for(int u = 0; u < GROUP; ++u)
+        {
+            const float w = i0 + u < da.splits ? s_w[warp][i0 + u] : 0.0f;
+            if(w > 0.0f) // an empty split wrote zeros; the test keeps a stray non-finite partial out
             {
-                const float4 v = *reinterpret_cast<const float4*>(po);
-                if(w > 0.0f)
-                    acc[0] += w * v.x, acc[1] += w * v.y, acc[2] += w * v.z, acc[3] += w * v.w;
-            }
-            else
-            {
-                const float2 v = *reinterpret_cast<const float2*>(po);
-                if(w > 0.0f)
-                    acc[0] += w * v.x, acc[1] += w * v.y;
+                const float* x = reinterpret_cast<const float*>(&v[u]);
+#pragma unroll
+                for(int c = 0; c < PER; ++c)
+                    acc[c] += w * x[c];
             }
         }
     }
