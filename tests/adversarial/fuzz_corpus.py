@@ -838,4 +838,13 @@ def regression_blobs() -> dict[str, bytes]:
     virtual.dims = [2**40, 2**40, 8]
     out["virtual tensor whose compact strides overflow int64 (UB in set_compact)"] = _pack(g)
     out["dims vector at 4 mod 8 (misaligned int64 loads in the CPU engine)"] = misaligned_dims_graph()
+    g = GraphT.InitFromPackedBuf(seed_blobs()["sdpa_backward"], 0)
+    bwd = g.nodes[0].attributes
+    bwd.oTensorUid = bwd.statsTensorUid
+    out["sdpa_bwd reading stats [..,1] as o [..,Dv] (heap read past stats in the CPU engine)"] = _pack(g)
+    for seed in ("sdpa_backward", "sdpa_options"):
+        g = GraphT.InitFromPackedBuf(seed_blobs()[seed], 0)
+        g.nodes[0].attributes.leftBound = 2**63 - 1
+        g.nodes[0].attributes.rightBound = 2**63 - 1
+        out[f"{seed} with int64-max band bounds (signed overflow in the CPU engine's kernels)"] = _pack(g)
     return out

@@ -165,6 +165,49 @@ def test_misaligned_dims_are_refused_by_the_cpu_engine(oracle: Oracle) -> None:
     assert oracle.cpu.applicable_engine_ids(BLOBS["pointwise_chain"]) == [101]
 
 
+def test_sdpa_backward_checks_o_and_stats_by_role(oracle: Oracle) -> None:
+    """A graph naming the stats tensor [B, H, S, 1] as o as well passed the shape check (it compared
+    addresses, and both roles pointed at one shape), and the kernel read Dv floats per row of it:
+    a heap read past the buffer, which ASan caught."""
+    blob = next(b for name, b in regression_blobs().items() if "as o" in name)
+    assert oracle.cpu.applicable_engine_ids(blob) == []
+    with pytest.raises(PluginError, match=r"o and dO must be \[B,Hq,Sq,Dv\]"):
+        oracle.cpu.workspace_size(oracle.config, blob)
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_band_bounds_past_any_length_mean_no_bound(cpu_handle: hipdnn.Handle, backward: bool) -> None:
+    """int64-max band bounds overflowed the backward kernel's index arithmetic (UBSan); they are the
+    same as no bound at all."""
+    f32 = hipdnn.DataType.FLOAT
+    dims = [1, 2, 6, 8]
+    rng = np.random.default_rng(4)
+    values = [rng.standard_normal(dims).astype(np.float32) for _ in range(5)]
+    stats = rng.standard_normal([1, 2, 6, 1]).astype(np.float32)
+    results = []
+    for bound in (None, 2**62, 2**63 - 1):
+        g = hipdnn.Graph(name="band", io_data_type=f32)
+        names = ("q", "k", "v", "o", "do") if backward else ("q", "k", "v")
+        ts = [g.tensor(name=n, dim=dims, stride=[96, 48, 8, 1], data_type=f32) for n in names]
+        band = {"diagonal_band_left_bound": bound, "diagonal_band_right_bound": bound}
+        if backward:
+            st_ = g.tensor(name="stats", dim=[1, 2, 6, 1], stride=[12, 6, 1, 1], data_type=f32)
+            outs = list(g.sdpa_backward(*ts, st_, attn_scale=0.3, **band))
+            pack = {**dict(zip(ts, values)), st_: stats}
+        else:
+            o, _ = g.sdpa(*ts, attn_scale=0.3, **band)
+            outs, pack = [o], dict(zip(ts, values))
+        for t in outs:
+            t.set_output(True)
+        g.build(cpu_handle)
+        bufs = [np.full(dims, np.nan, np.float32) for _ in outs]
+        g.execute(cpu_handle, {**pack, **dict(zip(outs, bufs))}, np.empty(max(g.get_workspace_size(), 1), np.uint8))
+        results.append(bufs)
+    for bufs in results[1:]:
+        for got, want in zip(bufs, results[0]):
+            np.testing.assert_array_equal(got, want)
+
+
 # -- the raw-buffer phase under AddressSanitizer + UndefinedBehaviorSanitizer ---------------------
 def _records(buffers: list[bytes]) -> bytes:
     return b"".join(struct.pack("<I", len(b)) + b for b in buffers)
@@ -182,7 +225,8 @@ def _run_harness(exe: Path, buffers: list[bytes]) -> dict[str, int]:
 
 def test_seeds_and_regressions_under_asan(asan_harness: Path) -> None:
     """Each regression buffer stopped this harness before its fix (UBSan: signed overflow in the
-    engine's compact strides and in the SDPA kernels' exp2 on NaN scores; a misaligned int64 load)."""
+    engine's compact strides, in the SDPA kernels' exp2 on NaN scores and in the backward kernel's
+    band arithmetic; a misaligned int64 load; ASan: the backward kernel reading past stats)."""
     fixed = list(BLOBS.values()) + list(regression_blobs().values())
     counts = _run_harness(asan_harness, fixed)
     assert counts["records"] == len(fixed)

@@ -437,11 +437,13 @@ bool infer_sdpa_bwd(const Plan& plan, const NodeInfo& node, bool planning, Shape
         return shape_fail(err, "node '%s' (sdpa_bwd): query heads not a multiple of kv heads", nm);
     if(planning && (q.dims[3] < 0 || k.dims[3] < 0 || v.dims[3] < 0))
         return shape_fail(err, "node '%s' (sdpa_bwd): head dims size the tiles and must be declared", nm);
-    for(const Shape* s : {&o, &dout, &st})
+    // By role, not by address: a graph may name one tensor as both o and stats.
+    for(int role = 7; role <= 9; ++role)
     {
-        const int64_t last = s == &st ? 1 : v.dims[3];
-        if(!dim_eq(s->dims[0], q.dims[0]) || !dim_eq(s->dims[1], q.dims[1]) || !dim_eq(s->dims[2], q.dims[2])
-           || !dim_eq(s->dims[3], last))
+        const Shape& s = eff[node.in[role]];
+        const int64_t last = role == 9 ? 1 : v.dims[3];
+        if(!dim_eq(s.dims[0], q.dims[0]) || !dim_eq(s.dims[1], q.dims[1]) || !dim_eq(s.dims[2], q.dims[2])
+           || !dim_eq(s.dims[3], last))
             return shape_fail(err, "node '%s' (sdpa_bwd): o and dO must be [B,Hq,Sq,Dv], stats [B,Hq,Sq,1]", nm);
     }
     if(node.in[3] >= 0 && !has_wildcard(eff[node.in[3]]) && elements(eff[node.in[3]]) != 1)
@@ -911,9 +913,11 @@ std::string read_attention_options(const Attrs* a, NodeInfo& node, const char* n
     // Several at once intersect.
     node.mask_tl = a->causal_mask();
     node.mask_br = a->causal_mask_bottom_right();
+    // Bounds past any sequence length (kMaxExtent) mean the same as kMaxExtent, and keep the kernels'
+    // index arithmetic (i + bound, j - bound) far from int64 overflow.
     if(a->right_bound().has_value())
     {
-        const int64_t r = a->right_bound().value();
+        const int64_t r = std::min<int64_t>(a->right_bound().value(), kMaxExtent);
         bool& has = br ? node.mask_br : node.mask_tl;
         int64_t& hi = br ? node.hi_br : node.hi_tl;
         hi = has ? std::min(hi, r) : r;
@@ -923,7 +927,7 @@ std::string read_attention_options(const Attrs* a, NodeInfo& node, const char* n
     {
         node.has_lo = true;
         node.lo_br = br;
-        node.lo = 1 - static_cast<int64_t>(a->left_bound().value());
+        node.lo = 1 - std::min<int64_t>(a->left_bound().value(), kMaxExtent);
     }
     node.padding = a->padding_mask();
     node.alibi = a->alibi_mask();
