@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from enum import Enum, IntEnum
 from typing import SupportsIndex, TypeVar, cast
 
+import numpy as np
+
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 E = TypeVar("E", bound=IntEnum)
@@ -108,7 +110,7 @@ def bool_arg(value: object, what: str) -> bool:
     """True or False (numpy's bool too). Other values are refused: ``bool("false")`` is True."""
     if isinstance(value, bool):
         return value
-    if type(value).__name__ == "bool_" and type(value).__module__ == "numpy":
+    if isinstance(value, np.bool_):
         return bool(value)
     raise refuse(what, f"{show(value)} must be True or False, not {type(value).__name__}")
 
