@@ -1,5 +1,6 @@
 // hipdnn HIP engine: warpgroup MMA (wgmma, sm_90a) wrappers and shared-memory descriptors.
-// NVIDIA-only inline PTX; include from sdpa_tensor_core.hip only.
+// NVIDIA-only inline PTX, empty unless HIPDNN_HIP_ON_NVIDIA (hip_portability.h): an AMD build of a
+// file that includes it compiles cleanly and the file's own guard supplies the stubs.
 //
 // Shared operands use the 128-byte swizzled layout: a [rows][64] block of 16-bit elements,
 // each row 128 bytes, rows in groups of 8 (1024 bytes, 1024-aligned), the 16-byte chunk c of
@@ -11,6 +12,8 @@
 #define HIPDNN_HIP_ENGINE_SDPA_WGMMA_H
 
 #include "sdpa_kernels.h"
+
+#if defined(HIPDNN_HIP_ON_NVIDIA)
 
 namespace hipdnn_hip
 {
@@ -199,5 +202,7 @@ __device__ __forceinline__ void rs(float (&d)[N / 2], const uint32_t (&a)[4], ui
 
 } // namespace wg
 } // namespace hipdnn_hip
+
+#endif // HIPDNN_HIP_ON_NVIDIA
 
 #endif // HIPDNN_HIP_ENGINE_SDPA_WGMMA_H
