@@ -1,5 +1,6 @@
-// hipdnn HIP engine plugin: the plugin SDK's C ABI, SDPA graph parsing into a
-// plan, per-call shape resolution (overrides) and kernel dispatch.
+// hipdnn HIP engine plugin: SDPA graph parsing into a plan and kernel dispatch, on the plugin SDK's
+// C++ layer (hipdnn_plugin_sdk/cpp/), which writes the C entry points, binds device buffers and
+// checks each call's overrides into effective shapes.
 //
 // Engines: 201 runs the portable HIP flash kernel on any HIP GPU; 202 runs the
 // tensor-core kernel (NVIDIA Hopper build). Both serve one graph: a single
@@ -15,140 +16,36 @@
 // wildcard (-1) dims, and its strides are then an axis order (a permutation of
 // 0..3, 0 = innermost), not element strides. Its real dims and strides exist only
 // in each call's override, so such a plan is run only through the override entry.
-//
-// Error handling follows the CPU engine: every entry point runs inside
-// guarded(), no exception crosses the ABI, failures set a thread-local message.
 #include "sdpa_kernels.h" // first: defines hipStream_t before the SDK headers
 #include "sdpa_decode_plan.h"
 
-#include <hipdnn_plugin_sdk/EnginePluginApi.h>
-#include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
-#include <hipdnn_plugin_sdk/wire/engine_details_generated.h>
-#include <hipdnn_plugin_sdk/wire/graph_generated.h>
+#include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
 
-#include <atomic>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <mutex>
-#include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace wire = hipdnn::wire;
+namespace sdk = hipdnn_plugin_sdk::cpp;
 using namespace hipdnn_hip;
+using sdk::bad_param;
+using sdk::fail;
+using sdk::format;
 
 namespace
 {
 
-constexpr const char* kPluginName = "hipdnn_hip_engine";
-constexpr const char* kPluginVersion = "0.1.0";
 constexpr int64_t kPortableId = 201;
 constexpr int64_t kTensorCoreId = 202;
-constexpr uint64_t kHandleMagic = 0x68646e6e68697068ull; // "hdnnhiph"
-constexpr uint64_t kContextMagic = 0x68646e6e68697063ull;
 constexpr int64_t kMaxLen = (int64_t(1) << 31) - 1; // kernels index rows and keys in int32
 constexpr int64_t kMaxGridYZ = 65535;
 constexpr int64_t kMaxStride = int64_t(1) << 40;
 constexpr int64_t kWild = -1; // a dynamic tensor's dim given only at execute
-
-// ------------------------------------------------------- errors / logging --
-thread_local std::string t_last_error;
-std::atomic<hipdnnCallback_t> g_log_callback{nullptr};
-std::atomic<int> g_log_level{HIPDNN_SEV_WARN};
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return std::string(buf);
-}
-
-void log_line(hipdnnSeverity_t sev, const std::string& msg) noexcept
-{
-    const hipdnnCallback_t cb = g_log_callback.load();
-    const int level = g_log_level.load();
-    if(cb == nullptr || level >= HIPDNN_SEV_OFF || sev < level)
-        return;
-    try
-    {
-        const std::string line = std::string("[") + kPluginName + "] " + msg;
-        cb(sev, line.c_str());
-    }
-    catch(...)
-    {
-    }
-}
-
-struct Failure
-{
-    hipdnnPluginStatus_t status;
-    std::string message;
-};
-
-[[noreturn]] void fail(hipdnnPluginStatus_t status, std::string message)
-{
-    throw Failure{status, std::move(message)};
-}
-
-// Execute-path failure: formats into a fixed buffer, allocates only when failing.
-[[noreturn]] void bad_param(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-[[noreturn]] void bad_param(const char* fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, buf);
-}
-
-template <class F>
-hipdnnPluginStatus_t guarded(const char* fn, F&& body) noexcept
-{
-    try
-    {
-        return body();
-    }
-    catch(const Failure& f)
-    {
-        try
-        {
-            t_last_error = std::string(fn) + ": " + f.message;
-        }
-        catch(...)
-        {
-        }
-        return f.status;
-    }
-    catch(const std::bad_alloc&)
-    {
-        t_last_error.clear();
-        return HIPDNN_PLUGIN_STATUS_ALLOC_FAILED;
-    }
-    catch(const std::exception& e)
-    {
-        try
-        {
-            t_last_error = std::string(fn) + ": internal error: " + e.what();
-        }
-        catch(...)
-        {
-        }
-        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
-    }
-    catch(...)
-    {
-        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
-    }
-}
 
 // ------------------------------------------------------------- device ----
 struct DeviceInfo
@@ -226,12 +123,15 @@ enum Role
 
 const char* const kRoleName[kRoles] = {"q", "k", "v", "o", "stats", "seq_len_q", "seq_len_kv"};
 
-struct Plan
+// The layer binds buffers and checks overrides on `declared` (the node's tensors, in role order);
+// index[r] is role r's place there, -1 when the node lacks it.
+struct Plan : sdk::DeclaredTensors
 {
+    int index[kRoles] = {-1, -1, -1, -1, -1, -1, -1};
     std::string graph_name;
     std::string node_name;
     int64_t uid[kRoles] = {-1, -1, -1, -1, -1, -1, -1};
-    Dims4 declared[kRoles];
+    Dims4 shape4[kRoles]; // declared dims and strides by role
     bool dynamic[kRoles] = {};
     int outer_first[kRoles][4] = {}; // dynamic tensors: the declared axis order, outermost axis first
     bool has_dynamic = false;        // some tensor of the node is dynamic: only the override entry runs it
@@ -460,7 +360,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(found[r])
             return format("tensor uid %lld appears twice", static_cast<long long>(t->uid()));
         found[r] = true;
-        std::string why = read_rank4(t, kRoleName[r], plan.declared[r], plan.dynamic[r], plan.outer_first[r]);
+        std::string why = read_rank4(t, kRoleName[r], plan.shape4[r], plan.dynamic[r], plan.outer_first[r]);
         if(!why.empty())
             return why;
         plan.has_dynamic = plan.has_dynamic || plan.dynamic[r];
@@ -479,7 +379,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             plan.elem = et;
             // The kernels read and write head-dim rows contiguously. A dynamic tensor promises that
             // by declaring the head dim innermost; each call's override must then give it stride 1.
-            if(plan.dynamic[r] ? plan.outer_first[r][3] != 3 : plan.declared[r].s[3] != 1)
+            if(plan.dynamic[r] ? plan.outer_first[r][3] != 3 : plan.shape4[r].s[3] != 1)
                 return format("%s (uid %lld): the head dimension must %s", kRoleName[r],
                               static_cast<long long>(t->uid()),
                               plan.dynamic[r] ? "be the innermost axis of the declared axis order" : "have stride 1");
@@ -493,7 +393,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         {
             if(dt != wire::DataType::INT32)
                 return format("%s (uid %lld) must be INT32", kRoleName[r], static_cast<long long>(t->uid()));
-            const Dims4& s = plan.declared[r];
+            const Dims4& s = plan.shape4[r];
             if(s.d[1] != 1 || s.d[2] != 1 || s.d[3] != 1)
                 return format("%s (uid %lld) must be [B, 1, 1, 1]", kRoleName[r], static_cast<long long>(t->uid()));
         }
@@ -507,7 +407,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     // it to the call, which must then agree).
     int64_t d = kWild;
     for(int r = kQ; r <= kO && d == kWild; ++r)
-        d = plan.declared[r].d[3];
+        d = plan.shape4[r].d[3];
     if(d == kWild)
         return format("node '%s': the head dim is a wildcard in q, k, v and o; the kernels are built for 64 and 128, "
                       "so it must be declared",
@@ -515,10 +415,10 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     if(d != 64 && d != 128)
         return format("node '%s': head dim %lld; the engine implements 64 and 128", nm, static_cast<long long>(d));
     char msg[384];
-    if(!check_shapes(plan, plan.declared, msg, sizeof(msg)))
+    if(!check_shapes(plan, plan.shape4, msg, sizeof(msg)))
         return msg;
-    if(plan.padding && (differ(plan.declared[kSeqQ].d[0], plan.declared[kQ].d[0])
-                        || differ(plan.declared[kSeqKv].d[0], plan.declared[kQ].d[0])))
+    if(plan.padding && (differ(plan.shape4[kSeqQ].d[0], plan.shape4[kQ].d[0])
+                        || differ(plan.shape4[kSeqKv].d[0], plan.shape4[kQ].d[0])))
         return format("node '%s': seq_len tensors must have q's batch size", nm);
 
     plan.scale = a->attn_scale_value().has_value() ? a->attn_scale_value().value()
@@ -530,8 +430,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
 
 std::string describe(const Plan& p, int64_t engine)
 {
-    const Dims4& q = p.declared[kQ];
-    const Dims4& k = p.declared[kK];
+    const Dims4& q = p.shape4[kQ];
+    const Dims4& k = p.shape4[kK];
     return format("engine %lld, graph '%s': sdpa_fwd %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s",
                   static_cast<long long>(engine), p.graph_name.c_str(), p.elem == ElemType::Bf16 ? "bf16" : "fp16",
                   static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]), static_cast<long long>(q.d[2]),
@@ -541,120 +441,8 @@ std::string describe(const Plan& p, int64_t engine)
                   p.has_dynamic ? ", dynamic (-1 = given per call)" : "");
 }
 
-const wire::Graph* verified_graph(const hipdnnPluginConstData_t* g)
-{
-    if(g == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is NULL");
-    if(g->ptr == nullptr || g->size == 0)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph buffer is empty");
-    flatbuffers::Verifier v(static_cast<const uint8_t*>(g->ptr), g->size);
-    if(!wire::VerifyGraphBuffer(v))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is not a valid serialized hipdnn.wire.Graph");
-    return wire::GetGraph(g->ptr);
-}
-
-bool is_our_engine(int64_t id)
-{
-    return id == kPortableId || id == kTensorCoreId;
-}
-
-int64_t verified_config(const hipdnnPluginConstData_t* c)
-{
-    if(c == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is NULL");
-    if(c->ptr == nullptr || c->size == 0)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config buffer is empty");
-    flatbuffers::Verifier v(static_cast<const uint8_t*>(c->ptr), c->size);
-    if(!wire::VerifyEngineConfigBuffer(v))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is not a valid serialized hipdnn.wire.EngineConfig");
-    const wire::EngineConfig* cfg = wire::GetEngineConfig(c->ptr);
-    if(!is_our_engine(cfg->engine_id()))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
-             format("engine id %lld is not an engine of this plugin (201, 202)", static_cast<long long>(cfg->engine_id())));
-    if(cfg->knobs() != nullptr && cfg->knobs()->size() > 0)
-    {
-        const auto* k = cfg->knobs()->Get(0);
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, format("engine %lld has no knobs, but the config sets '%s'",
-                                                    static_cast<long long>(cfg->engine_id()),
-                                                    (k && k->knob_id()) ? k->knob_id()->c_str() : "?"));
-    }
-    return cfg->engine_id();
-}
-
-} // namespace
-
-// ------------------------------------------------------ opaque objects ----
-struct HipdnnEnginePluginHandle
-{
-    uint64_t magic = kHandleMagic;
-    DeviceInfo device;
-    hipStream_t stream = nullptr;
-};
-
-struct HipdnnEnginePluginExecutionContext
-{
-    uint64_t magic = kContextMagic;
-    int64_t engine_id = 0;
-    Plan plan;
-    size_t workspace_bytes = 0; // what GetWorkspaceSize reported for this plan
-    int sms = 0;
-};
-
-namespace
-{
-
-void check_handle(hipdnnEnginePluginHandle_t h)
-{
-    if(h == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-    if(h->magic != kHandleMagic)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is not a hipdnn_hip_engine handle");
-}
-
-void check_context(hipdnnEnginePluginExecutionContext_t c)
-{
-    if(c == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
-    if(c->magic != kContextMagic)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is not a hipdnn_hip_engine context");
-}
-
-// Engines of this plugin that can run the graph, best first; why = reason when none.
-uint32_t applicable(const DeviceInfo& dev, const wire::Graph& g, int64_t out[2], std::string& why, Plan* plan_out)
-{
-    Plan plan;
-    why = build_plan(g, plan);
-    if(!why.empty())
-        return 0;
-    if(!dev.present)
-    {
-        why = dev.why_absent;
-        return 0;
-    }
-    uint32_t n = 0;
-    if(tensor_core_device(dev))
-        out[n++] = kTensorCoreId;
-    out[n++] = kPortableId;
-    if(plan_out != nullptr)
-        *plan_out = std::move(plan);
-    return n;
-}
-
 std::once_flag g_prepare_once[2];
 hipError_t g_prepare_status[2] = {hipSuccess, hipSuccess};
-
-// Whether a tensor's element offsets (sum of (dim - 1) * stride) stay far inside int64.
-bool extent_fits(const Dims4& t)
-{
-    int64_t total = 0;
-    for(int i = 0; i < 4; ++i)
-    {
-        int64_t term = 0;
-        if(__builtin_mul_overflow(t.d[i] - 1, t.s[i], &term) || __builtin_add_overflow(total, term, &total))
-            return false;
-    }
-    return total < (int64_t(1) << 62);
-}
 
 // Scratch the plan needs: the decode path's split partials (engine 202 on a device that runs it,
 // and only when a call can have a short query: declared Sq <= 16, a wildcard, or overrides).
@@ -662,18 +450,18 @@ size_t plan_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev)
 {
     if(engine_id != kTensorCoreId || !decode_kernel_built() || dev.sms <= 0)
         return 0;
-    const int64_t sq = p.declared[kQ].d[2];
+    const int64_t sq = p.shape4[kQ].d[2];
     if(!(p.override_enabled || p.has_dynamic || (sq != kWild && sq <= kDecodeMaxSq)))
         return 0;
     DecodeShape s;
-    s.batch = p.declared[kQ].d[0];
-    s.hq = p.declared[kQ].d[1];
-    s.hk = p.declared[kK].d[1];
+    s.batch = p.shape4[kQ].d[0];
+    s.hq = p.shape4[kQ].d[1];
+    s.hk = p.shape4[kK].d[1];
     s.sq = sq;
-    s.skv = p.declared[kK].d[2];
-    s.d = p.declared[kQ].d[3] != kWild ? p.declared[kQ].d[3] : p.declared[kK].d[3];
+    s.skv = p.shape4[kK].d[2];
+    s.d = p.shape4[kQ].d[3] != kWild ? p.shape4[kQ].d[3] : p.shape4[kK].d[3];
     if(s.d == kWild)
-        s.d = p.declared[kO].d[3] != kWild ? p.declared[kO].d[3] : p.declared[kV].d[3];
+        s.d = p.shape4[kO].d[3] != kWild ? p.shape4[kO].d[3] : p.shape4[kV].d[3];
     s.mask_top_left = p.mask_tl;
     return decode_plan_workspace(s, dev.sms);
 }
@@ -686,110 +474,29 @@ bool decode_enabled()
     return e == nullptr || std::strcmp(e, "0") != 0;
 }
 
-hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
-                             hipdnnEnginePluginExecutionContext_t ctx,
-                             void* workspace,
-                             const hipdnnPluginDeviceBuffer_t* buffers,
-                             uint32_t num_buffers,
-                             bool plain_entry,
-                             uint32_t num_overrides,
-                             const int64_t* ov_uids,
-                             const uint32_t* ov_lengths,
-                             const int64_t* const* ov_shapes,
-                             const int64_t* const* ov_strides)
+// One call, after the layer bound its buffers and checked its overrides (call.ptrs / call.shapes,
+// indexed like plan.declared): the engine's own shape rules, then the launch.
+void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk::Call& call)
 {
-    check_handle(handle);
-    check_context(ctx);
-    const Plan& plan = ctx->plan;
-    if(plain_entry && plan.has_dynamic)
-        bad_param("graph '%s' has dynamic tensors, whose dims and strides exist only per call: execute it with "
-                  "hipdnnEnginePluginExecuteOpGraphWithOverrides, with an override for every dynamic tensor",
-                  plan.graph_name.c_str());
-    if(num_buffers > 0 && buffers == nullptr)
-        bad_param("device_buffers is NULL but num_device_buffers is %u", num_buffers);
-    if(num_overrides > 0 && (ov_uids == nullptr || ov_lengths == nullptr || ov_shapes == nullptr || ov_strides == nullptr))
-        bad_param("an override array is NULL with num_overrides = %u", num_overrides);
-
     void* ptr[kRoles] = {};
-    for(uint32_t i = 0; i < num_buffers; ++i)
-    {
-        const int r = plan.role_of(buffers[i].uid);
-        if(r < 0)
-            bad_param("device buffer %u has uid %lld, which is not a tensor of the graph", i,
-                      static_cast<long long>(buffers[i].uid));
-        if(buffers[i].ptr == nullptr)
-            bad_param("device buffer for %s (uid %lld) is NULL", kRoleName[r], static_cast<long long>(buffers[i].uid));
-        if(ptr[r] != nullptr)
-            bad_param("%s (uid %lld) has more than one device buffer", kRoleName[r], static_cast<long long>(buffers[i].uid));
-        ptr[r] = buffers[i].ptr;
-    }
-    for(int r = 0; r < kRoles; ++r)
-        if(plan.uid[r] >= 0 && ptr[r] == nullptr)
-            bad_param("no device buffer for %s (uid %lld)", kRoleName[r], static_cast<long long>(plan.uid[r]));
-
     Dims4 eff[kRoles];
-    bool seen[kRoles] = {};
     for(int r = 0; r < kRoles; ++r)
-        eff[r] = plan.declared[r];
-    for(uint32_t i = 0; i < num_overrides; ++i)
     {
-        const long long u = static_cast<long long>(ov_uids[i]);
-        const int r = plan.role_of(ov_uids[i]);
-        if(r < 0)
-            bad_param("override %u names uid %lld, which is not a tensor of the graph", i, u);
-        if(seen[r])
-            bad_param("tensor uid %lld is overridden more than once", u);
-        seen[r] = true;
-        if(ov_lengths[i] != 4)
-            bad_param("override of %s (uid %lld) has rank %u, declared rank is 4", kRoleName[r], u, ov_lengths[i]);
-        if(ov_shapes[i] == nullptr || ov_strides[i] == nullptr)
-            bad_param("override of %s (uid %lld) has NULL dims or strides", kRoleName[r], u);
+        eff[r] = plan.shape4[r];
+        const int k = plan.index[r];
+        if(k < 0)
+            continue;
+        ptr[r] = call.ptrs[k];
         for(int d = 0; d < 4; ++d)
         {
-            const int64_t dim = ov_shapes[i][d], st = ov_strides[i][d];
-            // Declared dims are maxima; a wildcard is bounded only by the kernels' int32 indexing.
-            const int64_t max_dim = plan.declared[r].d[d] == kWild ? kMaxLen : plan.declared[r].d[d];
-            if(dim <= 0 || dim > max_dim)
-                bad_param("override of %s (uid %lld): dim %d is %lld, outside 1..%lld%s", kRoleName[r], u, d,
-                          static_cast<long long>(dim), static_cast<long long>(max_dim),
-                          plan.declared[r].d[d] == kWild ? " (wildcard)" : " (declared maximum)");
-            if(st <= 0 || st > kMaxStride)
-                bad_param("override of %s (uid %lld): stride %d is %lld", kRoleName[r], u, d, static_cast<long long>(st));
-            eff[r].d[d] = dim;
-            eff[r].s[d] = st;
+            eff[r].d[d] = call.shapes[k].dims[d];
+            eff[r].s[d] = call.shapes[k].strides[d];
         }
-        if(plan.dynamic[r])
-        {
-            // The strides must keep the declared axis order: walking it from the outermost axis in,
-            // no stride may exceed the one before (axes of length 1 place nothing and are skipped).
-            int64_t prev = -1;
-            int prev_axis = -1;
-            for(int j = 0; j < 4; ++j)
-            {
-                const int ax = plan.outer_first[r][j];
-                if(eff[r].d[ax] == 1)
-                    continue;
-                if(prev >= 0 && eff[r].s[ax] > prev)
-                    bad_param("override of dynamic %s (uid %lld): stride %lld of axis %d exceeds stride %lld of axis "
-                              "%d, which the declared axis order puts outside it",
-                              kRoleName[r], u, static_cast<long long>(eff[r].s[ax]), ax, static_cast<long long>(prev),
-                              prev_axis);
-                prev = eff[r].s[ax];
-                prev_axis = ax;
-            }
-            // The head dim was declared innermost so that it is contiguous: the kernels need stride 1.
-            if(r <= kO && eff[r].s[3] != 1)
-                bad_param("override of dynamic %s (uid %lld): head-dim stride %lld; the engine needs 1", kRoleName[r],
-                          u, static_cast<long long>(eff[r].s[3]));
-        }
-        if(!extent_fits(eff[r]))
-            bad_param("override of %s (uid %lld): dims and strides address more than 2^62 elements", kRoleName[r], u);
+        // The head dim was declared innermost so that it is contiguous: the kernels need stride 1.
+        if(plan.dynamic[r] && r <= kO && eff[r].s[3] != 1)
+            bad_param("override of dynamic %s (uid %lld): head-dim stride %lld; the engine needs 1", kRoleName[r],
+                      static_cast<long long>(plan.uid[r]), static_cast<long long>(eff[r].s[3]));
     }
-    for(int r = 0; r < kRoles; ++r)
-        if(plan.uid[r] >= 0 && plan.dynamic[r] && !seen[r])
-            bad_param("dynamic %s (uid %lld) has no override: its dims and strides are known only from the override "
-                      "of each call",
-                      kRoleName[r], static_cast<long long>(plan.uid[r]));
     char msg[384];
     if(!check_shapes(plan, eff, msg, sizeof(msg)))
         fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, msg);
@@ -836,7 +543,7 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
     a.mask_tl = plan.mask_tl ? 1 : 0;
     a.mask_br = plan.mask_br ? 1 : 0;
 
-    const bool tc = ctx->engine_id == kTensorCoreId;
+    const bool tc = call.engine_id == kTensorCoreId;
     const int slot = tc ? 1 : 0;
     std::call_once(g_prepare_once[slot],
                    [&] {
@@ -850,320 +557,83 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
 
     hipError_t e;
     if(tc && tensor_core_accepts(a, plan.elem) && a.sq <= kDecodeMaxSq && decode_kernel_built() && decode_enabled())
-        e = launch_sdpa_decode(a, plan.elem, workspace, ctx->workspace_bytes, ctx->sms, handle->stream);
+        e = launch_sdpa_decode(a, plan.elem, call.workspace, call.workspace_size, dev.sms, stream);
     else if(tc && tensor_core_accepts(a, plan.elem))
-        e = launch_sdpa_tensor_core(a, plan.elem, handle->stream);
+        e = launch_sdpa_tensor_core(a, plan.elem, stream);
     else
-        e = launch_sdpa_portable(a, plan.elem, handle->stream); // unaligned or strided head dim: portable path
+        e = launch_sdpa_portable(a, plan.elem, stream); // unaligned or strided head dim: portable path
     if(e != hipSuccess)
         fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
              format("node '%s': kernel launch failed: %s", plan.node_name.c_str(), hipGetErrorString(e)));
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+
+// ============================================================== the plugin ====
+// One instance per hipdnnEnginePluginCreate; the SDK layer defines the C entry points around it.
+class HipEngine
+{
+public:
+    static constexpr const char* kName = "hipdnn_hip_engine";
+    static constexpr const char* kVersion = HIPDNN_VERSION;
+    static constexpr const char* kApiVersion = "1.2.0"; // the contract implemented (dynamic tensors)
+    static constexpr bool kOverrideEntry = true;
+    static constexpr int64_t kEngineIds[] = {kTensorCoreId, kPortableId}; // best first
+    using Plan = ::Plan;
+
+    HipEngine() : device_(query_device())
+    {
+        if(!device_.present)
+            sdk::log(HIPDNN_SEV_INFO, "no usable GPU, no engine will apply: %s", device_.why_absent.c_str());
+    }
+
+    void set_stream(hipStream_t s) { stream_ = s; }
+
+    std::string plan(int64_t id, const sdk::GraphView& g, Plan& out) const
+    {
+        std::string why = build_plan(g.graph, out);
+        if(!why.empty())
+            return why;
+        if(!device_.present)
+            return device_.why_absent;
+        if(id == kTensorCoreId && !tensor_core_device(device_))
+            return "the device has no tensor-core kernel for it";
+        for(int r = 0; r < kRoles; ++r)
+        {
+            if(out.uid[r] < 0)
+                continue;
+            sdk::DeclaredTensor d;
+            d.uid = out.uid[r];
+            d.label = kRoleName[r];
+            d.dynamic = out.dynamic[r];
+            d.shape.rank = 4;
+            for(int i = 0; i < 4; ++i)
+            {
+                d.shape.dims[i] = out.shape4[r].d[i];
+                d.shape.strides[i] = out.shape4[r].s[i];
+                d.outer_first[i] = out.outer_first[r][i];
+            }
+            d.wildcard_max = kMaxLen; // the kernels index rows and keys in int32
+            d.max_stride = kMaxStride;
+            out.index[r] = static_cast<int>(out.declared.size());
+            out.declared.push_back(std::move(d));
+        }
+        out.seal();
+        return "";
+    }
+
+    size_t workspace_size(int64_t id, const Plan& p) const { return plan_workspace(p, id, device_); }
+
+    // Tensors and workspace are device memory: the host refuses host arrays before a kernel sees them.
+    std::vector<int32_t> behavior_notes(int64_t) const { return {HIPDNN_BEHAVIOR_NOTE_DEVICE_MEMORY_EXT}; }
+
+    std::string describe(int64_t id, const Plan& p) const { return ::describe(p, id); }
+
+    void execute(const Plan& p, sdk::Call& call) const { run(device_, stream_, p, call); }
+
+private:
+    DeviceInfo device_;
+    hipStream_t stream_ = nullptr;
+};
 
 } // namespace
 
-// ================================================================ C ABI ====
-extern "C" {
-
-hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
-{
-    return guarded(__func__, [&] {
-        if(name == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "name is NULL");
-        *name = kPluginName;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
-{
-    return guarded(__func__, [&] {
-        if(version == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = kPluginVersion;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
-{
-    return guarded(__func__, [&] {
-        if(version == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = "1.2.0"; // the contract this engine implements (dynamic tensors), not the SDK macro
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
-{
-    return guarded(__func__, [&] {
-        if(type == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "type is NULL");
-        *type = HIPDNN_PLUGIN_TYPE_ENGINE;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-void hipdnnPluginGetLastErrorString(const char** error_str)
-{
-    if(error_str != nullptr)
-        *error_str = t_last_error.c_str();
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
-{
-    g_log_callback.store(callback);
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
-{
-    return guarded(__func__, [&] {
-        if(static_cast<int>(level) < HIPDNN_SEV_INFO || static_cast<int>(level) > HIPDNN_SEV_OFF)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, format("unknown log level %d", static_cast<int>(level)));
-        g_log_level.store(level);
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
-{
-    return guarded(__func__, [&] {
-        if(num_engines == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
-        if(max_engines > 0 && engine_ids == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
-        const int64_t ids[2] = {kTensorCoreId, kPortableId};
-        for(uint32_t i = 0; i < 2 && i < max_engines; ++i)
-            engine_ids[i] = ids[i];
-        *num_engines = 2;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle)
-{
-    return guarded(__func__, [&] {
-        if(handle == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-        auto* h = new HipdnnEnginePluginHandle();
-        try
-        {
-            h->device = query_device();
-            if(!h->device.present)
-                log_line(HIPDNN_SEV_INFO, "no usable GPU, no engine will apply: " + h->device.why_absent);
-        }
-        catch(...)
-        {
-            delete h;
-            throw;
-        }
-        *handle = h;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t handle)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        handle->magic = 0;
-        delete handle;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t handle, hipStream_t stream)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        handle->stream = stream;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t handle,
-                                                              const hipdnnPluginConstData_t* op_graph,
-                                                              int64_t* engine_ids,
-                                                              uint32_t max_engines,
-                                                              uint32_t* num_engines)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(num_engines == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
-        if(max_engines > 0 && engine_ids == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
-        const wire::Graph* g = verified_graph(op_graph);
-        int64_t ids[2];
-        std::string why;
-        const uint32_t n = applicable(handle->device, *g, ids, why, nullptr);
-        if(n == 0)
-            log_line(HIPDNN_SEV_INFO, "engines 201/202 not applicable: " + why);
-        for(uint32_t i = 0; i < n && i < max_engines; ++i)
-            engine_ids[i] = ids[i];
-        *num_engines = n;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t handle,
-                                                        int64_t engine_id,
-                                                        const hipdnnPluginConstData_t* op_graph,
-                                                        hipdnnPluginConstData_t* engine_details)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(engine_details == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
-        if(!is_our_engine(engine_id))
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
-                 format("engine id %lld is not an engine of this plugin", static_cast<long long>(engine_id)));
-        (void)verified_graph(op_graph);
-        // No knobs; one behavior note: tensors and workspace are device memory, so the host can
-        // refuse host arrays before they reach a kernel. A heap copy, freed by DestroyEngineDetails.
-        flatbuffers::FlatBufferBuilder fbb(128);
-        const int32_t notes[] = {HIPDNN_BEHAVIOR_NOTE_DEVICE_MEMORY_EXT};
-        const auto notes_off = fbb.CreateVector(notes, 1);
-        fbb.Finish(wire::CreateEngineDetails(fbb, engine_id, 0, notes_off));
-        auto* copy = new uint8_t[fbb.GetSize()];
-        std::memcpy(copy, fbb.GetBufferPointer(), fbb.GetSize());
-        engine_details->ptr = copy;
-        engine_details->size = fbb.GetSize();
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t handle,
-                                                            hipdnnPluginConstData_t* engine_details)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(engine_details == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
-        delete[] static_cast<const uint8_t*>(engine_details->ptr); // NULL (size 0) is a no-op
-        engine_details->ptr = nullptr;
-        engine_details->size = 0;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-// Plans the graph for engine_id on this handle's device, or fails NOT_APPLICABLE.
-static void plan_for(hipdnnEnginePluginHandle_t handle, int64_t engine_id, const wire::Graph* g, Plan& plan)
-{
-    int64_t ids[2];
-    std::string why;
-    const uint32_t n = applicable(handle->device, *g, ids, why, &plan);
-    bool ok = false;
-    for(uint32_t i = 0; i < n; ++i)
-        ok = ok || ids[i] == engine_id;
-    if(!ok)
-        fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE,
-             format("engine %lld cannot run this graph: %s", static_cast<long long>(engine_id),
-                    why.empty() ? "the device has no tensor-core kernel for it" : why.c_str()));
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t handle,
-                                                        const hipdnnPluginConstData_t* engine_config,
-                                                        const hipdnnPluginConstData_t* op_graph,
-                                                        size_t* workspace_size)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(workspace_size == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
-        const int64_t id = verified_config(engine_config);
-        Plan plan;
-        plan_for(handle, id, verified_graph(op_graph), plan);
-        *workspace_size = plan_workspace(plan, id, handle->device);
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t handle,
-                                                              const hipdnnPluginConstData_t* engine_config,
-                                                              const hipdnnPluginConstData_t* op_graph,
-                                                              hipdnnEnginePluginExecutionContext_t* execution_context)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(execution_context == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
-        const int64_t id = verified_config(engine_config);
-        const wire::Graph* g = verified_graph(op_graph);
-        auto* ctx = new HipdnnEnginePluginExecutionContext();
-        try
-        {
-            ctx->engine_id = id;
-            plan_for(handle, id, g, ctx->plan);
-            ctx->workspace_bytes = plan_workspace(ctx->plan, id, handle->device);
-            ctx->sms = handle->device.sms;
-            log_line(HIPDNN_SEV_INFO, "execution context: " + describe(ctx->plan, id));
-        }
-        catch(...)
-        {
-            delete ctx;
-            throw;
-        }
-        *execution_context = ctx;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t handle,
-                                                               hipdnnEnginePluginExecutionContext_t execution_context)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        check_context(execution_context);
-        execution_context->magic = 0;
-        delete execution_context;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
-    hipdnnEnginePluginHandle_t handle, hipdnnEnginePluginExecutionContext_t execution_context, size_t* workspace_size)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        check_context(execution_context);
-        if(workspace_size == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
-        *workspace_size = execution_context->workspace_bytes;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t handle,
-                                                      hipdnnEnginePluginExecutionContext_t execution_context,
-                                                      void* workspace,
-                                                      const hipdnnPluginDeviceBuffer_t* device_buffers,
-                                                      uint32_t num_device_buffers)
-{
-    return guarded(__func__, [&] {
-        return execute(handle, execution_context, workspace, device_buffers, num_device_buffers, true, 0, nullptr, nullptr,
-                       nullptr, nullptr);
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraphWithOverrides(hipdnnEnginePluginHandle_t handle,
-                                                                   hipdnnEnginePluginExecutionContext_t execution_context,
-                                                                   void* workspace,
-                                                                   const hipdnnPluginDeviceBuffer_t* device_buffers,
-                                                                   uint32_t num_device_buffers,
-                                                                   uint32_t num_overrides,
-                                                                   const int64_t* override_unique_ids,
-                                                                   const uint32_t* override_lengths,
-                                                                   const int64_t* const* override_shapes,
-                                                                   const int64_t* const* override_strides)
-{
-    return guarded(__func__, [&] {
-        return execute(handle, execution_context, workspace, device_buffers, num_device_buffers, false, num_overrides,
-                       override_unique_ids, override_lengths, override_shapes, override_strides);
-    });
-}
-
-} // extern "C"
+HIPDNN_CPP_PLUGIN(HipEngine)
