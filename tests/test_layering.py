@@ -34,6 +34,8 @@ WIRE = "hipdnn.wire"
 
 #: layer -> the layer directly below it, whose public names it may use (None: the bottom layer).
 LAYERS: dict[str, str | None] = {
+    # hipdnn.device (GPU buffers and streams) sits beside the frontend: a leaf over the backend's errors
+    "hipdnn.device": "hipdnn.backend",
     "hipdnn.frontend": "hipdnn.backend",
     "hipdnn.backend": "hipdnn.plugins",
     "hipdnn.plugins": None,
