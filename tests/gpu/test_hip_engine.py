@@ -381,22 +381,70 @@ def test_float_graph_is_not_applicable(handle: hipdnn.Handle) -> None:
         g.build(handle)
 
 
+#: GPU clock cycles torch.cuda._sleep spins on the handle's stream: about 0.5 s at H200 clocks, far
+#: longer than the host needs to launch the engine and the probe behind it.
+SLEEP_CYCLES = 1_000_000_000
+
+
 def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
-    """With a non-default stream set on the handle, the kernel is ordered on that stream."""
-    stream = torch.cuda.Stream()
+    """The engine queues its kernel on the handle's stream, behind the work already there, and not on
+    the legacy default stream.
+
+    A long sleep is queued on the handle's (non-blocking) stream first. A probe on a third stream then
+    copies the output after waiting for everything queued so far on the legacy default stream: it must
+    still see the NaN poison, because the kernel sits behind the sleep. A launch on the legacy default
+    stream would have raced the sleep and been seen by the probe, which the control with a default-stream
+    handle shows. Only the handle's stream is synchronized before the result is read."""
+    stream, probe = torch.cuda.Stream(), torch.cuda.Stream()
+    default = torch.cuda.default_stream()
+    assert default.cuda_stream == 0, "the probe needs torch's default stream to be the legacy default stream"
+    b, hq, s, d = 1, 4, 512, 64
+    g, t = sdpa_graph(HALF, [b, hq, s, d], [b, hq, s, d], "bhsd", causal=True, scale=0.125)
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    q, k, v = (torch.randn(b, hq, s, d, generator=gen, device="cuda").half() for _ in range(3))
+    want, _ = reference(q, k, v, 0.125, causal_tl=True, causal_br=False)
+
+    def run(h: hipdnn.Handle) -> tuple[Any, Any]:
+        """Sleep on the handle's stream, execute, probe after the legacy default stream; returns (probe, o)."""
+        g.build(h)
+        o = torch.full((b, hq, s, d), float("nan"), dtype=torch.float16, device="cuda")
+        stats = torch.full((b, hq, s, 1), float("nan"), dtype=torch.float32, device="cuda")
+        pack = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: o, t["stats"]: stats}
+        ws = workspace_for(g)
+        g.execute(h, pack, ws)  # warm-up: the first launch may load modules
+        torch.cuda.synchronize()
+        o.fill_(float("nan"))
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(SLEEP_CYCLES)
+        g.execute(h, pack, ws)
+        probe.wait_stream(default)  # everything queued on the legacy default stream so far
+        with torch.cuda.stream(probe):
+            seen = o.clone()
+        probe.synchronize()
+        return seen, o
+
     h = hipdnn.Handle(
         plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, stream=stream.cuda_stream
     )
     try:
-        g, t = sdpa_graph(BF16, [1, 4, 512, 64], [1, 4, 512, 64], "bhsd", causal=True, scale=0.125)
-        g.build(h)
-        gen = torch.Generator(device="cuda").manual_seed(1)
-        with torch.cuda.stream(stream):
-            run_case(
-                h, g, t, BF16, "bhsd", 1, 4, 4, 512, 512, 64, scale=0.125, causal_tl=True, causal_br=False, gen=gen
-            )
+        seen, o = run(h)
+        assert torch.isnan(seen).all(), "the kernel ran before the handle stream's earlier work finished"
+        stream.synchronize()  # this stream only
+        assert not torch.isnan(o).any(), "the output was not written on the handle's stream"
+        assert rel_err(o.float(), want) < TOL_O[HALF]
     finally:
         h.close()
+
+    # Control: a handle on the legacy default stream launches there, the probe sees the result at once.
+    h0 = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+    try:
+        seen, _ = run(h0)
+        assert not torch.isnan(seen).any(), "the probe missed a launch on the legacy default stream"
+        assert rel_err(seen.float(), want) < TOL_O[HALF]
+    finally:
+        stream.synchronize()
+        h0.close()
 
 
 # Engine 202 has five Hopper kernel variants, picked per launch from the shapes ("default") or forced by
