@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from enum import Enum, IntEnum
@@ -64,19 +64,27 @@ def _plugins(args: argparse.Namespace) -> int:
 
 
 def _sdpa_graph(
-    b: int, h: int, s: int, d: int, causal: bool, overridable: bool
+    b: int,
+    h: int,
+    s: int,
+    d: int,
+    causal: bool,
+    overridable: bool,
+    io: hipdnn.DataType = hipdnn.DataType.FLOAT,
+    preferred_engine_id: int | None = None,
 ) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
     g = hipdnn.Graph(
         name="demo_sdpa",
-        io_data_type=hipdnn.DataType.FLOAT,
+        io_data_type=io,
         intermediate_data_type=hipdnn.DataType.FLOAT,
         compute_data_type=hipdnn.DataType.FLOAT,
         is_override_shape_enabled=overridable,
+        preferred_engine_id=preferred_engine_id,
     )
     dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
-    q = g.tensor(name="q", dim=dims, stride=strides, data_type=hipdnn.DataType.FLOAT)
-    k = g.tensor(name="k", dim=dims, stride=strides, data_type=hipdnn.DataType.FLOAT)
-    v = g.tensor(name="v", dim=dims, stride=strides, data_type=hipdnn.DataType.FLOAT)
+    q = g.tensor(name="q", dim=dims, stride=strides, data_type=io)
+    k = g.tensor(name="k", dim=dims, stride=strides, data_type=io)
+    v = g.tensor(name="v", dim=dims, stride=strides, data_type=io)
     o, _ = g.sdpa(q, k, v, attn_scale=1.0 / np.sqrt(d), use_causal_mask=causal, name="attention")
     o.set_output(True)
     return g, {"q": q, "k": k, "v": v, "o": o}
@@ -84,6 +92,8 @@ def _sdpa_graph(
 
 def _demo(args: argparse.Namespace) -> int:
     """Build an SDPA graph, run it on the CPU engine, check it against float64 numpy."""
+    if args.device == "gpu":
+        return _demo_gpu(args)
     rng = np.random.default_rng(0)
     handle = hipdnn.Handle()
     names = [p.name for p in handle.loaded_plugins()]
@@ -121,6 +131,100 @@ def _demo(args: argparse.Namespace) -> int:
     ok = worst < 1e-5
     print(("OK" if ok else "FAILED") + f": every sequence length served by one plan; worst relative error {worst:.2e}")
     return 0 if ok else 1
+
+
+#: GPU demo element types: (graph data type, numpy dtype name, worst relative error accepted). The
+#: kernels round P to the input type before P V and the output to it: a few ulps of the type.
+_GPU_DTYPES = {"fp16": (hipdnn.DataType.HALF, "float16", 4e-3), "bf16": (hipdnn.DataType.BFLOAT16, "bfloat16", 1.6e-2)}
+_GPU_ENGINES = (202, 201)  # the HIP engine's tensor-core and portable engines, in order of preference
+
+
+def _demo_gpu(args: argparse.Namespace) -> int:
+    """The same max-shape plan on the HIP engine, with inputs and outputs in hipdnn.device buffers (no
+    torch): every length is copied out and checked against float64 numpy on the host."""
+    import hipdnn.device as hd  # GPU runtime bindings: only on this path
+
+    io, np_name, tol = _GPU_DTYPES[args.dtype]
+    if np_name == "bfloat16":
+        try:
+            import ml_dtypes
+        except ImportError as exc:
+            raise hipdnn.HipdnnError(
+                hipdnn.ErrorCode.INVALID_VALUE, "--dtype bf16 needs ml_dtypes (pip install ml_dtypes)"
+            ) from exc
+        np_dtype: np.dtype[Any] = np.dtype(ml_dtypes.bfloat16)
+    else:
+        np_dtype = np.dtype(np_name)
+    gpus = hd.devices()
+    if not gpus:
+        _, why = hd.runtime().device_count()
+        print(f"error: {hd.runtime().package} sees no GPU ({why or 'device count 0'})", file=sys.stderr)
+        return 2
+    gpu = gpus[0]
+    print(f"device 0: {gpu.name} ({gpu.arch}, {gpu.total_memory / 2**30:.0f} GiB) through {gpu.runtime}")
+    rng = np.random.default_rng(0)
+    with hd.Stream() as stream:
+        handle = hipdnn.Handle(stream=stream.handle)
+        try:
+            offered = {e for p in handle.loaded_plugins() for e in p.engine_ids}
+            engine = next((e for e in _GPU_ENGINES if e in offered), None)
+            if engine is None:
+                print("error: the HIP engine (201/202) is not loaded: " + _skipped_text(handle), file=sys.stderr)
+                return 2
+            b, h, d, s_max = 1, 4, 64, args.max_seq_len
+            t0 = time.perf_counter()
+            g, t = _sdpa_graph(b, h, s_max, d, causal=True, overridable=True, io=io, preferred_engine_id=engine)
+            g.build(handle)
+            build_ms = (time.perf_counter() - t0) * 1e3
+            if g.get_engine_id() not in _GPU_ENGINES:
+                print(f"error: engine {g.get_engine_id()} took the graph, not the HIP engine", file=sys.stderr)
+                return 2
+            print(
+                f"built causal SDPA graph ({args.dtype}) at B={b} H={h} S={s_max} D={d} in {build_ms:.1f} ms "
+                f"on engine {g.get_engine_id()}; workspace {g.get_workspace_size()} bytes"
+            )
+            workspace = hd.empty(max(g.get_workspace_size(), 1), np.uint8)
+            worst = 0.0
+            for s in args.seq_lens:
+                if s > s_max:
+                    print(f"  S={s}: skipped (above the built maximum {s_max})")
+                    continue
+                host = {n: rng.standard_normal((b, h, s, d)).astype(np_dtype) for n in "qkv"}
+                bufs = {n: hd.to_device(a, stream=stream) for n, a in host.items()}
+                bufs["o"] = hd.empty((b, h, s, d), np_dtype).fill_bytes(0xFF, stream=stream)  # NaN until written
+                compact = [h * s * d, s * d, d, 1]
+                t0 = time.perf_counter()
+                g.execute(
+                    handle,
+                    {t[n]: bufs[n] for n in "qkvo"},
+                    workspace,
+                    overrides={t[n]: hipdnn.OverrideEntry(shape=[b, h, s, d], stride=compact) for n in "qkvo"},
+                )
+                out = bufs["o"].to_numpy(stream=stream)  # queued behind the kernel on the handle's stream
+                run_ms = (time.perf_counter() - t0) * 1e3
+                q64, k64, v64 = (host[n].astype(np.float64) for n in "qkv")
+                expected, _ = reference.sdpa(q64, k64, v64, 1.0 / np.sqrt(d), causal=True)
+                err = reference.relative_error(out.astype(np.float64), expected)
+                worst = max(worst, err)
+                print(
+                    f"  S={s:5d}: one plan, overridden shape, {run_ms:7.2f} ms with copy-out, relative error {err:.2e}"
+                )
+                for buf in bufs.values():
+                    buf.free()
+            workspace.free()
+        finally:
+            handle.close()
+    ok = worst < tol
+    print(
+        ("OK" if ok else "FAILED")
+        + f": every sequence length served by one plan on the GPU; worst relative error {worst:.2e} (limit {tol:.0e})"
+    )
+    return 0 if ok else 1
+
+
+def _skipped_text(handle: hipdnn.Handle) -> str:
+    skipped = [f"{_shown(s.path)}: {_shown(s.reason)}" for s in handle.skipped_plugins()]
+    return "; ".join(skipped) or "no plugin was skipped (was the package built without a GPU compiler?)"
 
 
 class Stage(IntEnum):
@@ -279,6 +383,7 @@ def _doctor(args: argparse.Namespace) -> int:
     for lib, why in (("libcudart.so", "CUDA runtime"), ("libamdhip64.so", "HIP runtime")):
         found = ctypes.util.find_library(lib.removeprefix("lib").removesuffix(".so"))
         report("OK" if found else "WARN", f"{why}: {found or 'not found (GPU engines will not load)'}")
+    _report_gpus(report)
     handle = hipdnn.Handle()
     for path in handle.plugin_search_paths:
         shown = _shown(path)
@@ -299,6 +404,25 @@ def _doctor(args: argparse.Namespace) -> int:
     handle.close()
     print("no problems found" if problems == 0 else f"{problems} problem(s) found")
     return 0 if problems == 0 else 1
+
+
+def _report_gpus(report: Callable[[str, str], None]) -> None:
+    """The GPUs hipdnn.device sees (cuda-bindings or hip-python), or plainly that there is none."""
+    import hipdnn.device as hd
+
+    try:
+        rt = hd.runtime()
+        gpus = hd.devices()
+    except hipdnn.HipdnnError as exc:
+        report("WARN", f"GPU devices: none listed ({exc.message})")
+        return
+    if not gpus:
+        report("WARN", f"GPU devices: none ({rt.package}: {rt.device_count()[1] or 'device count 0'})")
+    for g in gpus:
+        report(
+            "OK",
+            f"GPU {g.index}: {g.name} ({g.arch or 'arch unknown'}, {g.total_memory / 2**30:.0f} GiB) via {rt.package}",
+        )
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -328,9 +452,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("plugins", help="what loaded, versions, optional entries, engines, what was skipped and why")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_plugins)
-    d = sub.add_parser("demo", help="run an SDPA graph on the CPU engine at several sequence lengths")
+    d = sub.add_parser("demo", help="run an SDPA graph on the CPU engine (or the GPU) at several sequence lengths")
     d.add_argument("--max-seq-len", type=int, default=512)
     d.add_argument("--seq-lens", type=int, nargs="+", default=[1, 37, 129, 512])
+    d.add_argument(
+        "--device", choices=["cpu", "gpu"], default="cpu", help="gpu: the HIP engine through hipdnn.device, no torch"
+    )
+    d.add_argument("--dtype", choices=sorted(_GPU_DTYPES), default="fp16", help="element type of the GPU demo")
     d.set_defaults(func=_demo)
     i = sub.add_parser("inspect", help="show a serialized graph as text or JSON, stopping at a pipeline stage")
     i.add_argument("file")

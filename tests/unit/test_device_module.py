@@ -248,3 +248,30 @@ def test_hip_python_imports_and_reports_no_device_without_rocm(monkeypatch: pyte
     assert why
     with pytest.raises(hipdnn.HipdnnError, match="hip-python sees no GPU"):
         hd.empty((4,), np.float16)
+
+
+def test_cli_gpu_demo_and_doctor_without_a_runtime(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hipdnn.cli import main
+
+    block_runtimes(monkeypatch)
+    monkeypatch.delenv(hd.ENV_RUNTIME, raising=False)
+    assert main(["demo", "--device", "gpu", "--max-seq-len", "64", "--seq-lens", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "no GPU runtime for hipdnn.device" in err and "hipdnn[cuda]" in err and "Traceback" not in err
+    main(["doctor"])
+    assert "[WARN] GPU devices: none listed (no GPU runtime" in capsys.readouterr().out
+
+
+def test_cli_gpu_demo_and_doctor_without_a_device(fake: HostRuntime, capsys: pytest.CaptureFixture[str]) -> None:
+    from hipdnn.cli import main
+
+    fake.count = 0
+    assert main(["demo", "--device", "gpu", "--max-seq-len", "64", "--seq-lens", "1"]) == 2
+    assert "error: fake-runtime sees no GPU (no device here)" in capsys.readouterr().err
+    main(["doctor"])
+    assert "[WARN] GPU devices: none (fake-runtime: no device here)" in capsys.readouterr().out
+    fake.count = 1
+    main(["doctor"])
+    assert "[OK  ] GPU 0: fake (sm_00, 1 GiB) via fake-runtime" in capsys.readouterr().out
