@@ -1,133 +1,39 @@
-// hipdnn CPU engine plugin: the C ABI of the plugin SDK, graph parsing into an
-// execution plan, workspace layout and per-call shape resolution. The compute
-// kernels live in cpu_kernels.cpp.
-//
-// Error handling: every entry point runs inside guarded(), so no C++
-// exception crosses the ABI; failures record a thread-local message that
-// hipdnnPluginGetLastErrorString returns.
+// hipdnn CPU engine plugin: graph parsing into an execution plan, workspace layout and per-call
+// shape inference, on the plugin SDK's C++ layer (hipdnn_plugin_sdk/cpp/), which writes the C entry
+// points, caches plans, binds device buffers and checks each call's overrides. The compute kernels
+// live in cpu_kernels.cpp.
 
 #include "cpu_kernels.hpp"
 #include "extra_ops.hpp"
 
-#include <hipdnn_plugin_sdk/EnginePluginApi.h>
-#include <hipdnn_plugin_sdk/wire/engine_config_generated.h>
-#include <hipdnn_plugin_sdk/wire/engine_details_generated.h>
-#include <hipdnn_plugin_sdk/wire/graph_generated.h>
+#include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
+#include <hipdnn_plugin_sdk/cpp/Sdpa.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <exception>
-#include <mutex>
-#include <new>
 #include <string>
 #include <utility>
 #include <vector>
 
+namespace sdk = hipdnn_plugin_sdk::cpp;
 namespace wire = hipdnn::wire;
 using namespace hipdnn_cpu;
 
 namespace
 {
+// Failures and messages as the SDK layer maps them to statuses and the last error.
+using sdk::bad_param;
+using sdk::fail;
+using sdk::format;
 
-constexpr const char* kPluginName = "hipdnn_cpu_engine";
-constexpr const char* kPluginVersion = "0.1.0";
 constexpr int64_t kEngineId = 101;
-constexpr uint64_t kHandleMagic = 0x68646e6e63707568ull; // "hdnncpuh"
-constexpr uint64_t kContextMagic = 0x68646e6e63707563ull;
 // Upper bound on any tensor's element extent; keeps all offset math far from
 // int64 overflow.
 constexpr int64_t kMaxExtent = int64_t(1) << 48;
-
-// ------------------------------------------------------- errors / logging --
-thread_local std::string t_last_error;
-
-std::atomic<hipdnnCallback_t> g_log_callback{nullptr};
-std::atomic<int> g_log_level{HIPDNN_SEV_WARN};
-
-void set_error(const char* fn, const std::string& msg) noexcept
-{
-    try
-    {
-        t_last_error = std::string(fn) + ": " + msg;
-    }
-    catch(...)
-    {
-        // Keep whatever was there; nothing better to do without memory.
-    }
-}
-
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    return std::string(buf);
-}
-
-void log_line(hipdnnSeverity_t sev, const std::string& msg) noexcept
-{
-    const hipdnnCallback_t cb = g_log_callback.load();
-    if(cb == nullptr || sev < g_log_level.load() || g_log_level.load() >= HIPDNN_SEV_OFF)
-        return;
-    try
-    {
-        const std::string line = std::string("[") + kPluginName + "] " + msg;
-        cb(sev, line.c_str());
-    }
-    catch(...)
-    {
-    }
-}
-
-// A failure carrying its status; thrown inside entry points only and turned
-// into a status by guarded().
-struct Failure
-{
-    hipdnnPluginStatus_t status;
-    std::string message;
-};
-
-[[noreturn]] void fail(hipdnnPluginStatus_t status, std::string message)
-{
-    throw Failure{status, std::move(message)};
-}
-
-template <class F>
-hipdnnPluginStatus_t guarded(const char* fn, F&& body) noexcept
-{
-    try
-    {
-        return body();
-    }
-    catch(const Failure& f)
-    {
-        set_error(fn, f.message);
-        return f.status;
-    }
-    catch(const std::bad_alloc&)
-    {
-        set_error(fn, "out of memory");
-        return HIPDNN_PLUGIN_STATUS_ALLOC_FAILED;
-    }
-    catch(const std::exception& e)
-    {
-        set_error(fn, std::string("internal error: ") + e.what());
-        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
-    }
-    catch(...)
-    {
-        set_error(fn, "internal error: unknown exception");
-        return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
-    }
-}
 
 // ------------------------------------------------------------------ plan --
 struct TensorInfo
@@ -196,13 +102,14 @@ struct NodeInfo
     size_t scratch_per_thread = 0;
 };
 
-struct Plan
+// The layer binds buffers and checks overrides on `declared` (DeclaredTensors), kept in the same
+// order as `tensors`.
+struct Plan : sdk::DeclaredTensors
 {
     std::string name;
     std::vector<TensorInfo> tensors;
     std::vector<NodeInfo> nodes;
     std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
-    bool has_dynamic = false; // a used non-virtual dynamic tensor: shapes come only from overrides
     int nthreads = 1;
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;
@@ -1020,23 +927,9 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                 bool present;
                 const char* what;
             };
+            const char* const extension = sdk::sdpa_extension_in_use(*a);
             const Unsupported unsupported[] = {
-                {a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value()
-                     || a->dropout_mask_tensor_uid().has_value() || a->dropout_scale_tensor_uid().has_value()
-                     || a->rng_dump_tensor_uid().has_value()
-                     || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
-                 "dropout"},
-                {a->page_table_k_tensor_uid().has_value() || a->page_table_v_tensor_uid().has_value(),
-                 "paged k/v"},
-                {a->block_mask_tensor_uid().has_value(), "block masks"},
-                {a->sink_token_tensor_uid().has_value(), "sink tokens"},
-                {a->descale_q_tensor_uid().has_value() || a->descale_k_tensor_uid().has_value()
-                     || a->descale_v_tensor_uid().has_value() || a->descale_s_tensor_uid().has_value()
-                     || a->scale_s_tensor_uid().has_value() || a->scale_o_tensor_uid().has_value()
-                     || a->amax_s_tensor_uid().has_value() || a->amax_o_tensor_uid().has_value(),
-                 "fp8 scaling"},
-                {a->max_tensor_uid().has_value() || a->sum_exp_tensor_uid().has_value(),
-                 "separate max / sum-exp outputs"},
+                {extension != nullptr, extension},
                 {a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value())
                      || (!a->padding_mask()
                          && (a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value())),
@@ -1425,10 +1318,6 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(!infer_node(plan, node, true, eff.data(), err))
             return err.msg;
 
-    for(const TensorInfo& ti : plan.tensors)
-        if(ti.dynamic && !ti.is_virtual && ti.used)
-            plan.has_dynamic = true;
-
     // A virtual tensor whose size depends on a wildcard cannot be given a workspace slot (the
     // workspace is sized once, and nothing is allocated on the execute path). The one case served
     // is an intermediate read only by a pointwise node whose output has its shape: it is then kept
@@ -1483,6 +1372,20 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     plan.scratch_per_thread = per_thread;
     const size_t total = off + per_thread * static_cast<size_t>(plan.nthreads);
     plan.workspace_size = total == 0 ? 0 : total + kAlign; // slack to align the caller's pointer
+    for(const TensorInfo& ti : plan.tensors)
+    {
+        sdk::DeclaredTensor d;
+        d.uid = ti.uid;
+        d.binding = ti.is_virtual ? sdk::Binding::Virtual : ti.by_value ? sdk::Binding::Value : sdk::Binding::Buffer;
+        d.needs_buffer = ti.used;
+        d.shape = ti.declared;
+        d.dynamic = ti.dynamic;
+        std::copy(ti.outer_first, ti.outer_first + kMaxRank, d.outer_first);
+        d.wildcard_max = kMaxExtent; // offsets stay far from int64 overflow
+        d.max_extent_log2 = 48;      // kMaxExtent
+        plan.declared.push_back(std::move(d));
+    }
+    plan.seal();
     return "";
 }
 
@@ -1522,91 +1425,6 @@ std::string describe(const Plan& plan)
     return s;
 }
 
-// ------------------------------------------------------------- buffers ----
-const wire::Graph* verified_graph(const hipdnnPluginConstData_t* g)
-{
-    if(g == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is NULL");
-    if(g->ptr == nullptr || g->size == 0)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph buffer is empty");
-    flatbuffers::Verifier v(static_cast<const uint8_t*>(g->ptr), g->size);
-    if(!wire::VerifyGraphBuffer(v))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "op_graph is not a valid serialized hipdnn.wire.Graph");
-    return wire::GetGraph(g->ptr);
-}
-
-const wire::EngineConfig* verified_config(const hipdnnPluginConstData_t* c)
-{
-    if(c == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is NULL");
-    if(c->ptr == nullptr || c->size == 0)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config buffer is empty");
-    flatbuffers::Verifier v(static_cast<const uint8_t*>(c->ptr), c->size);
-    if(!wire::VerifyEngineConfigBuffer(v))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_config is not a valid serialized hipdnn.wire.EngineConfig");
-    const wire::EngineConfig* cfg = wire::GetEngineConfig(c->ptr);
-    if(cfg->engine_id() != kEngineId)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
-             format("engine id %lld is not an engine of this plugin (only %lld)",
-                    static_cast<long long>(cfg->engine_id()),
-                    static_cast<long long>(kEngineId)));
-    if(cfg->knobs() != nullptr && cfg->knobs()->size() > 0)
-    {
-        const auto* k = cfg->knobs()->Get(0);
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
-             format("engine %lld has no knobs, but the config sets '%s'",
-                    static_cast<long long>(kEngineId),
-                    (k && k->knob_id()) ? k->knob_id()->c_str() : "?"));
-    }
-    return cfg;
-}
-
-// Plans a graph for execution; a graph the engine cannot run is NOT_APPLICABLE.
-void plan_or_fail(const wire::Graph* g, Plan& plan)
-{
-    const std::string why = build_plan(*g, plan);
-    if(!why.empty())
-        fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "engine 101 cannot run this graph: " + why);
-}
-
-} // namespace
-
-// ------------------------------------------------------ opaque objects ----
-struct HipdnnEnginePluginHandle
-{
-    uint64_t magic = kHandleMagic;
-};
-
-struct HipdnnEnginePluginExecutionContext
-{
-    uint64_t magic = kContextMagic;
-    Plan plan;
-    // Per-call state, sized once here so that execute never allocates.
-    std::mutex mutex;
-    std::vector<Shape> eff;
-    std::vector<void*> ptrs;
-    std::vector<char> overridden;
-};
-
-namespace
-{
-
-void check_handle(hipdnnEnginePluginHandle_t h)
-{
-    if(h == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-    if(h->magic != kHandleMagic)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is not a hipdnn_cpu_engine handle");
-}
-
-void check_context(hipdnnEnginePluginExecutionContext_t c)
-{
-    if(c == nullptr)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
-    if(c->magic != kContextMagic)
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is not a hipdnn_cpu_engine context");
-}
-
 // A one-element tensor's value as float.
 float read_scalar(const void* ptr, DType dt)
 {
@@ -1635,150 +1453,17 @@ float read_scalar(const void* ptr, DType dt)
     }
 }
 
-// Failure on the execute path: the message is built only when failing.
-[[noreturn]] void bad_param(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-[[noreturn]] void bad_param(const char* fmt, ...)
+// One call, after the layer bound its buffers and checked its overrides: call.ptrs and call.shapes
+// (indexed like plan.tensors) hold the call's memory and shapes; virtual tensors get theirs here.
+void run(const Plan& plan, sdk::Call& call)
 {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, buf);
-}
-
-hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
-                             hipdnnEnginePluginExecutionContext_t ctx,
-                             void* workspace,
-                             const hipdnnPluginDeviceBuffer_t* buffers,
-                             uint32_t num_buffers,
-                             uint32_t num_overrides,
-                             const int64_t* ov_uids,
-                             const uint32_t* ov_lengths,
-                             const int64_t* const* ov_shapes,
-                             const int64_t* const* ov_strides)
-{
-    check_handle(handle);
-    check_context(ctx);
-    const Plan& plan = ctx->plan;
-    if(num_buffers > 0 && buffers == nullptr)
-        bad_param("device_buffers is NULL but num_device_buffers is %u", num_buffers);
-    if(num_overrides > 0
-       && (ov_uids == nullptr || ov_lengths == nullptr || ov_shapes == nullptr || ov_strides == nullptr))
-        bad_param("an override array is NULL with num_overrides = %u", num_overrides);
-    if(plan.workspace_size > 0 && workspace == nullptr)
-        bad_param("workspace is NULL but the engine needs %zu bytes", plan.workspace_size);
-
-    std::lock_guard<std::mutex> lock(ctx->mutex);
-    Shape* eff = ctx->eff.data();
-    void** ptrs = ctx->ptrs.data();
-    char* overridden = ctx->overridden.data();
+    Shape* eff = call.shapes;
+    void** ptrs = call.ptrs;
+    void* workspace = call.workspace;
     const size_t nt = plan.tensors.size();
-    for(size_t t = 0; t < nt; ++t)
-    {
-        eff[t] = plan.tensors[t].declared;
-        ptrs[t] = nullptr;
-        overridden[t] = 0;
-    }
-
-    for(uint32_t i = 0; i < num_buffers; ++i)
-    {
-        const long long uid = static_cast<long long>(buffers[i].uid);
-        const int t = plan.find(buffers[i].uid);
-        if(t < 0)
-            bad_param("device buffer %u has uid %lld, which is not a tensor of the graph", i, uid);
-        if(plan.tensors[t].is_virtual)
-            bad_param("device buffer %u has uid %lld, a virtual tensor (the engine places it)", i, uid);
-        if(plan.tensors[t].by_value)
-            continue; // the graph carries the value; a buffer for it is ignored
-        if(buffers[i].ptr == nullptr)
-            bad_param("device buffer for tensor uid %lld is NULL", uid);
-        if(ptrs[t] != nullptr)
-            bad_param("tensor uid %lld has more than one device buffer", uid);
-        ptrs[t] = buffers[i].ptr;
-    }
     for(size_t t = 0; t < nt; ++t)
         if(plan.tensors[t].by_value)
             ptrs[t] = const_cast<float*>(&plan.tensors[t].value); // read only
-    for(size_t t = 0; t < nt; ++t)
-        if(plan.tensors[t].used && !plan.tensors[t].is_virtual && ptrs[t] == nullptr)
-            bad_param("no device buffer for tensor uid %lld", static_cast<long long>(plan.tensors[t].uid));
-
-    for(uint32_t i = 0; i < num_overrides; ++i)
-    {
-        const long long uid = static_cast<long long>(ov_uids[i]);
-        const int t = plan.find(ov_uids[i]);
-        if(t < 0)
-            bad_param("override %u names uid %lld, which is not a tensor of the graph", i, uid);
-        const TensorInfo& ti = plan.tensors[t];
-        if(overridden[t])
-            bad_param("tensor uid %lld is overridden more than once", uid);
-        overridden[t] = 1;
-        if(ti.is_virtual || ti.by_value)
-            continue; // virtual shapes are re-inferred from the node inputs; scalars stay scalars
-        if(ov_lengths[i] != static_cast<uint32_t>(ti.declared.rank))
-            bad_param("override of tensor uid %lld has rank %u, declared rank is %d", uid, ov_lengths[i], ti.declared.rank);
-        if(ov_shapes[i] == nullptr || ov_strides[i] == nullptr)
-            bad_param("override of tensor uid %lld has NULL dims or strides", uid);
-        Shape s;
-        s.rank = ti.declared.rank;
-        for(int d = 0; d < s.rank; ++d)
-        {
-            s.dims[d] = ov_shapes[i][d];
-            s.strides[d] = ov_strides[i][d];
-            if(s.dims[d] <= 0)
-                bad_param("override of tensor uid %lld: dim %d is %lld, must be positive",
-                          uid,
-                          d,
-                          static_cast<long long>(s.dims[d]));
-            // Declared dims are maxima; a dynamic tensor's wildcards (-1) have no bound.
-            if(ti.declared.dims[d] > 0 && s.dims[d] > ti.declared.dims[d])
-                bad_param("override of tensor uid %lld: dim %d is %lld, more than the declared %lld",
-                          uid,
-                          d,
-                          static_cast<long long>(s.dims[d]),
-                          static_cast<long long>(ti.declared.dims[d]));
-            if(s.strides[d] <= 0)
-                bad_param("override of tensor uid %lld: stride %d is %lld, must be positive",
-                          uid,
-                          d,
-                          static_cast<long long>(s.strides[d]));
-        }
-        if(ti.dynamic)
-        {
-            // Strides must keep the declared axis order: not growing from outer to inner axes
-            // (axes of length 1 place nothing and are skipped).
-            int64_t prev = -1;
-            int prev_axis = -1;
-            for(int j = 0; j < s.rank; ++j)
-            {
-                const int ax = ti.outer_first[j];
-                if(s.dims[ax] == 1)
-                    continue;
-                if(prev >= 0 && s.strides[ax] > prev)
-                    bad_param("override of dynamic tensor uid %lld: stride %lld of axis %d exceeds stride %lld of "
-                              "axis %d, which the declared axis order puts outside it",
-                              uid,
-                              static_cast<long long>(s.strides[ax]),
-                              ax,
-                              static_cast<long long>(prev),
-                              prev_axis);
-                prev = s.strides[ax];
-                prev_axis = ax;
-            }
-        }
-        if(extent(s) < 0)
-            bad_param("override of tensor uid %lld: strides too large", uid);
-        eff[t] = s;
-    }
-    for(size_t t = 0; t < nt; ++t)
-    {
-        const TensorInfo& ti = plan.tensors[t];
-        if(ti.dynamic && ti.used && !ti.is_virtual && !overridden[t])
-            bad_param("dynamic tensor uid %lld has no override: its shape and strides are known only from the "
-                      "override of each call",
-                      static_cast<long long>(ti.uid));
-    }
 
     // Resolve every node's shapes before any node runs, so a bad call writes nothing.
     ShapeError err{};
@@ -2049,312 +1734,31 @@ hipdnnPluginStatus_t execute(hipdnnEnginePluginHandle_t handle,
             fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
                  "node '" + node.name + "': scratch space smaller than the kernel needs");
     }
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
+
+// The engine as the SDK layer sees it. It keeps no state of its own: plans are cached by the layer,
+// per handle, and a call's storage lives in its execution context.
+struct CpuEngine
+{
+    using Plan = ::Plan;
+    static constexpr int64_t kEngineIds[] = {kEngineId};
+    static constexpr const char* kName = "hipdnn_cpu_engine";
+    static constexpr const char* kApiVersion = "1.2.0"; // dynamic tensors; not the SDK's newest
+    static constexpr const char* kVersion = HIPDNN_VERSION;
+    static constexpr bool kOverrideEntry = true;
+
+    std::string plan(int64_t, const sdk::GraphView& g, Plan& out) const { return build_plan(g.graph, out); }
+
+    size_t workspace_size(int64_t, const Plan& p) const { return p.workspace_size; }
+
+    // Tensors and workspace are host memory.
+    std::vector<int32_t> behavior_notes(int64_t) const { return {HIPDNN_BEHAVIOR_NOTE_HOST_MEMORY_EXT}; }
+
+    std::string describe(int64_t, const Plan& p) const { return ::describe(p); }
+
+    void execute(const Plan& p, sdk::Call& call) const { run(p, call); }
+};
 
 } // namespace
 
-// ================================================================ C ABI ====
-extern "C" {
-
-hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
-{
-    return guarded(__func__, [&] {
-        if(name == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "name is NULL");
-        *name = kPluginName;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
-{
-    return guarded(__func__, [&] {
-        if(version == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = kPluginVersion;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
-{
-    return guarded(__func__, [&] {
-        if(version == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "version is NULL");
-        *version = "1.2.0"; // the contract this engine implements (dynamic tensors), not the SDK macro
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
-{
-    return guarded(__func__, [&] {
-        if(type == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "type is NULL");
-        *type = HIPDNN_PLUGIN_TYPE_ENGINE;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-void hipdnnPluginGetLastErrorString(const char** error_str)
-{
-    if(error_str != nullptr)
-        *error_str = t_last_error.c_str();
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
-{
-    g_log_callback.store(callback);
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
-{
-    return guarded(__func__, [&] {
-        if(static_cast<int>(level) < HIPDNN_SEV_INFO || static_cast<int>(level) > HIPDNN_SEV_OFF)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, format("unknown log level %d", static_cast<int>(level)));
-        g_log_level.store(level);
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
-{
-    return guarded(__func__, [&] {
-        if(num_engines == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
-        if(max_engines > 0 && engine_ids == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
-        if(max_engines > 0)
-            engine_ids[0] = kEngineId;
-        *num_engines = 1;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle)
-{
-    return guarded(__func__, [&] {
-        if(handle == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
-        *handle = new HipdnnEnginePluginHandle();
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t handle)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        handle->magic = 0;
-        delete handle;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t handle, hipStream_t stream)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        (void)stream; // CPU engine: streams do not apply
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePluginHandle_t handle,
-                                                              const hipdnnPluginConstData_t* op_graph,
-                                                              int64_t* engine_ids,
-                                                              uint32_t max_engines,
-                                                              uint32_t* num_engines)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(num_engines == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
-        if(max_engines > 0 && engine_ids == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL but max_engines > 0");
-        const wire::Graph* g = verified_graph(op_graph);
-        Plan plan;
-        const std::string why = build_plan(*g, plan);
-        if(!why.empty())
-        {
-            log_line(HIPDNN_SEV_INFO, "engine 101 not applicable: " + why);
-            *num_engines = 0;
-            return HIPDNN_PLUGIN_STATUS_SUCCESS;
-        }
-        if(max_engines > 0)
-            engine_ids[0] = kEngineId;
-        *num_engines = 1;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t handle,
-                                                        int64_t engine_id,
-                                                        const hipdnnPluginConstData_t* op_graph,
-                                                        hipdnnPluginConstData_t* engine_details)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(engine_details == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
-        if(engine_id != kEngineId)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
-                 format("engine id %lld is not an engine of this plugin", static_cast<long long>(engine_id)));
-        (void)verified_graph(op_graph);
-        // No knobs; one behavior note: tensors and workspace are host memory. The buffer is a
-        // copy on the heap, owned by the plugin until DestroyEngineDetails.
-        flatbuffers::FlatBufferBuilder fbb(128);
-        const int32_t notes[] = {HIPDNN_BEHAVIOR_NOTE_HOST_MEMORY_EXT};
-        const auto notes_off = fbb.CreateVector(notes, 1);
-        const auto name_off = fbb.CreateString(kPluginName);
-        fbb.Finish(wire::CreateEngineDetails(fbb, kEngineId, 0, notes_off, name_off));
-        auto* copy = new uint8_t[fbb.GetSize()];
-        std::memcpy(copy, fbb.GetBufferPointer(), fbb.GetSize());
-        engine_details->ptr = copy;
-        engine_details->size = fbb.GetSize();
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t handle,
-                                                            hipdnnPluginConstData_t* engine_details)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(engine_details == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
-        // Frees the copy GetEngineDetails handed out (a NULL / zero-size buffer is a no-op).
-        delete[] static_cast<const uint8_t*>(engine_details->ptr);
-        engine_details->ptr = nullptr;
-        engine_details->size = 0;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle_t handle,
-                                                        const hipdnnPluginConstData_t* engine_config,
-                                                        const hipdnnPluginConstData_t* op_graph,
-                                                        size_t* workspace_size)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(workspace_size == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
-        (void)verified_config(engine_config);
-        const wire::Graph* g = verified_graph(op_graph);
-        Plan plan;
-        plan_or_fail(g, plan);
-        *workspace_size = plan.workspace_size;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginCreateExecutionContext(hipdnnEnginePluginHandle_t handle,
-                                                              const hipdnnPluginConstData_t* engine_config,
-                                                              const hipdnnPluginConstData_t* op_graph,
-                                                              hipdnnEnginePluginExecutionContext_t* execution_context)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        if(execution_context == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "execution_context is NULL");
-        (void)verified_config(engine_config);
-        const wire::Graph* g = verified_graph(op_graph);
-        auto* ctx = new HipdnnEnginePluginExecutionContext();
-        try
-        {
-            plan_or_fail(g, ctx->plan);
-            const size_t n = ctx->plan.tensors.size();
-            ctx->eff.resize(n);
-            ctx->ptrs.resize(n);
-            ctx->overridden.resize(n);
-            log_line(HIPDNN_SEV_INFO, "execution context: " + describe(ctx->plan));
-        }
-        catch(...)
-        {
-            delete ctx;
-            throw;
-        }
-        *execution_context = ctx;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginDestroyExecutionContext(hipdnnEnginePluginHandle_t handle,
-                                                               hipdnnEnginePluginExecutionContext_t execution_context)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        check_context(execution_context);
-        execution_context->magic = 0;
-        delete execution_context;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
-    hipdnnEnginePluginHandle_t handle, hipdnnEnginePluginExecutionContext_t execution_context, size_t* workspace_size)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        check_context(execution_context);
-        if(workspace_size == nullptr)
-            fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
-        *workspace_size = execution_context->plan.workspace_size;
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraph(hipdnnEnginePluginHandle_t handle,
-                                                      hipdnnEnginePluginExecutionContext_t execution_context,
-                                                      void* workspace,
-                                                      const hipdnnPluginDeviceBuffer_t* device_buffers,
-                                                      uint32_t num_device_buffers)
-{
-    return guarded(__func__, [&] {
-        check_handle(handle);
-        check_context(execution_context);
-        if(execution_context->plan.has_dynamic)
-            bad_param("the graph has dynamic tensors, whose shapes and strides exist only per call: execute it "
-                      "with hipdnnEnginePluginExecuteOpGraphWithOverrides, giving every dynamic tensor an override");
-        return execute(handle,
-                       execution_context,
-                       workspace,
-                       device_buffers,
-                       num_device_buffers,
-                       0,
-                       nullptr,
-                       nullptr,
-                       nullptr,
-                       nullptr);
-    });
-}
-
-hipdnnPluginStatus_t hipdnnEnginePluginExecuteOpGraphWithOverrides(hipdnnEnginePluginHandle_t handle,
-                                                                   hipdnnEnginePluginExecutionContext_t execution_context,
-                                                                   void* workspace,
-                                                                   const hipdnnPluginDeviceBuffer_t* device_buffers,
-                                                                   uint32_t num_device_buffers,
-                                                                   uint32_t num_overrides,
-                                                                   const int64_t* override_unique_ids,
-                                                                   const uint32_t* override_lengths,
-                                                                   const int64_t* const* override_shapes,
-                                                                   const int64_t* const* override_strides)
-{
-    return guarded(__func__, [&] {
-        return execute(handle,
-                       execution_context,
-                       workspace,
-                       device_buffers,
-                       num_device_buffers,
-                       num_overrides,
-                       override_unique_ids,
-                       override_lengths,
-                       override_shapes,
-                       override_strides);
-    });
-}
-
-} // extern "C"
+HIPDNN_CPP_PLUGIN(CpuEngine)

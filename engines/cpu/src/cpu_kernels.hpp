@@ -3,6 +3,8 @@
 // their scratch memory from the caller (a slice of the execute workspace).
 #pragma once
 
+#include <hipdnn_plugin_sdk/cpp/Tensors.hpp>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -17,13 +19,10 @@ inline size_t align_up(size_t n, size_t a = kAlign)
     return (n + a - 1) / a * a;
 }
 
-// Dims and strides (in elements) of one tensor as seen by one execute call.
-struct Shape
-{
-    int rank = 0;
-    int64_t dims[kMaxRank] = {};
-    int64_t strides[kMaxRank] = {};
-};
+// Dims and strides (in elements) of one tensor as seen by one execute call: the SDK layer's type,
+// so that the shapes it resolves for a call are the kernels' without a copy.
+using Shape = hipdnn_plugin_sdk::cpp::TensorShape;
+static_assert(kMaxRank == hipdnn_plugin_sdk::cpp::kMaxRank, "one rank limit for the engine and the SDK");
 
 // OpenMP wrappers that also work when the engine is built without OpenMP.
 int max_threads();

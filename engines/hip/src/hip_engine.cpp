@@ -20,6 +20,7 @@
 #include "sdpa_decode_plan.h"
 
 #include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
+#include <hipdnn_plugin_sdk/cpp/Sdpa.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -289,22 +290,11 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         bool present;
         const char* what;
     };
+    const char* const extension = sdk::sdpa_extension_in_use(*a);
     const Unsupported unsupported[] = {
         {a->attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
         {a->scale_tensor_uid().has_value(), "a tensor attention scale"},
-        {a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value() || a->dropout_mask_tensor_uid().has_value()
-             || a->dropout_scale_tensor_uid().has_value() || a->rng_dump_tensor_uid().has_value()
-             || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
-         "dropout"},
-        {a->page_table_k_tensor_uid().has_value() || a->page_table_v_tensor_uid().has_value(), "paged k/v"},
-        {a->block_mask_tensor_uid().has_value(), "block masks"},
-        {a->sink_token_tensor_uid().has_value(), "sink tokens"},
-        {a->descale_q_tensor_uid().has_value() || a->descale_k_tensor_uid().has_value()
-             || a->descale_v_tensor_uid().has_value() || a->descale_s_tensor_uid().has_value()
-             || a->scale_s_tensor_uid().has_value() || a->scale_o_tensor_uid().has_value()
-             || a->amax_s_tensor_uid().has_value() || a->amax_o_tensor_uid().has_value(),
-         "fp8 scaling"},
-        {a->max_tensor_uid().has_value() || a->sum_exp_tensor_uid().has_value(), "separate max / sum-exp outputs"},
+        {extension != nullptr, extension},
         {a->alibi_mask(), "alibi masks"},
         {a->left_bound().has_value(), "a left band bound (sliding window)"},
         {a->right_bound().has_value() && a->right_bound().value() != 0, "a right band bound other than 0"},
