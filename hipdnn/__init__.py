@@ -6,6 +6,8 @@ g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
 ...
 """
 
+from importlib import metadata as _metadata
+
 from hipdnn.frontend import (
     DYNAMIC_DIM,
     DataType,
@@ -24,7 +26,11 @@ from hipdnn.frontend import (
 )
 from hipdnn.plugins import LoadedPlugin, PluginFingerprint, SkippedPlugin
 
-__version__ = "0.1.0"
+# Written once, in pyproject.toml; the engines report the same string (HIPDNN_VERSION in CMake).
+try:
+    __version__ = _metadata.version("hipdnn")
+except _metadata.PackageNotFoundError:  # a source tree imported without being installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "DYNAMIC_DIM",
