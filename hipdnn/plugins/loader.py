@@ -600,23 +600,37 @@ class EnginePlugin:
     # hand the plugin a handle it has already freed (a build or set_stream after Handle.close()).
     _calls: int = field(default=0, repr=False, compare=False)
     _idle: threading.Condition = field(default_factory=threading.Condition, repr=False, compare=False)
+    # Contexts this instance created and has not destroyed, by address: destroy() releases them first,
+    # so that a plan finalized while its handle closed on another thread leaks nothing.
+    _contexts: dict[int, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.library.name
 
-    def _call(self, entry: str, *args: Any) -> None:
-        """``entry(handle, *args)``, unless the instance is destroyed (PluginError then)."""
+    def _call(self, entry: str, *args: Any, releasing: Any = None, creating: Any = None) -> None:
+        """``entry(handle, *args)``, unless the instance is destroyed (PluginError then). ``releasing``:
+        the context being destroyed, forgotten first (nothing is called when the instance already
+        released it). ``creating``: where the entry writes a new context, remembered before destroy()
+        can run."""
         with self._idle:
+            if releasing is not None:
+                known = self._contexts.pop(self.context_address(releasing), None) is not None
+                if self._destroyed and not known:
+                    return
             if self._destroyed:
                 raise PluginError(
                     self.name, entry, STATUS_NOT_INITIALIZED, "the plugin instance was destroyed (its handle is closed)"
                 )
             self._calls += 1
+        done = False
         try:
             self.library.call(entry, self.handle, *args)
+            done = True
         finally:
             with self._idle:
+                if done and creating is not None and creating[0] != ffi.NULL:
+                    self._contexts[self.context_address(creating[0])] = creating[0]
                 self._calls -= 1
                 self._idle.notify_all()
 
@@ -690,7 +704,7 @@ class EnginePlugin:
         cfg, _k1 = const_data(engine_config)
         data, _k2 = const_data(graph)
         out = ffi.new("hipdnnEnginePluginExecutionContext_t*")
-        self._call("hipdnnEnginePluginCreateExecutionContext", cfg, data, out)
+        self._call("hipdnnEnginePluginCreateExecutionContext", cfg, data, out, creating=out)
         if out[0] == ffi.NULL:
             raise PluginError(
                 self.name,
@@ -701,7 +715,7 @@ class EnginePlugin:
         return out[0]
 
     def destroy_execution_context(self, context: Any) -> None:
-        self._call("hipdnnEnginePluginDestroyExecutionContext", context)
+        self._call("hipdnnEnginePluginDestroyExecutionContext", context, releasing=context)
 
     def workspace_size_from_context(self, context: Any) -> int:
         out = ffi.new("size_t*")
@@ -792,6 +806,10 @@ class EnginePlugin:
                 return
             self._destroyed = True
             self._idle.wait_for(lambda: self._calls == 0)
+            leftover = list(self._contexts.values())
+            self._contexts.clear()
+        for context in leftover:
+            self.library.call_status("hipdnnEnginePluginDestroyExecutionContext", self.handle, context)
         try:
             status = self.library.call_status("hipdnnEnginePluginDestroy", self.handle)
         finally:

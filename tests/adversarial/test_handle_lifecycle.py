@@ -201,13 +201,14 @@ def test_plan_destroyed_while_threads_execute() -> None:
         seeds = [int(s) for s in rng.integers(1 << 30, size=3)]
         threads = _run_threads(
             [
-                (race.execute, (seeds[0], 50, False, True)),
-                (race.call_bound, (seeds[1], 50, False, True)),
-                (race.call_bound, (seeds[2], 50, False, True)),
+                (race.execute, (seeds[0], 5000, False, True)),
+                (race.call_bound, (seeds[1], 5000, False, True)),
+                (race.call_bound, (seeds[2], 5000, False, True)),
             ]
         )
         race.start.wait()
-        race.g._require_plan().destroy()
+        threading.Event().wait(float(rng.uniform(0.0005, 0.003)))  # calls succeed meanwhile
+        race.g._require_plan().destroy()  # then the threads are refused and stop
         for t in threads:
             t.join()
         assert not race.outcomes.failures, race.outcomes.failures
@@ -228,15 +229,16 @@ def test_everything_at_once(round_: int) -> None:
         seeds = [int(s) for s in rng.integers(1 << 30, size=4)]
         threads = _run_threads(
             [
-                (race.execute, (seeds[0], 30, True)),
-                (race.execute, (seeds[1], 30, False)),
-                (race.call_bound, (seeds[2], 30, True)),
+                # until refused (the plan destroyed or the handle closed), at most 2000 calls each
+                (race.execute, (seeds[0], 2000, True, True)),
+                (race.execute, (seeds[1], 2000, False, True)),
+                (race.call_bound, (seeds[2], 2000, True, True)),
                 (race.build_new, (seeds[3],)),
                 (race.destroy_plan, (float(rng.uniform(0, 0.01)),)),
             ]
         )
         race.start.wait()
-        threading.Event().wait(float(rng.uniform(0, 0.02)))
+        threading.Event().wait(float(rng.uniform(0.001, 0.02)))
         race.h.close()
         for t in threads:
             t.join()
@@ -263,6 +265,73 @@ def test_handles_created_and_closed_from_many_threads() -> None:
         t.join()
     assert not outcomes.failures and outcomes.refused == 0, (outcomes.failures, outcomes.refused)
     assert outcomes.ok == 6 * budget(3)
+
+
+def _build_until_refused(h: hipdnn.Handle, start: threading.Barrier, outcomes: Outcomes) -> None:
+    start.wait()
+    for n in range(1, 400):
+        g, (x, y) = relu_graph([n], [1])
+        if not outcomes.run(functools.partial(g.build, h)):
+            return
+
+
+def test_builds_racing_close_leak_no_context(fake_plugin_paths: dict[str, Path], fakes: Any) -> None:
+    """A plan finalized on one thread while another closed the handle registered its context after
+    close() had destroyed the others: the context leaked and its later release was refused. The
+    plugin instance now releases what it created; the fake plugin counts what is left at Destroy."""
+    fake = fakes["fake_override_v110"]
+    rng = np.random.default_rng(11)
+    for _ in range(budget(15)):
+        h = hipdnn.Handle(
+            plugin_paths=[fake_plugin_paths["fake_override_v110"]],
+            plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE,
+        )
+        outcomes = Outcomes()
+        start = threading.Barrier(3)
+        threads = _run_threads([(_build_until_refused, (h, start, outcomes)) for _ in range(2)])
+        start.wait()
+        threading.Event().wait(float(rng.uniform(0.0005, 0.005)))
+        h.close()
+        for t in threads:
+            t.join()
+        assert not outcomes.failures, outcomes.failures
+    gc.collect()  # plans of the refused builds' graphs release their contexts
+    calls = fake.calls()
+    destroys = [c for c in calls if c["entry"] == "Destroy"]
+    assert len(destroys) == budget(15) and all(c["leaked_contexts"] == 0 for c in destroys), destroys
+    created = {
+        (c["handle"], c["context"]) for c in calls if c["entry"] == "CreateExecutionContext" and c["status"] == 0
+    }
+    released = {(c["handle"], c["context"]) for c in calls if c["entry"] == "DestroyExecutionContext"}
+    assert created == released
+    closed_at = {c["handle"]: i for i, c in enumerate(calls) if c["entry"] == "Destroy"}
+    late = [c for i, c in enumerate(calls) if c.get("handle") in closed_at and i > closed_at[c["handle"]]]
+    assert late == [], late  # nothing called on an instance after its Destroy
+
+
+def test_close_between_context_creation_and_registration_leaks_nothing(
+    fake_plugin_paths: dict[str, Path], fakes: Any
+) -> None:
+    """The race above, made certain: the handle closes right after the plugin created a plan's
+    context, before the plan registered it. The build is refused, and the context is released with
+    the instance (before, its release was refused and the plugin reported it leaked at Destroy)."""
+    fake = fakes["fake_override_v110"]
+    h = hipdnn.Handle(
+        plugin_paths=[fake_plugin_paths["fake_override_v110"]], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE
+    )
+    plugin = h.backend.plugins[0]
+    real = plugin.workspace_size_from_context
+
+    def close_first(context: Any) -> int:
+        h.close()
+        return real(context)
+
+    plugin.workspace_size_from_context = close_first  # type: ignore[method-assign]
+    g, _ = relu_graph([4], [1])
+    with pytest.raises(hipdnn.HipdnnError, match="destroyed"):
+        g.build(h)
+    (destroy,) = [c for c in fake.calls() if c["entry"] == "Destroy"]
+    assert destroy["leaked_contexts"] == 0, fake.calls()
 
 
 # -- collection and leaks ---------------------------------------------------------------------------
