@@ -89,7 +89,9 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> HostRuntime:
 
 def block_runtimes(monkeypatch: pytest.MonkeyPatch) -> None:
     # None in sys.modules makes the import fail as if the package were not installed
-    for name in ("cuda", "cuda.bindings", "cuda.bindings.runtime", "cuda.cudart", "hip", "rocm", "rocm.bindings"):
+    # (the leaves too: a module imported earlier in the session is found in sys.modules directly)
+    names = ("cuda", "cuda.bindings", "cuda.bindings.runtime", "cuda.cudart", "hip", "hip.hip")
+    for name in (*names, "rocm", "rocm.bindings", "rocm.bindings.hip"):
         monkeypatch.setitem(sys.modules, name, None)
 
 
