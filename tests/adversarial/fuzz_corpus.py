@@ -20,6 +20,7 @@ exactly what the tensor's dims and strides reach); a changed guard byte is a fai
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import struct
 from collections import Counter
@@ -495,9 +496,24 @@ def _graph_edit(w: _Wire, rng: random.Random) -> str:
     return "graph name"
 
 
+_UNPACKED: dict[bytes, bytes] = {}
+
+
+def _unpacked(blob: bytes) -> GraphT:
+    """A fresh object-API copy of ``blob``. Unpacking costs several times a pickle round trip, and the
+    same few seeds are edited over and over."""
+    pickled = _UNPACKED.get(blob)
+    if pickled is None:
+        pickled = pickle.dumps(GraphT.InitFromPackedBuf(blob, 0))
+        if len(_UNPACKED) < 64:  # the seeds; anything else is not worth keeping
+            _UNPACKED[blob] = pickled
+    graph: GraphT = pickle.loads(pickled)
+    return graph
+
+
 def field_edit(blob: bytes, rng: random.Random) -> bytes:
     """The graph rebuilt through the generated object API with one to three hostile edits."""
-    g = GraphT.InitFromPackedBuf(blob, 0)
+    g = _unpacked(blob)
     w = _Wire(g, [int(t.uid) for t in g.tensors or []])
     for _ in range(rng.choice((1, 1, 2, 3))):
         rng.choice((_tensor_edit, _tensor_edit, _node_edit, _node_edit, _node_edit, _graph_edit))(w, rng)
