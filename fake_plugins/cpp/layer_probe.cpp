@@ -55,7 +55,7 @@ struct Probe
         {
             sdk::DeclaredTensor d;
             d.uid = t->uid();
-            d.label = "tensor '" + (t->name() ? t->name()->str() : std::string()) + "'";
+            d.label = "tensor '" + (t->name() ? t->name()->str() : std::string()) + "' (uid " + std::to_string(d.uid) + ")";
             d.dynamic = t->is_dynamic();
             const uint32_t rank = t->dims() ? t->dims()->size() : 0;
             if(rank == 0 || rank > sdk::kMaxRank || !t->strides() || t->strides()->size() != rank)

@@ -1376,6 +1376,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     {
         sdk::DeclaredTensor d;
         d.uid = ti.uid;
+        d.label = format("tensor uid %lld", static_cast<long long>(ti.uid));
         d.binding = ti.is_virtual ? sdk::Binding::Virtual : ti.by_value ? sdk::Binding::Value : sdk::Binding::Buffer;
         d.needs_buffer = ti.used;
         d.shape = ti.declared;

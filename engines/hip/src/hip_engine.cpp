@@ -592,7 +592,7 @@ public:
                 continue;
             sdk::DeclaredTensor d;
             d.uid = out.uid[r];
-            d.label = kRoleName[r];
+            d.label = format("%s (uid %lld)", kRoleName[r], static_cast<long long>(out.uid[r]));
             d.dynamic = out.dynamic[r];
             d.shape.rank = 4;
             for(int i = 0; i < 4; ++i)

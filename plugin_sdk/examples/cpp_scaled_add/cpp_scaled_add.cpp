@@ -60,7 +60,7 @@ public:
                 return sdk::format("%s: data type %s (FLOAT only)", labels[r], wire::EnumNameDataType(dt));
             sdk::DeclaredTensor d;
             d.uid = uids[r];
-            d.label = labels[r];
+            d.label = sdk::format("%s (uid %lld)", labels[r], static_cast<long long>(uids[r]));
             d.shape.rank = static_cast<int>(rank);
             for(uint32_t i = 0; i < rank; ++i)
             {

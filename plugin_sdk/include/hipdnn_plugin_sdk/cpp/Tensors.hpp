@@ -46,7 +46,7 @@ enum class Binding
 struct DeclaredTensor
 {
     int64_t uid = 0;
-    std::string label = "tensor"; // names it in messages, before "(uid N)"
+    std::string label; // names it, uid included, in messages: "q (uid 3)", "tensor uid 3"
     Binding binding = Binding::Buffer;
     bool needs_buffer = true; // a Buffer tensor the plan reads or writes: every call must bind it
     TensorShape shape;        // declared; a dynamic tensor's dims may be -1 (given per call)
@@ -121,16 +121,16 @@ inline void bind_buffers(const DeclaredTensors& t, const hipdnnPluginDeviceBuffe
         if(d.binding == Binding::Value)
             continue; // the graph carries the value; a buffer for it is ignored
         if(buffers[i].ptr == nullptr)
-            bad_param("device buffer for %s (uid %lld) is NULL", d.label.c_str(), uid);
+            bad_param("device buffer for %s is NULL", d.label.c_str());
         if(ptrs[k] != nullptr)
-            bad_param("%s (uid %lld) has more than one device buffer", d.label.c_str(), uid);
+            bad_param("%s has more than one device buffer", d.label.c_str());
         ptrs[k] = buffers[i].ptr;
     }
     for(size_t k = 0; k < nt; ++k)
     {
         const DeclaredTensor& d = t.declared[k];
         if(d.binding == Binding::Buffer && d.needs_buffer && ptrs[k] == nullptr)
-            bad_param("no device buffer for %s (uid %lld)", d.label.c_str(), static_cast<long long>(d.uid));
+            bad_param("no device buffer for %s", d.label.c_str());
     }
 }
 
@@ -170,9 +170,9 @@ inline void apply_overrides(const DeclaredTensors& t, const Overrides& ov, Tenso
             continue; // virtual shapes are re-inferred by the engine; scalars stay scalars
         const char* nm = d.label.c_str();
         if(ov.lengths[i] != static_cast<uint32_t>(d.shape.rank))
-            bad_param("override of %s (uid %lld) has rank %u, declared rank is %d", nm, uid, ov.lengths[i], d.shape.rank);
+            bad_param("override of %s has rank %u, declared rank is %d", nm, ov.lengths[i], d.shape.rank);
         if(ov.shapes[i] == nullptr || ov.strides[i] == nullptr)
-            bad_param("override of %s (uid %lld) has NULL dims or strides", nm, uid);
+            bad_param("override of %s has NULL dims or strides", nm);
         TensorShape& s = eff[k];
         for(int a = 0; a < s.rank; ++a)
         {
@@ -181,11 +181,11 @@ inline void apply_overrides(const DeclaredTensors& t, const Overrides& ov, Tenso
             const bool wild = d.shape.dims[a] < 0;
             const int64_t max_dim = wild ? d.wildcard_max : d.shape.dims[a];
             if(dim <= 0 || dim > max_dim)
-                bad_param("override of %s (uid %lld): dim %d is %lld, outside 1..%lld (%s)", nm, uid, a,
+                bad_param("override of %s: dim %d is %lld, outside 1..%lld (%s)", nm, a,
                           static_cast<long long>(dim), static_cast<long long>(max_dim),
                           wild ? "wildcard" : "declared maximum");
             if(st <= 0 || st > d.max_stride)
-                bad_param("override of %s (uid %lld): stride %d is %lld, must be in 1..%lld", nm, uid, a,
+                bad_param("override of %s: stride %d is %lld, must be in 1..%lld", nm, a,
                           static_cast<long long>(st), static_cast<long long>(d.max_stride));
             s.dims[a] = dim;
             s.strides[a] = st;
@@ -202,25 +202,25 @@ inline void apply_overrides(const DeclaredTensors& t, const Overrides& ov, Tenso
                 if(s.dims[ax] == 1)
                     continue;
                 if(prev >= 0 && s.strides[ax] > prev)
-                    bad_param("override of dynamic %s (uid %lld): stride %lld of axis %d exceeds stride %lld of axis "
+                    bad_param("override of dynamic %s: stride %lld of axis %d exceeds stride %lld of axis "
                               "%d, which the declared axis order puts outside it",
-                              nm, uid, static_cast<long long>(s.strides[ax]), ax, static_cast<long long>(prev),
+                              nm, static_cast<long long>(s.strides[ax]), ax, static_cast<long long>(prev),
                               prev_axis);
                 prev = s.strides[ax];
                 prev_axis = ax;
             }
         }
         if(!extent_fits(s, d.max_extent_log2))
-            bad_param("override of %s (uid %lld): dims and strides address more than 2^%d elements", nm, uid,
+            bad_param("override of %s: dims and strides address more than 2^%d elements", nm,
                       d.max_extent_log2);
     }
     for(size_t k = 0; k < nt; ++k)
     {
         const DeclaredTensor& d = t.declared[k];
         if(d.dynamic && d.binding == Binding::Buffer && d.needs_buffer && !seen[k])
-            bad_param("dynamic %s (uid %lld) has no override: its dims and strides are known only from the "
+            bad_param("dynamic %s has no override: its dims and strides are known only from the "
                       "override of each call",
-                      d.label.c_str(), static_cast<long long>(d.uid));
+                      d.label.c_str());
     }
 }
 
