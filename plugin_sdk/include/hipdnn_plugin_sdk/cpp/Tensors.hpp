@@ -180,10 +180,12 @@ inline void apply_overrides(const DeclaredTensors& t, const Overrides& ov, Tenso
             // Declared dims are maxima; a dynamic tensor's wildcard is bounded by what the engine indexes.
             const bool wild = d.shape.dims[a] < 0;
             const int64_t max_dim = wild ? d.wildcard_max : d.shape.dims[a];
-            if(dim <= 0 || dim > max_dim)
-                bad_param("override of %s: dim %d is %lld, outside 1..%lld (%s)", nm, a,
-                          static_cast<long long>(dim), static_cast<long long>(max_dim),
-                          wild ? "wildcard" : "declared maximum");
+            if(dim <= 0)
+                bad_param("override of %s: dim %d is %lld, must be positive", nm, a, static_cast<long long>(dim));
+            if(dim > max_dim)
+                bad_param("override of %s: dim %d is %lld, more than %s %lld (%s)", nm, a, static_cast<long long>(dim),
+                          wild ? "the bound" : "the declared", static_cast<long long>(max_dim),
+                          wild ? "of a wildcard" : "the declared maximum");
             if(st <= 0 || st > d.max_stride)
                 bad_param("override of %s: stride %d is %lld, must be in 1..%lld", nm, a,
                           static_cast<long long>(st), static_cast<long long>(d.max_stride));
