@@ -73,6 +73,20 @@ def handle(ffi: cffi.FFI, lib: Any) -> Iterator[Any]:
     assert lib.hipdnnEnginePluginDestroy(h[0]) == SUCCESS
 
 
+@pytest.fixture
+def seen(ffi: cffi.FFI, lib: Any) -> Iterator[list[bytes]]:
+    """Every log line the probe sends while the test runs (level INFO)."""
+    lines: list[bytes] = []
+
+    @ffi.callback("void(hipdnnSeverity_t, const char*)")
+    def sink(sev: int, msg: Any) -> None:
+        lines.append(ffi.string(msg))
+
+    assert lib.hipdnnPluginSetLoggingCallback(sink) == SUCCESS and lib.hipdnnPluginSetLogLevel(0) == SUCCESS
+    yield lines
+    assert lib.hipdnnPluginSetLoggingCallback(ffi.NULL) == SUCCESS and lib.hipdnnPluginSetLogLevel(1) == SUCCESS
+
+
 def error(ffi: cffi.FFI, lib: Any) -> str:
     p = ffi.new("const char**")
     lib.hipdnnPluginGetLastErrorString(p)
@@ -204,7 +218,9 @@ def test_null_and_foreign_handle(ffi: cffi.FFI, lib: Any) -> None:
 
 
 @pytest.mark.parametrize("damage", ["empty", "truncated", "garbage", "bad_offset"])
-def test_corrupt_graph_never_reaches_the_plugin(ffi: cffi.FFI, lib: Any, handle: Any, damage: str) -> None:
+def test_corrupt_graph_never_reaches_the_plugin(
+    ffi: cffi.FFI, lib: Any, handle: Any, damage: str, seen: list[bytes]
+) -> None:
     good = graph("g", SIMPLE)
     blob = {
         "empty": b"",
@@ -212,24 +228,14 @@ def test_corrupt_graph_never_reaches_the_plugin(ffi: cffi.FFI, lib: Any, handle:
         "garbage": bytes(range(64)),
         "bad_offset": b"\xff\xff\xff\x7f" + good[4:],
     }[damage]
-    seen: list[bytes] = []
-
-    @ffi.callback("void(hipdnnSeverity_t, const char*)")
-    def sink(sev: int, msg: Any) -> None:
-        seen.append(ffi.string(msg))
-
-    assert lib.hipdnnPluginSetLoggingCallback(sink) == SUCCESS and lib.hipdnnPluginSetLogLevel(0) == SUCCESS
-    try:
-        n = ffi.new("uint32_t*")
-        st = lib.hipdnnEnginePluginGetApplicableEngineIds(handle, Data(ffi, blob).ptr, ffi.NULL, 0, n)
-        assert st == BAD_PARAM
-        want = "buffer is empty" if damage == "empty" else "not a valid serialized hipdnn.wire.Graph"
-        assert want in error(ffi, lib)
-        assert not any(b"planned" in m for m in seen), seen
-        details = ffi.new("hipdnnPluginConstData_t*")
-        assert lib.hipdnnEnginePluginGetEngineDetails(handle, 7101, Data(ffi, blob).ptr, details) == BAD_PARAM
-    finally:
-        assert lib.hipdnnPluginSetLoggingCallback(ffi.NULL) == SUCCESS and lib.hipdnnPluginSetLogLevel(1) == SUCCESS
+    n = ffi.new("uint32_t*")
+    st = lib.hipdnnEnginePluginGetApplicableEngineIds(handle, Data(ffi, blob).ptr, ffi.NULL, 0, n)
+    assert st == BAD_PARAM
+    want = "buffer is empty" if damage == "empty" else "not a valid serialized hipdnn.wire.Graph"
+    assert want in error(ffi, lib)
+    assert not any(b"planned" in m for m in seen), seen
+    details = ffi.new("hipdnnPluginConstData_t*")
+    assert lib.hipdnnEnginePluginGetEngineDetails(handle, 7101, Data(ffi, blob).ptr, details) == BAD_PARAM
 
 
 def test_bad_context(ffi: cffi.FFI, lib: Any, handle: Any) -> None:
@@ -253,34 +259,22 @@ def test_bad_context(ffi: cffi.FFI, lib: Any, handle: Any) -> None:
     assert lib.hipdnnEnginePluginDestroyExecutionContext(handle, ctx) == SUCCESS
 
 
-def test_plan_built_once_for_three_calls(ffi: cffi.FFI, lib: Any, handle: Any) -> None:
-    seen: list[bytes] = []
-
-    @ffi.callback("void(hipdnnSeverity_t, const char*)")
-    def sink(sev: int, msg: Any) -> None:
-        seen.append(ffi.string(msg))
-
-    assert lib.hipdnnPluginSetLoggingCallback(sink) == SUCCESS and lib.hipdnnPluginSetLogLevel(0) == SUCCESS
-    try:
-        blob = graph("cache", SIMPLE)
-        n = ffi.new("uint32_t*")
-        ids = ffi.new("int64_t[2]")
-        assert lib.hipdnnEnginePluginGetApplicableEngineIds(handle, Data(ffi, blob).ptr, ids, 2, n) == SUCCESS
-        assert n[0] == 1 and ids[0] == 7101
-        assert b"[layer_probe] engine 7102 not applicable: engine 7102 never applies" in seen
-        ws = ffi.new("size_t*")
-        same = bytes(bytearray(blob))  # equal bytes at another address
-        assert lib.hipdnnEnginePluginGetWorkspaceSize(handle, Data(ffi, config(7101)).ptr, Data(ffi, same).ptr, ws) == 0
-        ctx = context(ffi, lib, handle, same)
-        assert seen.count(b"[layer_probe] planned engine 7101") == 1, seen
-        assert seen.count(b"[layer_probe] planned engine 7102") == 1, seen
-        st = lib.hipdnnEnginePluginGetWorkspaceSize(handle, Data(ffi, config(7102)).ptr, Data(ffi, blob).ptr, ws)
-        assert st == NOT_APPLICABLE and "engine 7102 cannot run this graph: engine 7102 never applies" in error(
-            ffi, lib
-        )
-        assert lib.hipdnnEnginePluginDestroyExecutionContext(handle, ctx) == SUCCESS
-    finally:
-        assert lib.hipdnnPluginSetLoggingCallback(ffi.NULL) == SUCCESS and lib.hipdnnPluginSetLogLevel(1) == SUCCESS
+def test_plan_built_once_for_three_calls(ffi: cffi.FFI, lib: Any, handle: Any, seen: list[bytes]) -> None:
+    blob = graph("cache", SIMPLE)
+    n = ffi.new("uint32_t*")
+    ids = ffi.new("int64_t[2]")
+    assert lib.hipdnnEnginePluginGetApplicableEngineIds(handle, Data(ffi, blob).ptr, ids, 2, n) == SUCCESS
+    assert n[0] == 1 and ids[0] == 7101
+    assert b"[layer_probe] engine 7102 not applicable: engine 7102 never applies" in seen
+    ws = ffi.new("size_t*")
+    same = bytes(bytearray(blob))  # equal bytes at another address
+    assert lib.hipdnnEnginePluginGetWorkspaceSize(handle, Data(ffi, config(7101)).ptr, Data(ffi, same).ptr, ws) == 0
+    ctx = context(ffi, lib, handle, same)
+    assert seen.count(b"[layer_probe] planned engine 7101") == 1, seen
+    assert seen.count(b"[layer_probe] planned engine 7102") == 1, seen
+    st = lib.hipdnnEnginePluginGetWorkspaceSize(handle, Data(ffi, config(7102)).ptr, Data(ffi, blob).ptr, ws)
+    assert st == NOT_APPLICABLE and "engine 7102 cannot run this graph: engine 7102 never applies" in error(ffi, lib)
+    assert lib.hipdnnEnginePluginDestroyExecutionContext(handle, ctx) == SUCCESS
 
 
 def _overrides(ffi: cffi.FFI, items: dict[int, tuple[list[int], list[int]]]) -> list[Any]:
