@@ -105,20 +105,59 @@ class Graph:
         is_override_shape_enabled: bool = False,
         preferred_engine_id: int | None = None,
     ) -> None:
-        self.name = str_arg(name, "Graph: name")
-        self.io_data_type = enum_arg(DataType, io_data_type, "Graph: io_data_type")
-        self.intermediate_data_type = enum_arg(DataType, intermediate_data_type, "Graph: intermediate_data_type")
-        self.compute_data_type = enum_arg(DataType, compute_data_type, "Graph: compute_data_type")
+        self.name = name
+        self.io_data_type = io_data_type
+        self.intermediate_data_type = intermediate_data_type
+        self.compute_data_type = compute_data_type
         self._override_shape_enabled = bool_arg(is_override_shape_enabled, "Graph: is_override_shape_enabled")
-        self.preferred_engine_id = optional_int_arg(
-            preferred_engine_id, "Graph: preferred_engine_id", INT64_MIN, INT64_MAX
-        )
+        self.preferred_engine_id = preferred_engine_id
         self._tensors: list[TensorAttributes] = []
         #: the same tensors as a set (identity hashing), so that checking ownership is O(1) per operand
         self._tensor_set: set[TensorAttributes] = set()
         self._nodes: list[Operation] = []
         self._validated = False
         self._reset_build()
+
+    # -- graph attributes: assignable, checked like the constructor's arguments ----------------
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: str) -> None:
+        self._name = str_arg(value, "Graph: name")
+
+    @property
+    def io_data_type(self) -> DataType:
+        return self._io_data_type
+
+    @io_data_type.setter
+    def io_data_type(self, value: DataType) -> None:
+        self._io_data_type = enum_arg(DataType, value, "Graph: io_data_type")
+
+    @property
+    def intermediate_data_type(self) -> DataType:
+        return self._intermediate_data_type
+
+    @intermediate_data_type.setter
+    def intermediate_data_type(self, value: DataType) -> None:
+        self._intermediate_data_type = enum_arg(DataType, value, "Graph: intermediate_data_type")
+
+    @property
+    def compute_data_type(self) -> DataType:
+        return self._compute_data_type
+
+    @compute_data_type.setter
+    def compute_data_type(self, value: DataType) -> None:
+        self._compute_data_type = enum_arg(DataType, value, "Graph: compute_data_type")
+
+    @property
+    def preferred_engine_id(self) -> int | None:
+        return self._preferred_engine_id
+
+    @preferred_engine_id.setter
+    def preferred_engine_id(self, value: int | None) -> None:
+        self._preferred_engine_id = optional_int_arg(value, "Graph: preferred_engine_id", INT64_MIN, INT64_MAX)
 
     # -- graph flags -------------------------------------------------------------------------
     def set_override_shape_enabled(self, enabled: bool) -> Graph:
@@ -738,9 +777,9 @@ class Graph:
 
         graph = cls(
             name=text(wire.name),
-            io_data_type=DataType(wire.ioDataType),
-            intermediate_data_type=DataType(wire.intermediateDataType),
-            compute_data_type=DataType(wire.computeDataType),
+            io_data_type=wire.ioDataType,
+            intermediate_data_type=wire.intermediateDataType,
+            compute_data_type=wire.computeDataType,
             is_override_shape_enabled=bool(wire.isOverrideShapeEnabled),
             preferred_engine_id=wire.preferredEngineId,
         )
@@ -753,7 +792,7 @@ class Graph:
                 name=text(wt.name),
                 dim=[int(d) for d in (wt.dims if wt.dims is not None else [])],
                 stride=[int(s) for s in (wt.strides if wt.strides is not None else [])],
-                data_type=DataType(wt.dataType),
+                data_type=wt.dataType,
                 uid=uid,
                 is_virtual=bool(wt.virtual),
             )
@@ -775,7 +814,8 @@ class Graph:
                     ErrorCode.UNSUPPORTED_GRAPH_FORMAT, f"node {text(wn.name)!r} has unknown kind {wn.attributesType}"
                 )
             _check_wire_floats(text(wn.name), wn.attributes)
-            node = op_cls.from_wire(text(wn.name), DataType(wn.computeDataType), wn.attributes, resolve)
+            dt = enum_arg(DataType, wn.computeDataType, f"node {text(wn.name)!r}: compute_data_type")
+            node = op_cls.from_wire(text(wn.name), dt, wn.attributes, resolve)
             for role, group in (("input", node.inputs()), ("output", node.outputs())):
                 if any(x is None for x in group):
                     raise HipdnnError(ErrorCode.INVALID_VALUE, f"node {node.name!r} lacks a required {role}")

@@ -164,6 +164,9 @@ CASES: list[tuple[str, Callable[[World], Any], ErrorCode, tuple[str, ...]]] = [
     ("graph-engine-huge", lambda w: Graph(preferred_engine_id=1 << 70), INVALID, ("preferred_engine_id",)),
     ("graph-engine-float", lambda w: Graph(preferred_engine_id=1.5), INVALID, ("preferred_engine_id", "1.5")),
     ("graph-engine-bool", lambda w: Graph(preferred_engine_id=True), INVALID, ("preferred_engine_id", "True")),
+    ("graph-assign-io-dtype", lambda w: setattr(w.g, "io_data_type", 99), INVALID, ("io_data_type", "99")),
+    ("graph-assign-name", lambda w: setattr(w.g, "name", None), INVALID, ("name", "None")),
+    ("graph-assign-engine", lambda w: setattr(w.g, "preferred_engine_id", "7"), INVALID, ("preferred_engine_id",)),
     ("graph-set-flag-none", lambda w: w.g.set_override_shape_enabled(None), INVALID, ("set_override_shape_enabled",)),
     # tensor()
     ("tensor-dtype-99", lambda w: w.g.tensor(data_type=99), INVALID, ("data_type", "99")),
@@ -621,6 +624,25 @@ def test_non_finite_wire_options_are_refused(kind: str, wire_field: str, value: 
         Graph.deserialize(blob)
     assert info.value.code is INVALID
     assert wire_field in info.value.message and str(value) in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("where", "edit", "fragment"),
+    [
+        ("graph", lambda w: setattr(w, "ioDataType", 99), "io_data_type"),
+        ("tensor", lambda w: setattr(w.tensors[0], "dataType", 77), "data_type"),
+        ("node", lambda w: setattr(w.nodes[0], "computeDataType", -5), "compute_data_type"),
+        ("pointwise", lambda w: setattr(w.nodes[0].attributes, "operation", 99), "pointwise mode"),
+    ],
+)
+def test_unknown_enum_values_on_the_wire(where: str, edit: Callable[[Any], None], fragment: str) -> None:
+    wire = GraphT.InitFromPackedBuf(_wire_graph("pointwise").serialize(), 0)
+    edit(wire)
+    builder = flatbuffers.Builder(0)
+    builder.Finish(wire.Pack(builder))
+    with pytest.raises(HipdnnError) as info:
+        Graph.deserialize(bytes(builder.Output()))
+    assert info.value.code is INVALID and fragment in info.value.message, info.value.message
 
 
 def test_finite_wire_options_still_load() -> None:

@@ -168,10 +168,18 @@ def test_large_values_survive_through_bare_pointers(fakes, fake_handle_factory):
         g.build(h)
         entries = data.draw(pair_overrides(tensors, huge=True))
         # A node's output may not share memory with another tensor, and a bare pointer spans what its
-        # tensor addresses: each tensor gets its own address, 4 KiB apart near the top of the address
-        # space. A range too long for its slot runs past the end, where no memory is and the aliasing
-        # check has nothing to compare; the values still travel unchanged.
-        vp = {t: (1 << 64) - 4096 * (i + 1) for i, t in enumerate(tensors)}
+        # tensor addresses at this call: the tensors are laid out one after another. Once the address
+        # space is used up, the rest start at its last free byte and run past its end, where no
+        # memory is and the aliasing check has nothing to compare; their values travel unchanged.
+        layout = {t: (t.get_dim(), t.get_stride()) for t in tensors}
+        layout.update({t: (s, st_) for t, s, st_ in entries})
+        vp, cursor = {}, 1 << 12
+        for t in tensors:
+            dims, strides = layout[t]
+            extent = 4 * (1 + sum((d - 1) * s for d, s in zip(dims, strides)))
+            vp[t] = cursor
+            if cursor + extent < 1 << 64:
+                cursor += extent
         fakes[OVERRIDE].reset()
         g.execute(
             h,

@@ -1006,6 +1006,45 @@ std::string span_label(const PlanData& d, const Span& sp) {
     return who + range;
 }
 
+std::nullptr_t raise_alias(const PlanData& d, const Span& written, const Span& other);
+
+// [lo, lo + bytes) when it is a range of the address space (see add_span).
+inline bool span_at(uint64_t lo, int64_t bytes, int tensor, bool written, Span* out) {
+    if (bytes < 0 || __builtin_add_overflow(lo, static_cast<uint64_t>(bytes), &out->hi)) return false;
+    out->lo = lo;
+    out->tensor = tensor;
+    out->written = written;
+    return true;
+}
+
+// The bound call's check for a few tensors: each written slot against every other slot, and the
+// workspace against all, straight from the pointer array (no spans built, no sort). Raises and
+// returns false on the first overlap.
+bool check_alias_few(const PlanData& d, const hipdnnPluginDeviceBuffer_t* buffers, const int64_t* bytes,
+                     const int* tensor, const uint8_t* written, const size_t* written_slots, size_t n_written, size_t n,
+                     uint64_t ws, uint64_t ws_size) {
+    // one written range [lo, hi) against every slot but `skip`
+    auto against = [&](uint64_t lo, uint64_t hi, size_t skip, Span* other) {
+        for (size_t j = 0; j < n; ++j) {
+            uint64_t lo2 = reinterpret_cast<uint64_t>(buffers[j].ptr);
+            if (j == skip || lo2 >= hi) continue;
+            if (span_at(lo2, bytes[j], tensor[j], written[j] != 0, other) && lo < other->hi) return true;
+        }
+        return false;
+    };
+    Span a, b;
+    for (size_t k = 0; k < n_written; ++k) {
+        size_t w = written_slots[k];
+        if (span_at(reinterpret_cast<uint64_t>(buffers[w].ptr), bytes[w], tensor[w], true, &a) &&
+            against(a.lo, a.hi, w, &b))
+            return raise_alias(d, a, b), false;
+    }
+    if (ws && ws_size && span_at(ws, static_cast<int64_t>(std::min<uint64_t>(ws_size, INT64_MAX)), -1, true, &a) &&
+        against(a.lo, a.hi, n, &b))
+        return raise_alias(d, a, b), false;
+    return true;
+}
+
 std::nullptr_t raise_alias(const PlanData& d, const Span& written, const Span& other) {
     std::string what = written.tensor < 0 ? "the workspace is written by the engine"
                                           : "a node writes " + d.tensors[static_cast<size_t>(written.tensor)].label;
@@ -2110,7 +2149,7 @@ struct BindingData {
     std::vector<uint8_t> slot_written;
     std::vector<int64_t> slot_bytes;
     std::vector<size_t> override_slot;  // pointer slot of each bound override
-    size_t written = 0;
+    std::vector<size_t> written_slots;  // the slots nodes write
 };
 
 struct Binding {
@@ -2291,7 +2330,13 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
                                        : "override values given, but no override uids were bound");
     }
     if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
-    if (bd.written || (ws && d.workspace_size)) {
+    size_t n_written = bd.written_slots.size();
+    const int64_t* bytes_now = o.size() ? s.bytes.data() : bd.slot_bytes.data();
+    if ((n_written + 1) * (n + 1) <= 64) {
+        if (!check_alias_few(d, s.buffers.data(), bytes_now, bd.slot_tensor.data(), bd.slot_written.data(),
+                             bd.written_slots.data(), n_written, n, ws, d.workspace_size))
+            return nullptr;
+    } else {
         const std::vector<int64_t>& bytes = o.size() ? s.bytes : bd.slot_bytes;
         s.spans.clear();
         size_t written = 0;
@@ -2396,7 +2441,7 @@ PyObject* Executor_bind(PyObject* self, PyObject* args) {
         bd->slot_tensor.push_back(index);
         bool written = x.is_output[static_cast<size_t>(index)] != 0;
         bd->slot_written.push_back(written ? 1 : 0);
-        bd->written += written ? 1 : 0;
+        if (written) bd->written_slots.push_back(bd->uids.size() - 1);
         int64_t bytes = -1;
         if (t.max_elements < 0 ||
             __builtin_mul_overflow(t.max_elements, int64_t{itemsize_of(t.data_type) ? itemsize_of(t.data_type) : 1},
