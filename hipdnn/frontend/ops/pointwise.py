@@ -45,7 +45,11 @@ class PointwiseNode(Operation):
             raise self.fail(f"{self.mode.name} takes {arity} input(s), got {len(inputs)}")
         for t in inputs:
             self.require_rank(t, "input")
-        if self.any_dynamic(*inputs):
+        if len(inputs) == 1:  # unary: the output has the input's shape (all wildcards when dynamic)
+            out = inputs[0].get_dim()
+            if inputs[0].is_dynamic():
+                out = [-1] * len(out)
+        elif self.any_dynamic(*inputs):
             # Broadcast compatibility of dynamic operands is checked at execute (spec 6.5).
             out = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in inputs])
             assert out is not None  # wildcards are compatible with everything
