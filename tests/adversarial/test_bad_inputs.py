@@ -648,3 +648,52 @@ def test_unknown_enum_values_on_the_wire(where: str, edit: Callable[[Any], None]
 def test_finite_wire_options_still_load() -> None:
     for kind in ("sdpa", "rmsnorm", "layernorm", "pointwise"):
         Graph.deserialize(_wire_graph(kind).serialize()).validate()
+
+
+# -- a value that runs another execute in the middle of a call -------------------------------------
+def _neg_graph(handle: hipdnn.Handle, n: int) -> tuple[Graph, TensorAttributes, TensorAttributes]:
+    g = Graph(io_data_type=F, is_override_shape_enabled=True)
+    x = g.tensor(name="x", dim=[n], stride=[1], data_type=F)
+    y = g.pointwise(PointwiseMode.NEG, x)
+    y.set_output(True)
+    g.build(handle)
+    return g, x, y
+
+
+def test_an_execute_nested_in_a_value_keeps_both_calls_apart(world_handle: hipdnn.Handle) -> None:
+    """A value's __array_interface__ executes another graph on the same thread; the outer call must
+    still hand its plugin its own buffers (shared scratch gave it the inner call's)."""
+    h = world_handle
+    outer, x, y = _neg_graph(h, 4)
+    inner, a, b = _neg_graph(h, 2)  # uids 1 and 2 again, smaller buffers
+    xs, ys = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    a2, b2 = np.full(2, 5, np.float32), np.zeros(2, np.float32)
+
+    class Sneaky:
+        @property
+        def __array_interface__(self) -> dict[str, Any]:
+            inner.execute(h, {a: a2, b: b2})
+            return ys.__array_interface__
+
+    outer.execute(h, {x: xs, y: Sneaky()})
+    np.testing.assert_array_equal(ys, -xs)
+    np.testing.assert_array_equal(b2, -a2)
+
+
+def test_a_bound_call_nested_in_an_override_value(world_handle: hipdnn.Handle) -> None:
+    h = world_handle
+    outer, x, y = _neg_graph(h, 4)
+    inner, a, b = _neg_graph(h, 2)
+    outer_bound = outer.bind(h, [x, y], override_uids=[x, y])
+    inner_bound = inner.bind(h, [a, b], override_uids=[a, b])
+    xs, ys = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    a2, b2 = np.full(2, 5, np.float32), np.zeros(2, np.float32)
+
+    class Three:
+        def __index__(self) -> int:
+            inner_bound([a2.ctypes.data, b2.ctypes.data], 0, [[2], [2]], [[1], [1]])
+            return 3
+
+    outer_bound([xs.ctypes.data, ys.ctypes.data], 0, [[Three()], [3]], [[1], [1]])
+    np.testing.assert_array_equal(ys[:3], -xs[:3])
+    np.testing.assert_array_equal(b2, -a2)

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -1464,6 +1465,33 @@ struct Scratch {
     Buf buf;
 };
 thread_local Scratch tl_scratch;
+thread_local int tl_scratch_depth = 0;
+
+// A call's scratch: the thread's own, or a fresh one for a nested call. Python code runs in the
+// middle of a call (a value's __array_interface__, an override value's __index__, a mapping's
+// items) and may execute again on this thread; sharing the scratch would hand the outer call's
+// plugin the inner call's buffers and shapes.
+template <typename S>
+class ScratchLease {
+public:
+    ScratchLease(S& shared, int& depth) : depth_(depth) {
+        if (depth_++ == 0) {
+            s_ = &shared;
+        } else {
+            own_.reset(new S());
+            s_ = own_.get();
+        }
+    }
+    ~ScratchLease() { --depth_; }
+    ScratchLease(const ScratchLease&) = delete;
+    ScratchLease& operator=(const ScratchLease&) = delete;
+    S& get() { return *s_; }
+
+private:
+    int& depth_;
+    S* s_ = nullptr;
+    std::unique_ptr<S> own_;
+};
 
 void Executor_dealloc(PyObject* self) {
     Executor* e = reinterpret_cast<Executor*>(self);
@@ -1961,7 +1989,8 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
         map = o_uids;
         o_uids = Py_None;
     }
-    Scratch& s = tl_scratch;
+    ScratchLease<Scratch> lease(tl_scratch, tl_scratch_depth);
+    Scratch& s = lease.get();
     OverrideSet& o = s.overrides;
     if (!lower_overrides(x, o_uids, args[3], args[4], map, o)) return nullptr;
     if (o.size() && !d.override_enabled) return refuse_flagless(d), nullptr;
@@ -2176,6 +2205,7 @@ struct BoundScratch {
     Effective eff;
 };
 thread_local BoundScratch tl_bound;
+thread_local int tl_bound_depth = 0;
 
 bool read_ints_into(PyObject* seq, std::vector<int64_t>& out, const char* what, size_t i) {
     if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq)) {
@@ -2229,7 +2259,8 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         PyErr_SetString(PyExc_TypeError, "bound call needs ptrs");
         return nullptr;
     }
-    BoundScratch& s = tl_bound;
+    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
+    BoundScratch& s = lease.get();
     size_t n = bd.uids.size();
     PyObject* ptrs = PySequence_Fast(params[0], "");
     if (!ptrs) {
