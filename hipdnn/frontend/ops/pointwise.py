@@ -51,8 +51,9 @@ class PointwiseNode(Operation):
                 out = [-1] * len(out)
         elif self.any_dynamic(*inputs):
             # Broadcast compatibility of dynamic operands is checked at execute (spec 6.5).
-            out = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in inputs])
-            assert out is not None  # wildcards are compatible with everything
+            wild = broadcast_shapes([[d if not t.is_dynamic() else -1 for d in t.get_dim()] for t in inputs])
+            assert wild is not None  # wildcards are compatible with everything
+            out = wild
         else:
             out = self.check_broadcast([t.get_dim() for t in inputs], "input shapes")
         dt = intermediate_data_type if self.out_0.get_is_virtual() else io_data_type
