@@ -199,6 +199,10 @@ inline bool is_float_type(DType d)
     return d == DType::F32 || d == DType::F16 || d == DType::BF16;
 }
 
+// "" when every listed tensor (-1: absent) is FLOAT, else why not, naming the first that is not.
+template <size_t N>
+std::string only_float(const Plan& plan, const NodeInfo& node, const int (&ts)[N]);
+
 // A one-element tensor's value as float.
 float read_scalar(const void* ptr, DType dt);
 
@@ -250,6 +254,19 @@ struct OpDesc
     // live in its output's buffer.
     bool in_place;
 };
+
+template <size_t N>
+std::string only_float(const Plan& plan, const NodeInfo& node, const int (&ts)[N])
+{
+    for(int t : ts)
+        if(t >= 0 && plan.tensors[t].dt != DType::F32)
+            return format("node '%s' (%s): tensor uid %lld has data type %s; only FLOAT is supported",
+                          node.name.c_str(),
+                          node.kind->name,
+                          static_cast<long long>(plan.tensors[t].uid),
+                          dtype_name(plan.tensors[t].dt));
+    return "";
+}
 
 extern const OpDesc kSdpaFwdOp;
 extern const OpDesc kSdpaBwdOp;

@@ -53,13 +53,8 @@ inline std::string finish_norm(const Plan& plan, NodeInfo& node, TensorRefs& ref
     node.norm_count = count;
     if(!(node.eps >= 0.0f))
         return format("node '%s' (%s): epsilon must be >= 0", node.name.c_str(), node.kind->name);
-    for(int t : node.in)
-        if(t >= 0 && plan.tensors[t].dt != DType::F32)
-            return format("node '%s' (%s): tensor uid %lld has data type %s; only FLOAT is supported",
-                          node.name.c_str(),
-                          node.kind->name,
-                          static_cast<long long>(plan.tensors[t].uid),
-                          dtype_name(plan.tensors[t].dt));
+    if(std::string bad = only_float(plan, node, node.in); !bad.empty())
+        return bad;
     for(int t : node.out)
         if(t >= 0 && plan.tensors[t].dt != DType::F32)
             return format("node '%s' (%s): output uid %lld must be FLOAT",

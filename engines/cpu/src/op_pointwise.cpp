@@ -106,13 +106,8 @@ break;
     node.out[0] = refs(a->out_0_tensor_uid());
     if(!refs.why.empty())
         return refs.why;
-    for(int t : {node.in[0], node.in[1], node.out[0]})
-        if(plan.tensors[t].dt != DType::F32)
-            return format("node '%s' (pointwise): tensor uid %lld has data type %s; only FLOAT is supported",
-                          node.name.c_str(),
-                          static_cast<long long>(plan.tensors[t].uid),
-                          dtype_name(plan.tensors[t].dt));
-    return "";
+    const int ts[] = {node.in[0], node.in[1], node.out[0]};
+    return only_float(plan, node, ts);
 }
 
 bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
