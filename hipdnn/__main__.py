@@ -1,5 +1,3 @@
-import sys
+from hipdnn.cli import run
 
-from hipdnn.cli import main
-
-sys.exit(main())
+run()

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import ctypes.util
+import functools
 import json
+import logging
+import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from enum import Enum, IntEnum
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +93,25 @@ def _sdpa_graph(
     return g, {"q": q, "k": k, "v": v, "o": o}
 
 
+def _check_seq_lens(args: argparse.Namespace) -> str | None:
+    """Why the demo's lengths cannot all be served by its plan, or None."""
+    if args.max_seq_len < 1:
+        return f"--max-seq-len {args.max_seq_len}: must be at least 1"
+    outside = [s for s in args.seq_lens if not 1 <= s <= args.max_seq_len]
+    if outside:
+        return (
+            f"--seq-lens {' '.join(map(str, outside))}: a plan built at --max-seq-len {args.max_seq_len} serves "
+            f"lengths 1 to {args.max_seq_len}; pass --max-seq-len {max(max(outside), args.max_seq_len)} to serve them"
+        )
+    return None
+
+
 def _demo(args: argparse.Namespace) -> int:
     """Build an SDPA graph, run it on the CPU engine, check it against float64 numpy."""
+    problem = _check_seq_lens(args)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     if args.device == "gpu":
         return _demo_gpu(args)
     rng = np.random.default_rng(0)
@@ -108,11 +128,8 @@ def _demo(args: argparse.Namespace) -> int:
         f"on engine {g.get_engine_id()}; workspace {g.get_workspace_size()} bytes"
     )
     workspace = np.empty(max(g.get_workspace_size(), 1), dtype=np.uint8)
-    worst = 0.0
-    for s in args.seq_lens:
-        if s > s_max:
-            print(f"  S={s}: skipped (above the built maximum {s_max})")
-            continue
+
+    def run(s: int) -> tuple[list[np.ndarray[Any, Any]], float]:
         q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
         o = np.full((b, h, s, d), np.nan, dtype=np.float32)
         compact = [h * s * d, s * d, d, 1]
@@ -123,13 +140,24 @@ def _demo(args: argparse.Namespace) -> int:
             workspace,
             overrides={t[n]: hipdnn.OverrideEntry(shape=[b, h, s, d], stride=compact) for n in "qkvo"},
         )
-        run_ms = (time.perf_counter() - t0) * 1e3
+        return [q, k, v, o], (time.perf_counter() - t0) * 1e3
+
+    # One untimed call first: the first execute pays one-off costs (thread pool start, page faults)
+    # that would otherwise be charged to the first length shown.
+    run(args.seq_lens[0])
+    worst = 0.0
+    for s in args.seq_lens:
+        (q, k, v, o), run_ms = run(s)
         expected, _ = reference.sdpa(q, k, v, 1.0 / np.sqrt(d), causal=True)
         err = reference.relative_error(o, expected)
         worst = max(worst, err)
         print(f"  S={s:5d}: one plan, overridden shape, {run_ms:7.2f} ms, relative error vs float64 {err:.2e}")
     ok = worst < 1e-5
-    print(("OK" if ok else "FAILED") + f": every sequence length served by one plan; worst relative error {worst:.2e}")
+    served = ", ".join(map(str, args.seq_lens))
+    print(
+        ("OK" if ok else "FAILED")
+        + f": S = {served} served by one plan built at S={s_max}; worst relative error {worst:.2e}"
+    )
     return 0 if ok else 1
 
 
@@ -184,11 +212,21 @@ def _demo_gpu(args: argparse.Namespace) -> int:
                 f"on engine {g.get_engine_id()}; workspace {g.get_workspace_size()} bytes"
             )
             workspace = hd.empty(max(g.get_workspace_size(), 1), np.uint8)
+            # One untimed call first (module load, first launch), so the first length shown is not charged for it.
+            s0 = args.seq_lens[0]
+            compact0 = [h * s0 * d, s0 * d, d, 1]
+            warm = {n: hd.empty((b, h, s0, d), np_dtype).fill_bytes(0, stream=stream) for n in "qkvo"}
+            g.execute(
+                handle,
+                {t[n]: warm[n] for n in "qkvo"},
+                workspace,
+                overrides={t[n]: hipdnn.OverrideEntry(shape=[b, h, s0, d], stride=compact0) for n in "qkvo"},
+            )
+            stream.synchronize()
+            for buf in warm.values():
+                buf.free()
             worst = 0.0
             for s in args.seq_lens:
-                if s > s_max:
-                    print(f"  S={s}: skipped (above the built maximum {s_max})")
-                    continue
                 host = {n: rng.standard_normal((b, h, s, d)).astype(np_dtype) for n in "qkv"}
                 bufs = {n: hd.to_device(a, stream=stream) for n, a in host.items()}
                 bufs["o"] = hd.empty((b, h, s, d), np_dtype).fill_bytes(0xFF, stream=stream)  # NaN until written
@@ -236,30 +274,6 @@ class Stage(IntEnum):
     PLANNED = 3
 
 
-@contextmanager
-def progress(what: str, stream: TextIO = sys.stderr) -> Iterator[None]:
-    """Say what is happening when it takes more than a second (a ticking line on stderr)."""
-    done = threading.Event()
-    start = time.perf_counter()
-
-    def tick() -> None:
-        if done.wait(1.0):
-            return
-        while not done.wait(0.5):
-            stream.write(f"\r{what}... {time.perf_counter() - start:5.1f} s")
-            stream.flush()
-        stream.write(f"\r{what}: done in {time.perf_counter() - start:.1f} s\n")
-        stream.flush()
-
-    thread = threading.Thread(target=tick, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 def _json_value(value: Any) -> Any:
     if isinstance(value, hipdnn.TensorAttributes):
         return {"uid": value.get_uid(), "name": value.get_name()}
@@ -302,7 +316,11 @@ def graph_to_dict(g: hipdnn.Graph) -> dict[str, Any]:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    blob = Path(args.file).read_bytes()
+    try:
+        blob = Path(args.file).read_bytes()
+    except OSError as exc:
+        print(f"error: cannot read graph file {_shown(args.file)}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     stop = Stage[args.emit.upper()]
     out: dict[str, Any] = {"file": args.file, "bytes": len(blob), "stage": stop.name.lower()}
     if stop == Stage.PARSED:
@@ -328,8 +346,7 @@ def _inspect(args: argparse.Namespace) -> int:
         if stop >= Stage.PLANNED:
             handle = hipdnn.Handle()
             try:
-                with progress("building a plan"):
-                    g.build(handle)
+                g.build(handle)
                 out["planned"] = {
                     "engine_id": g.get_engine_id(),
                     "workspace_bytes": g.get_workspace_size(),
@@ -361,31 +378,57 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    """Check the environment: compilers, GPU runtime, plugin directories and what loads."""
-    problems = 0
+    """Check the environment: compilers, GPU engine, runtime and devices, plugin directories, what loads.
+
+    Levels: OK; INFO (a fact, nothing to fix); WARN (worth fixing, hipdnn still works); FAIL (broken:
+    the exit status is 1). Each line agrees with what actually loaded: a runtime library the loaded
+    GPU engine does not need is not reported as missing."""
+    counts = {"WARN": 0, "FAIL": 0}
 
     def report(level: str, what: str) -> None:
-        nonlocal problems
-        if level == "FAIL":
-            problems += 1
+        counts[level] = counts.get(level, 0) + 1
         print(f"[{level:4}] {what}")
 
-    for tool, why in (
-        ("cc", "C compiler (builds plugins)"),
-        ("c++", "C++ compiler (builds the CPU engine)"),
-        ("cmake", "CMake (builds plugins)"),
-        ("flatc", "flatc (regenerates wire code)"),
-        ("nvcc", "nvcc (builds the HIP engine on NVIDIA)"),
-        ("hipcc", "hipcc (builds the HIP engine on AMD)"),
+    handle = hipdnn.Handle()
+    try:
+        loaded = handle.loaded_plugins()
+        skipped = handle.skipped_plugins()
+        search_paths = list(handle.plugin_search_paths)
+    finally:
+        handle.close()
+    gpu_engine = next((p for p in loaded if set(p.engine_ids) & set(_GPU_ENGINES)), None)
+
+    for tool, why, needed in (
+        ("cc", "C compiler (builds plugins, hipdnn.sdk.build_plugin)", True),
+        ("c++", "C++ compiler (builds the package from source)", True),
+        ("cmake", "CMake (builds the package from source; pip brings its own)", False),
+        ("flatc", "flatc (regenerates wire code)", False),
+        ("nvcc", "nvcc (builds the GPU engine for NVIDIA)", False),
+        ("hipcc", "hipcc (builds the GPU engine for AMD)", False),
     ):
         found_tool = shutil.which(tool)
-        report("OK" if found_tool else "WARN", f"{why}: {found_tool or 'not found'}")
-    for lib, why in (("libcudart.so", "CUDA runtime"), ("libamdhip64.so", "HIP runtime")):
-        found = ctypes.util.find_library(lib.removeprefix("lib").removesuffix(".so"))
-        report("OK" if found else "WARN", f"{why}: {found or 'not found (GPU engines will not load)'}")
-    _report_gpus(report)
-    handle = hipdnn.Handle()
-    for path in handle.plugin_search_paths:
+        report("OK" if found_tool else "WARN" if needed else "INFO", f"{why}: {found_tool or 'not found'}")
+
+    if gpu_engine is not None:
+        report(
+            "OK",
+            f"GPU engine: {_shown(gpu_engine.name)} {_shown(gpu_engine.version)} engines {list(gpu_engine.engine_ids)}",
+        )
+    else:
+        report("INFO", "GPU engine: not installed (GPU users add it: pip install ./engines/hip, see the README)")
+    # What the GPU engine needs at run time: the NVIDIA build carries the CUDA runtime inside it and
+    # needs the driver (libcuda); the AMD build links libamdhip64, so it cannot have loaded without it.
+    for lib, why in (("cuda", "NVIDIA driver (libcuda)"), ("amdhip64", "HIP runtime (libamdhip64)")):
+        found = ctypes.util.find_library(lib)
+        if found:
+            report("OK", f"{why}: {found}")
+        elif gpu_engine is not None:
+            report("INFO", f"{why}: not found (the loaded GPU engine does not need it to load)")
+        else:
+            report("INFO", f"{why}: not found (needed only by the GPU engine)")
+    _report_gpus(report, gpu_engine is not None)
+
+    for path in search_paths:
         shown = _shown(path)
         if not path.exists():
             report("WARN", f"plugin path {shown} does not exist")
@@ -395,90 +438,292 @@ def _doctor(args: argparse.Namespace) -> int:
             report("FAIL", f"plugin path {shown} is writable by group or others: chmod go-w {shown}")
         else:
             report("OK", f"plugin path {shown}")
-    for p in handle.loaded_plugins():
+    for p in loaded:
         report("OK", f"plugin {_shown(p.name)} {_shown(p.version)} (api {p.api_version}) engines {list(p.engine_ids)}")
-    for s in handle.skipped_plugins():
-        report("FAIL", f"plugin {_shown(s.path)} skipped: {_shown(s.reason)}")
-    if not handle.loaded_plugins():
+    for sk in skipped:
+        report("FAIL", f"plugin {_shown(sk.path)} skipped: {_shown(sk.reason)}")
+    if not loaded:
         report("FAIL", "no engine plugin loaded: install the package (pip install .) or set HIPDNN_PLUGIN_DIR")
-    handle.close()
-    print("no problems found" if problems == 0 else f"{problems} problem(s) found")
-    return 0 if problems == 0 else 1
+    fails, warns = counts["FAIL"], counts["WARN"]
+    if fails:
+        print(f"{fails} problem(s) found" + (f", {warns} warning(s)" if warns else ""))
+    elif warns:
+        print(f"no failures; {warns} warning(s)")
+    else:
+        print("no problems found")
+    return 1 if fails else 0
 
 
-def _report_gpus(report: Callable[[str, str], None]) -> None:
+def _report_gpus(report: Callable[[str, str], None], gpu_engine_loaded: bool) -> None:
     """The GPUs hipdnn.device sees (cuda-bindings or hip-python), or plainly that there is none."""
     import hipdnn.device as hd
 
     try:
         rt = hd.runtime()
         gpus = hd.devices()
+        why = "" if gpus else f"{rt.package}: {rt.device_count()[1] or 'device count 0'}"
     except hipdnn.HipdnnError as exc:
-        report("WARN", f"GPU devices: none listed ({exc.message})")
-        return
+        if gpu_engine_loaded:
+            # The engine may still find a GPU; hipdnn.device just cannot list it.
+            report("WARN", f"GPUs: not listed ({exc.message}); pip install 'hipdnn[cuda]' or 'hipdnn[rocm]' lists them")
+            return
+        gpus, why = [], exc.message
     if not gpus:
-        report("WARN", f"GPU devices: none ({rt.package}: {rt.device_count()[1] or 'device count 0'})")
+        tail = "the GPU engine is installed but has no device" if gpu_engine_loaded else why
+        report("INFO", f"no GPU: the CPU engine serves every graph ({tail})")
+        return
     for g in gpus:
         report(
             "OK",
             f"GPU {g.index}: {g.name} ({g.arch or 'arch unknown'}, {g.total_memory / 2**30:.0f} GiB) via {rt.package}",
         )
+    if not gpu_engine_loaded:
+        report("WARN", "a GPU is present but no GPU engine loaded: pip install ./engines/hip (see the README)")
 
 
 def _bench(args: argparse.Namespace) -> int:
-    """Run the benchmarks of a source checkout (they are not installed with the package)."""
-    bench_dir = Path(args.repo) / "bench"
-    scripts = [bench_dir / f"{name}.py" for name in args.which]
+    """The installed package measured, or the benchmarks of a source checkout when asked for."""
+    if args.which or args.repo is not None:
+        return _bench_checkout(args)
+    return _bench_installed(args)
+
+
+def _progress_bar(total: int, what: str) -> Any:
+    """A progress bar on stderr, drawn only on a terminal: output redirected to a file or a pipe stays
+    free of it (tqdm's ``disable=None``)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=what, unit="step", file=sys.stderr, disable=None, leave=False, dynamic_ncols=True)
+
+
+def _median_us(fn: Callable[[], Any], calls: int, repeats: int = 5) -> float:
+    """Median over ``repeats`` of the mean time of one call, in microseconds."""
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls * 1e6)
+    return sorted(samples)[len(samples) // 2]
+
+
+def _overhead_handle(tmp: Path) -> tuple[hipdnn.Handle, str]:
+    """A handle for measuring host time per execute: the SDK's no-op example engine when a C compiler can
+    build it (nothing but hipdnn's own work is timed), else the CPU engine at a tiny shape."""
+    from hipdnn import sdk
+
+    try:
+        lib = sdk.build_plugin([sdk.example_source("noop")], tmp / "libhipdnn_noop.so")
+    except (FileNotFoundError, sdk.PluginBuildError) as exc:
+        reason = str(exc).splitlines()[0]
+        return hipdnn.Handle(), f"CPU engine (no-op example not built: {reason})"
+    handle = hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+    return handle, "no-op example engine (hipdnn.sdk.build_plugin)"
+
+
+def _bench_installed(args: argparse.Namespace) -> int:
+    """Host time per execute with four overrides, then the CPU engine's causal SDPA at several lengths
+    served by one plan. Needs nothing but the installed package (a C compiler is optional)."""
+    import tempfile
+
+    calls = 200 if args.quick else 2000
+    b, h, d = 1, 8, 64
+    s_max = 512 if args.quick else 2048
+    lens = [1, 128, 512] if args.quick else [1, 128, 512, 2048]
+    with (
+        _progress_bar(2 + len(lens), "hipdnn bench") as bar,
+        tempfile.TemporaryDirectory(prefix="hipdnn-bench-") as tmp,
+    ):
+        bar.set_postfix_str("building the no-op engine")
+        handle, measured_with = _overhead_handle(Path(tmp))
+        bar.update()
+        try:
+            g, t = _sdpa_graph(1, 2, 64, 16, causal=True, overridable=True)
+            g.build(handle)
+            vp: dict[hipdnn.TensorAttributes | int, Any] = {t[n]: np.zeros((1, 2, 64, 16), np.float32) for n in "qkvo"}
+            entry = hipdnn.OverrideEntry(shape=[1, 2, 37, 16], stride=[2 * 37 * 16, 37 * 16, 16, 1])
+            ws = np.empty(max(g.get_workspace_size(), 1), np.uint8)
+            bar.set_postfix_str("host time per execute")
+            overhead = _median_us(functools.partial(g.execute, handle, vp, ws, dict.fromkeys(vp, entry)), calls)
+        finally:
+            handle.close()
+        bar.update()
+        rows = []
+        with hipdnn.Handle() as cpu:
+            g, t = _sdpa_graph(b, h, s_max, d, causal=True, overridable=True)
+            g.build(cpu)
+            ws = np.empty(max(g.get_workspace_size(), 1), np.uint8)
+            rng = np.random.default_rng(0)
+            for s in lens:
+                bar.set_postfix_str(f"SDPA S={s}")
+                arrays: dict[hipdnn.TensorAttributes | int, Any] = {
+                    t[n]: rng.standard_normal((b, h, s, d)).astype(np.float32) for n in "qkvo"
+                }
+                entry = hipdnn.OverrideEntry(shape=[b, h, s, d], stride=[h * s * d, s * d, d, 1])
+                call = functools.partial(g.execute, cpu, arrays, ws, dict.fromkeys(arrays, entry))
+                call()  # warm-up, untimed
+                # Repeats sized to about 0.2 s per sample, whatever the length.
+                once_s = _median_us(call, 1, 1) * 1e-6
+                us = _median_us(call, max(1, min(50, int(0.2 / max(once_s, 1e-6)))), 3 if args.quick else 5)
+                flops = 4.0 * b * h * s * s * d / 2
+                rows.append((s, us, flops / (us * 1e-6) / 1e9))
+                bar.update()
+    print(f"hipdnn {hipdnn.__version__}: host time per execute, four overrides: {overhead:.2f} us ({measured_with})")
+    print(f"CPU engine, causal SDPA fp32, one plan built at B={b} H={h} S={s_max} D={d}, served at:")
+    for s, us, gflops in rows:
+        print(f"  S={s:5d}: {us / 1e3:9.3f} ms  {gflops:7.2f} GFLOP/s")
+    return 0
+
+
+def _bench_checkout(args: argparse.Namespace) -> int:
+    """Run benchmark scripts of a source checkout (they are not installed with the package)."""
+    bench_dir = Path(args.repo or ".") / "bench"
+    scripts = [bench_dir / f"{name}.py" for name in (args.which or ["serving", "cpu_sdpa"])]
     missing = [str(s) for s in scripts if not s.is_file()]
     if missing:
         print(
-            f"error: benchmark scripts not found: {', '.join(missing)} (run from a source checkout or pass --repo)",
+            f"error: benchmark scripts not found: {', '.join(missing)} (run from a source checkout or pass --repo; "
+            "`hipdnn bench` alone measures the installed package)",
             file=sys.stderr,
         )
         return 2
     status = 0
-    for script in scripts:
-        with progress(f"running {script.name}"):
+    with _progress_bar(len(scripts), "hipdnn bench") as bar:
+        for script in scripts:
+            bar.set_postfix_str(script.name)
             result = subprocess.run([sys.executable, str(script), *(["--quick"] if args.quick else [])])
-        status = status or result.returncode
+            status = status or result.returncode
+            bar.update()
     return status
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hipdnn", description=hipdnn.__doc__.splitlines()[0] if hipdnn.__doc__ else ""
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("plugins", help="what loaded, versions, optional entries, engines, what was skipped and why")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_plugins)
-    d = sub.add_parser("demo", help="run an SDPA graph on the CPU engine (or the GPU) at several sequence lengths")
-    d.add_argument("--max-seq-len", type=int, default=512)
-    d.add_argument("--seq-lens", type=int, nargs="+", default=[1, 37, 129, 512])
+    parser.add_argument("--version", action="version", version=f"hipdnn {hipdnn.__version__}")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="also print hipdnn's log (INFO and up, plugins' too) on stderr"
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser(
+        "plugins",
+        help="what loaded, versions, optional entries, engines, what was skipped and why",
+        description="List the engine plugins a hipdnn.Handle() loads here, and those it skips with the reason.",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    # The skip reasons are this command's output: the log would say them a second time.
+    p.set_defaults(func=_plugins, log_floor=logging.ERROR)
+    d = sub.add_parser(
+        "demo",
+        help="run an SDPA graph on the CPU engine (or the GPU) at several sequence lengths",
+        description="Build one causal SDPA plan at --max-seq-len and serve every --seq-lens length from it "
+        "through shape overrides, each checked against a float64 numpy reference.",
+    )
+    d.add_argument(
+        "--max-seq-len", type=int, default=512, metavar="S", help="sequence length the plan is built at (the maximum)"
+    )
+    d.add_argument(
+        "--seq-lens",
+        type=int,
+        nargs="+",
+        default=[1, 37, 129, 512],
+        metavar="S",
+        help="sequence lengths to run through the one plan, each between 1 and --max-seq-len",
+    )
     d.add_argument(
         "--device", choices=["cpu", "gpu"], default="cpu", help="gpu: the HIP engine through hipdnn.device, no torch"
     )
     d.add_argument("--dtype", choices=sorted(_GPU_DTYPES), default="fp16", help="element type of the GPU demo")
-    d.set_defaults(func=_demo)
-    i = sub.add_parser("inspect", help="show a serialized graph as text or JSON, stopping at a pipeline stage")
-    i.add_argument("file")
-    i.add_argument("--emit", choices=[s.name.lower() for s in Stage], default="validated")
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(func=_inspect)
-    doc = sub.add_parser("doctor", help="check compilers, GPU runtime, plugin directories and what loads")
-    doc.set_defaults(func=_doctor)
-    b = sub.add_parser("bench", help="run the benchmarks of a source checkout")
-    b.add_argument("which", nargs="*", default=["serving", "cpu_sdpa"])
-    b.add_argument("--repo", default=".")
-    b.add_argument("--quick", action="store_true")
-    b.set_defaults(func=_bench)
-    args = parser.parse_args(argv)
+    d.set_defaults(func=_demo, log_floor=logging.WARNING)
+    i = sub.add_parser(
+        "inspect",
+        help="show a serialized graph as text or JSON, stopping at a pipeline stage",
+        description="Read a graph serialized by Graph.serialize() and show it after the stage --emit names.",
+    )
+    i.add_argument("file", help="a file holding one serialized graph (the bytes of Graph.serialize())")
+    i.add_argument(
+        "--emit",
+        choices=[s.name.lower() for s in Stage],
+        default="validated",
+        help="stop after parsing, validation, lowering (plugin API version needed) or planning on this machine",
+    )
+    i.add_argument("--json", action="store_true", help="print one JSON object instead of text")
+    i.set_defaults(func=_inspect, log_floor=logging.WARNING)
+    doc = sub.add_parser(
+        "doctor",
+        help="check compilers, GPU runtime, plugin directories and what loads",
+        description="Check this machine: compilers, GPU runtimes and devices, plugin directories, what loads. "
+        "Exits non-zero when something is broken ([FAIL]).",
+    )
+    doc.set_defaults(func=_doctor, log_floor=logging.ERROR)
+    b = sub.add_parser(
+        "bench",
+        help="measure this install (or run the benchmarks of a source checkout)",
+        description="Without arguments: measure the installed package (host time per execute, the CPU "
+        "engine's SDPA across sequence lengths of one plan). With script names or --repo: run those "
+        "scripts of a source checkout's bench/ directory.",
+    )
+    b.add_argument(
+        "which",
+        nargs="*",
+        metavar="SCRIPT",
+        help="benchmark scripts of a checkout's bench/ to run, without .py (e.g. serving cpu_sdpa)",
+    )
+    b.add_argument(
+        "--repo",
+        default=None,
+        metavar="DIR",
+        help="source checkout holding bench/ (default: the current directory, when SCRIPT is given)",
+    )
+    b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    b.set_defaults(func=_bench, log_floor=logging.WARNING)
+    return parser
+
+
+@contextmanager
+def _logging_to_stderr(args: argparse.Namespace) -> Iterator[None]:
+    """hipdnn's log on stderr while a command runs: INFO and up with --verbose, else only the levels
+    the command does not report itself (``plugins`` and ``doctor`` print every skip reason)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("hipdnn: %(levelname)s: %(message)s"))
+    handler.setLevel(logging.INFO if args.verbose else args.log_floor)
+    logger = logging.getLogger("hipdnn")
+    level = logger.level
+    logger.addHandler(handler)
+    if args.verbose:
+        logger.setLevel(logging.INFO)
     try:
-        return int(args.func(args))
-    except hipdnn.HipdnnError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    with _logging_to_stderr(args):
+        try:
+            return int(args.func(args))
+        except hipdnn.HipdnnError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+
+
+def run() -> None:
+    """The console script: ``main`` with a reader that went away (``hipdnn plugins | head -1``) ending
+    the program quietly, as SIGPIPE ends a C tool."""
+    try:
+        code = main()
+        sys.stdout.flush()  # a closed pipe shows up here when the output was buffered
+    except BrokenPipeError:
+        # Python's own flush at exit would fail again on the dead pipe: point stdout at devnull first.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        code = 128 + signal.SIGPIPE
+    sys.exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

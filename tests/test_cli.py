@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
+import io
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 import hipdnn
-from hipdnn.cli import main, progress
+from hipdnn import cli
+from hipdnn.cli import main
 
 F32 = hipdnn.DataType.FLOAT
 
@@ -41,7 +49,7 @@ def test_plugins_json_lists_the_cpu_engine() -> None:
 def test_demo_serves_every_length_from_one_plan() -> None:
     result = run_cli("demo", "--max-seq-len", "64", "--seq-lens", "1", "37", "64")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "OK: every sequence length served by one plan" in result.stdout
+    assert "OK: S = 1, 37, 64 served by one plan built at S=64" in result.stdout
     assert result.stdout.count("overridden shape") == 3
 
 
@@ -81,14 +89,154 @@ def test_bench_without_a_checkout_says_so(tmp_path: Path, capsys: pytest.Capture
     assert "benchmark scripts not found" in capsys.readouterr().err
 
 
-def test_progress_reports_only_slow_steps() -> None:
-    import io
-    import time
+def test_version_prints_the_package_version() -> None:
+    result = run_cli("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"hipdnn {hipdnn.__version__}"
 
-    quick, slow = io.StringIO(), io.StringIO()
-    with progress("quick step", quick):
-        pass
-    with progress("slow step", slow):
-        time.sleep(1.7)
-    assert quick.getvalue() == ""
-    assert "slow step" in slow.getvalue() and "done in" in slow.getvalue()
+
+def _actions(parser: argparse.ArgumentParser, where: str) -> list[tuple[str, argparse.Action]]:
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += _actions(sub, f"{where} {name}")
+        else:
+            found.append((where, action))
+    return found
+
+
+def test_every_option_of_every_command_is_described() -> None:
+    actions = _actions(cli._parser(), "hipdnn")
+    assert len({w for w, _ in actions}) == 6  # hipdnn and its five commands
+    undescribed = [f"{w} {a.dest}" for w, a in actions if not (a.help and a.help.strip())]
+    assert undescribed == []
+    for command in ("", "plugins", "demo", "inspect", "doctor", "bench"):
+        result = run_cli(*([command] if command else []), "--help")
+        assert result.returncode == 0 and "usage: hipdnn" in result.stdout, result.stderr
+
+
+def test_inspect_of_a_missing_file_is_one_line_and_no_traceback(tmp_path: Path) -> None:
+    result = run_cli("inspect", str(tmp_path / "missing.bin"))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot read graph file {tmp_path / 'missing.bin'}: No such file or directory"
+    ]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`hipdnn plugins | head -1`: the pipe is closed before the command writes."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hipdnn", "plugins"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 128 + signal.SIGPIPE
+    assert err == ""
+
+
+def test_skip_reasons_are_printed_once(tmp_path: Path) -> None:
+    plugin_dir = tmp_path / "plugins"
+    plugin_dir.mkdir(mode=0o755)
+    (plugin_dir / "libbroken.so").write_text("not a library")
+    (plugin_dir / "libbroken.so").chmod(0o644)
+    env = {**os.environ, "HIPDNN_PLUGIN_DIR": str(plugin_dir)}
+    for command in ("plugins", "doctor"):
+        result = subprocess.run(
+            [sys.executable, "-m", "hipdnn", command], capture_output=True, text=True, env=env, timeout=120
+        )
+        both = result.stdout + result.stderr
+        assert both.count("libbroken.so") == 1, both
+    # --verbose brings hipdnn's log back (on stderr), for whoever wants it.
+    result = subprocess.run(
+        [sys.executable, "-m", "hipdnn", "-v", "plugins"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert "skipping plugin" in result.stderr and "libbroken.so" in result.stdout
+
+
+def test_demo_refuses_lengths_above_the_plan_and_says_what_to_pass() -> None:
+    result = run_cli("demo", "--max-seq-len", "64", "--seq-lens", "1", "100")
+    assert result.returncode == 2
+    assert "OK" not in result.stdout and "skipped" not in result.stdout
+    assert "--seq-lens 100" in result.stderr and "pass --max-seq-len 100" in result.stderr
+
+
+def test_demo_warms_up_before_the_first_timed_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    lengths: list[int] = []
+    execute = hipdnn.Graph.execute
+
+    def recording(self: hipdnn.Graph, handle: hipdnn.Handle, *args: Any, **kwargs: Any) -> None:
+        lengths.append(next(iter(kwargs["overrides"].values())).shape[2])
+        execute(self, handle, *args, **kwargs)
+
+    monkeypatch.setattr(hipdnn.Graph, "execute", recording)
+    assert main(["demo", "--max-seq-len", "16", "--seq-lens", "1", "9"]) == 0
+    assert lengths == [1, 1, 9]  # the first call is the untimed warm-up
+
+
+def _plugin(name: str, engine_ids: tuple[int, ...]) -> SimpleNamespace:
+    return SimpleNamespace(name=name, version="0.1.0", api_version="1.2.0", engine_ids=engine_ids)
+
+
+@pytest.mark.parametrize("with_gpu_engine", [True, False])
+def test_doctor_on_a_machine_without_a_gpu(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], with_gpu_engine: bool
+) -> None:
+    """No GPU and no GPU runtime library: said plainly, never as a warning next to a GPU engine that loaded."""
+    import ctypes.util
+
+    import hipdnn.device as hd
+
+    loaded = [_plugin("hipdnn_cpu_engine", (101,))] + ([_plugin("hipdnn_hip_engine", (202, 201))] * with_gpu_engine)
+    handle = SimpleNamespace(
+        loaded_plugins=lambda: loaded,
+        skipped_plugins=lambda: [],
+        plugin_search_paths=[],
+        close=lambda: None,
+        device_choice=lambda gpus: "cpu (no GPU)",
+    )
+    monkeypatch.setattr(hipdnn, "Handle", lambda *a, **k: handle)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.setattr(
+        hd, "runtime", lambda: SimpleNamespace(package="fake-rt", device_count=lambda: (0, "no device"))
+    )
+    monkeypatch.setattr(hd, "devices", lambda: [])
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "[INFO] no GPU: the CPU engine serves every graph" in out
+    assert "[WARN]" not in out and out.rstrip().endswith("no problems found")
+    assert ("GPU engine: hipdnn_hip_engine" in out) == with_gpu_engine
+
+
+def test_bench_measures_an_installed_package_from_anywhere(tmp_path: Path) -> None:
+    """No source tree in sight (the working directory is empty): the installed package is measured; the
+    output, redirected, carries no progress bar."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hipdnn", "bench", "--quick"], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert "host time per execute, four overrides" in result.stdout and "no-op example engine" in result.stdout
+    assert "S=  512" in result.stdout and "GFLOP/s" in result.stdout
+    assert "\r" not in result.stdout + result.stderr and result.stderr == ""
+
+
+def test_bench_without_a_compiler_measures_with_the_cpu_engine(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert main(["bench", "--quick"]) == 0
+    assert "(CPU engine (no-op example not built" in capsys.readouterr().out
+
+
+def test_progress_bar_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for stream, drawn in ((Terminal(), True), (io.StringIO(), False)):
+        monkeypatch.setattr(sys, "stderr", stream)
+        with cli._progress_bar(2, "measuring") as bar:
+            bar.update(2)
+        assert ("measuring:" in stream.getvalue() and "0/2" in stream.getvalue()) == drawn
