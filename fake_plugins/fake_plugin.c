@@ -133,6 +133,8 @@ static int g_applicable = 1;
 static int g_fail_status = 0;
 static char* g_fail_message = NULL;
 static uint64_t g_workspace_size = 0;
+static unsigned char* g_details = NULL; /* EngineDetails bytes GetEngineDetails returns (NULL: empty) */
+static size_t g_details_size = 0;
 
 static hipdnnCallback_t g_log_callback = NULL;
 static hipdnnSeverity_t g_log_level = HIPDNN_SEV_WARN;
@@ -704,9 +706,22 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle
         set_error("%s: %s", entry, why);
         return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
     }
-    /* No knobs, no notes: an empty EngineDetails. */
+    /* By default no knobs, no notes: an empty EngineDetails. With fakePluginSetEngineDetails, a
+     * heap copy of the bytes set (freed by DestroyEngineDetails), so the test may change them. */
     engine_details->ptr = k_empty_details;
     engine_details->size = 0;
+    lock();
+    if(g_details != NULL)
+    {
+        unsigned char* copy = (unsigned char*)malloc(g_details_size);
+        if(copy != NULL)
+        {
+            memcpy(copy, g_details, g_details_size);
+            engine_details->ptr = copy;
+            engine_details->size = g_details_size;
+        }
+    }
+    unlock();
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 
@@ -727,6 +742,8 @@ hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHa
         set_error("%s: %s", entry, why);
         return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
     }
+    if(engine_details->ptr != NULL && engine_details->ptr != k_empty_details)
+        free((void*)engine_details->ptr);
     engine_details->ptr = NULL;
     engine_details->size = 0;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
@@ -1335,6 +1352,9 @@ void fakePluginResetState(void)
     free(g_fail_message);
     g_fail_message = NULL;
     g_workspace_size = 0;
+    free(g_details);
+    g_details = NULL;
+    g_details_size = 0;
     unlock();
 }
 
@@ -1359,6 +1379,22 @@ void fakePluginSetWorkspaceSize(uint64_t bytes)
 {
     lock();
     g_workspace_size = bytes;
+    unlock();
+}
+
+void fakePluginSetEngineDetails(const uint8_t* data, uint64_t size)
+{
+    unsigned char* copy = NULL;
+    if(data != NULL && size > 0 && size <= (uint64_t)1 << 20) /* a test hook: 1 MiB is plenty */
+    {
+        copy = (unsigned char*)malloc((size_t)size);
+        if(copy != NULL)
+            memcpy(copy, data, (size_t)size);
+    }
+    lock();
+    free(g_details);
+    g_details = copy;
+    g_details_size = copy != NULL ? (size_t)size : 0;
     unlock();
 }
 

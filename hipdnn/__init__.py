@@ -6,11 +6,13 @@ g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
 ...
 """
 
+import logging as _logging
 from importlib import metadata as _metadata
 
 from hipdnn.frontend import (
     DYNAMIC_DIM,
     DataType,
+    DeviceChoice,
     DiagonalAlignment,
     ErrorCode,
     Graph,
@@ -26,6 +28,10 @@ from hipdnn.frontend import (
 )
 from hipdnn.plugins import LoadedPlugin, PluginFingerprint, SkippedPlugin
 
+# A library logs and the application decides where records go: without this, Python's last-resort
+# handler would print hipdnn's warnings on stderr in programs that never configured logging.
+_logging.getLogger("hipdnn").addHandler(_logging.NullHandler())
+
 # Written once, in pyproject.toml; the engines report the same string (HIPDNN_VERSION in CMake).
 try:
     __version__ = _metadata.version("hipdnn")
@@ -35,6 +41,7 @@ except _metadata.PackageNotFoundError:  # a source tree imported without being i
 __all__ = [
     "DYNAMIC_DIM",
     "DataType",
+    "DeviceChoice",
     "DiagonalAlignment",
     "ErrorCode",
     "Graph",

@@ -35,10 +35,23 @@ def _shown(value: object) -> str:
     return printable(str(value))
 
 
+def _device_choice(handle: hipdnn.Handle) -> hipdnn.DeviceChoice:
+    """Which device ``handle`` runs graphs on and why, with the GPU count hipdnn.device sees (when a
+    GPU runtime is installed; without one, the GPU engine's own applicability decides)."""
+    import hipdnn.device as hd
+
+    try:
+        gpus: int | None = len(hd.devices())
+    except hipdnn.HipdnnError:
+        gpus = None
+    return handle.device_choice(gpus)
+
+
 def _plugins(args: argparse.Namespace) -> int:
     handle = hipdnn.Handle()
     loaded = handle.loaded_plugins()
     skipped = handle.skipped_plugins()
+    choice = _device_choice(handle)
     if args.json:
         print(
             json.dumps(
@@ -46,6 +59,7 @@ def _plugins(args: argparse.Namespace) -> int:
                     "search_paths": [str(p) for p in handle.plugin_search_paths],
                     "loaded": [asdict(p) for p in loaded],
                     "skipped": [{"path": str(s.path), "reason": s.reason} for s in skipped],
+                    "device": asdict(choice),
                 },
                 indent=2,
             )
@@ -62,6 +76,7 @@ def _plugins(args: argparse.Namespace) -> int:
         print(f"        optional entries: {optional or 'none'}; sha256 {p.fingerprint.sha256[:16]}")
     for s in skipped:
         print(f"skipped {_shown(s.path)}: {_shown(s.reason)}")
+    print(f"device: hipdnn.Handle() runs graphs on the {choice}")
     print(f"{len(loaded)} loaded, {len(skipped)} skipped")
     return 0
 

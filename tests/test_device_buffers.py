@@ -80,7 +80,7 @@ def test_cuda_array_interface_values_are_on_device_and_bounded() -> None:
 
 def test_gpu_engine_declares_device_memory_in_its_engine_details() -> None:
     """Checked without a GPU: the HIP engine's details carry the device-memory note."""
-    from hipdnn.backend.descriptors import BEHAVIOR_NOTE_DEVICE_MEMORY, read_behavior_notes
+    from hipdnn.backend.placement import BEHAVIOR_NOTE_DEVICE_MEMORY, read_behavior_notes
 
     with hipdnn.Handle() as handle:
         hip = [p for p in handle.backend.plugins if p.name == "hipdnn_hip_engine"]

@@ -57,6 +57,11 @@ HIPDNN_PLUGIN_EXPORT void fakePluginSetExecuteFailure(int status, const char* me
  * contexts created afterwards (default 0). */
 HIPDNN_PLUGIN_EXPORT void fakePluginSetWorkspaceSize(uint64_t bytes);
 
+/* The serialized EngineDetails GetEngineDetails returns from now on (a copy is
+ * kept; NULL or size 0: the default empty details). Lets a test declare, for
+ * instance, the device-memory behavior note of a GPU engine. */
+HIPDNN_PLUGIN_EXPORT void fakePluginSetEngineDetails(const uint8_t* data, uint64_t size);
+
 /* The plugin's name (same string as hipdnnPluginGetName). */
 HIPDNN_PLUGIN_EXPORT const char* fakePluginGetName(void);
 

@@ -20,9 +20,9 @@ from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, Des
 from hipdnn.backend.execute_core import LOCATION_CODES, PlanCore
 from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorInfo, summarize, with_override_flag
 from hipdnn.backend.handle import BackendHandle
+from hipdnn.backend.placement import memory_location, rank_by_memory, read_behavior_notes
 from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
 from hipdnn.wire.EngineConfig import EngineConfigT
-from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
@@ -284,23 +284,7 @@ class OperationGraphDescriptor(Descriptor):
 
 
 # -- engines and configs ---------------------------------------------------------------------
-#: Behavior notes an engine lists in its EngineDetails to say where tensor memory must live
-#: (hipDNN's notes stop at 4; these are our extensions, see PluginApiDataTypes.h).
-BEHAVIOR_NOTE_HOST_MEMORY = 1000
-BEHAVIOR_NOTE_DEVICE_MEMORY = 1001
-
-
-def read_behavior_notes(details: bytes) -> tuple[int, ...]:
-    """The behavior notes of a serialized EngineDetails (empty buffer: none). Damage -> ValueError."""
-    if not details:
-        return ()
-    if len(details) < 8:
-        raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
-    try:
-        table = EngineDetails.GetRootAs(details, 0)
-        return tuple(int(table.BehaviorNotes(i)) for i in range(table.BehaviorNotesLength()))
-    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
-        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+# Behavior notes and memory locations live in hipdnn.backend.placement.
 
 
 @dataclass
@@ -361,11 +345,7 @@ class EngineDescriptor(Descriptor):
     @property
     def memory_location(self) -> str:
         """Where the engine expects tensor memory: "host", "device" or "unknown" (not declared)."""
-        if BEHAVIOR_NOTE_DEVICE_MEMORY in self.behavior_notes:
-            return "device"
-        if BEHAVIOR_NOTE_HOST_MEMORY in self.behavior_notes:
-            return "host"
-        return "unknown"
+        return memory_location(self.behavior_notes)
 
 
 class EngineConfigDescriptor(Descriptor):
@@ -461,6 +441,19 @@ class EngineHeurDescriptor(Descriptor):
                         v.verdict += f"; engine {engine_id} dropped: {exc.message}"
                 continue
             configs.append(config)
+        # The handle's device ranks engines before load order; "cpu"/"cuda" also drop the other kind.
+        preference = graph.handle.memory_preference
+        configs, dropped = rank_by_memory(configs, [c.engine.memory_location for c in configs], preference)
+        for config, location in dropped:
+            for v in self.verdicts:
+                if config.engine_id in v.engine_ids:
+                    v.verdict += (
+                        f"; engine {config.engine_id} left out: it takes {location} memory and the handle's "
+                        f"device is {graph.handle.device_name!r}"
+                    )
+        if preferred is not None:  # the graph's preferred engine still wins among those admitted
+            first = [c for c in configs if c.engine_id == preferred]
+            configs = first + [c for c in configs if c.engine_id != preferred]
         self._set_computed(A.ENGINEHEUR_RESULTS, configs)
 
     def report(self) -> str:

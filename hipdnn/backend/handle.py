@@ -9,7 +9,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hipdnn.backend.errors import ErrorCode, HipdnnError
 from hipdnn.backend.execute_core import Gate
+from hipdnn.backend.placement import MEMORY_PREFERENCES, probe_engine_memory
 from hipdnn.backend.plan_cache import PlanCache
 from hipdnn.plugins import EnginePlugin, PluginCandidate, PluginError, SkippedPlugin, instantiate
 
@@ -25,9 +27,18 @@ class BackendHandle:
         candidates: Sequence[Path | PluginCandidate],
         log_level: int = logging.WARNING,
         rejected: Sequence[SkippedPlugin] = (),
+        memory_preference: str = "auto",
+        device_name: str | None = None,
     ) -> None:
         """``candidates`` are opened in order; ``rejected`` (what discovery refused) is reported
-        with the plugins that fail to load."""
+        with the plugins that fail to load. ``memory_preference`` (one of MEMORY_PREFERENCES) ranks
+        and filters engines by where they take memory; ``device_name`` is the user's word for it."""
+        if memory_preference not in MEMORY_PREFERENCES:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"memory_preference {memory_preference!r} is not one of {MEMORY_PREFERENCES}"
+            )
+        self.memory_preference = memory_preference
+        self.device_name = device_name
         self.plugins: list[EnginePlugin]
         self.skipped: list[SkippedPlugin]
         self.plugins, self.skipped = instantiate(candidates, log_level, rejected)
@@ -45,6 +56,18 @@ class BackendHandle:
         self._close_lock = threading.Lock()
         self.plan_cache = PlanCache()
         self.fingerprints = tuple(p.library.fingerprint() for p in self.plugins)
+        self._engine_memory: dict[int, str] | None = None
+
+    def engine_memory(self) -> dict[int, str]:
+        """engine id -> "host", "device" or "unknown", as each engine declares it for a probe graph
+        (asked once, on first use; a real graph's details decide at planning)."""
+        with self._lock:
+            if self._engine_memory is None:
+                found: dict[int, str] = {}
+                for plugin in self.plugins:
+                    found.update(probe_engine_memory(plugin))
+                self._engine_memory = found
+            return dict(self._engine_memory)
 
     @property
     def closed(self) -> bool:

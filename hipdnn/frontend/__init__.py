@@ -1,7 +1,7 @@
 """Frontend layer: Graph, tensors, operations, validation and execute."""
 
 from hipdnn.frontend.graph import Graph
-from hipdnn.frontend.handle import Handle, PluginLoadingMode
+from hipdnn.frontend.handle import DeviceChoice, Handle, PluginLoadingMode
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import (
@@ -18,6 +18,7 @@ from hipdnn.frontend.types import (
 __all__ = [
     "DYNAMIC_DIM",
     "DataType",
+    "DeviceChoice",
     "DiagonalAlignment",
     "ErrorCode",
     "Graph",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hipdnn.backend import (
@@ -19,13 +20,16 @@ from hipdnn.backend import (
     discover_candidates,
     env_plugin_dirs,
 )
-from hipdnn.frontend.args import int_arg, path_list_arg, refuse
+from hipdnn.backend.errors import ErrorCode, HipdnnError
+from hipdnn.frontend.args import int_arg, path_list_arg, refuse, show
 
 ENV_LOG_LEVEL = "HIPDNN_LOG_LEVEL"
 
 __all__ = [
+    "DEVICES",
     "ENV_LOG_LEVEL",
     "ENV_PLUGIN_DIR",
+    "DeviceChoice",
     "Handle",
     "PluginLoadingMode",
     "builtin_engine_dirs",
@@ -46,6 +50,36 @@ def log_level_from_env() -> int:
         return level
     logging.getLogger("hipdnn").warning("%s=%r is not a logging level; using WARNING", ENV_LOG_LEVEL, value)
     return logging.WARNING
+
+
+#: ``Handle(device=...)`` -> the memory its engines must take. "cuda" and "hip" both mean a GPU, as
+#: torch's "cuda" does on ROCm: the engine, not the word, decides the platform.
+DEVICES: dict[str | None, str] = {None: "auto", "cpu": "host", "cuda": "device", "hip": "device"}
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """Which device a handle runs graphs on ("cpu" or "gpu") and why, in words."""
+
+    device: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.device} ({self.reason})"
+
+
+def _device_arg(value: object) -> str | None:
+    if value is None or (isinstance(value, str) and value in DEVICES):
+        return value
+    raise refuse("Handle: device", f"{show(value)} is not one of 'cuda', 'hip', 'cpu' or None")
+
+
+def _engines_text(memory: dict[int, str], plugin_of: dict[int, str], location: str) -> str:
+    by_plugin: dict[str, list[int]] = {}
+    for engine_id, loc in memory.items():
+        if loc == location:
+            by_plugin.setdefault(plugin_of.get(engine_id, "?"), []).append(engine_id)
+    return ", ".join(f"{name} {sorted(ids)}" for name, ids in by_plugin.items())
 
 
 def _loading_mode(value: object, what: str) -> PluginLoadingMode:
@@ -71,15 +105,31 @@ class Handle:
         plugin_paths: Sequence[str | os.PathLike[str]] | None = None,
         plugin_loading_mode: PluginLoadingMode = PluginLoadingMode.ADDITIVE,
         stream: int | None = None,
+        device: str | None = None,
     ) -> None:
+        """``device`` picks the engines: "cuda" or "hip" only engines that take device (GPU) memory,
+        "cpu" only engines that take host memory; None (default) tries GPU engines first, which
+        apply only where they find a GPU, then host engines. Engines that do not declare where
+        their memory lives are kept by every choice, after those that match. The graph's
+        ``preferred_engine_id`` still comes first among the engines the device admits."""
         plugin_paths = path_list_arg(plugin_paths, "Handle: plugin_paths")
+        self._device = _device_arg(device)
         plugin_loading_mode = _loading_mode(plugin_loading_mode, "Handle: plugin_loading_mode")
+        # HIPDNN_LOG_LEVEL sets what plugins emit; the Python logger's level stays the application's.
         level = log_level_from_env()
-        if os.environ.get(ENV_LOG_LEVEL):
-            logging.getLogger("hipdnn").setLevel(level)
         self.discovery: Discovery = discover_candidates(plugin_paths, plugin_loading_mode)
         self.plugin_search_paths: list[Path] = [s.path for s in self.discovery.search_paths]
-        self._backend = BackendHandle(self.discovery.candidates, level, self.discovery.rejected)
+        self._backend = BackendHandle(
+            self.discovery.candidates,
+            level,
+            self.discovery.rejected,
+            memory_preference=DEVICES[self._device],
+            device_name=self._device,
+        )
+        if self._device in ("cuda", "hip") and "device" not in self._backend.engine_memory().values():
+            message = self._no_gpu_engine_message()
+            self._backend.close()
+            raise HipdnnError(ErrorCode.INVALID_VALUE, message)
         if stream is not None:
             self.set_stream(stream)
 
@@ -98,6 +148,46 @@ class Handle:
     @property
     def backend(self) -> BackendHandle:
         return self._backend
+
+    @property
+    def device(self) -> str | None:
+        """The device asked for at creation ("cuda", "hip", "cpu" or None); see :meth:`device_choice`."""
+        return self._device
+
+    def _plugin_of(self) -> dict[int, str]:
+        return {e: p.name for p in self._backend.plugins for e in p.engine_ids}
+
+    def _no_gpu_engine_message(self) -> str:
+        memory = self._backend.engine_memory()
+        host = _engines_text(memory, self._plugin_of(), "host")
+        loaded = f"loaded engines taking host memory: {host}" if host else "no engine that declares its memory"
+        skipped = "; ".join(f"{s.path.name}: {s.reason}" for s in self._backend.skipped)
+        return (
+            f"Handle(device={self._device!r}): no loaded engine runs on a GPU ({loaded}"
+            + (f"; skipped: {skipped}" if skipped else "")
+            + "). Install the GPU engine (README, GPU engine), or pass device='cpu' or device=None"
+        )
+
+    def device_choice(self, gpus: int | None = None) -> DeviceChoice:
+        """Where this handle runs graphs and why. ``gpus``: how many GPUs the caller saw (e.g.
+        ``len(hipdnn.device.devices())``), None when it could not tell. Asks each engine once for
+        its details on a probe graph; a real graph's details decide at planning."""
+        memory = self._backend.engine_memory()
+        plugin_of = self._plugin_of()
+        gpu_engines = _engines_text(memory, plugin_of, "device")
+        host_engines = _engines_text(memory, plugin_of, "host")
+        if self._device == "cpu":
+            return DeviceChoice("cpu", f"device='cpu': engines taking host memory only ({host_engines or 'none'})")
+        if self._device in ("cuda", "hip"):
+            return DeviceChoice("gpu", f"device={self._device!r}: engines taking device memory only ({gpu_engines})")
+        if not gpu_engines:
+            return DeviceChoice("cpu", "device=None and no loaded engine takes device memory")
+        if gpus == 0:
+            return DeviceChoice(
+                "cpu", f"device=None: {gpu_engines} take device memory, but no GPU is present; host engines serve"
+            )
+        seen = f"{gpus} GPU(s) present" if gpus else "they apply only where they find a GPU"
+        return DeviceChoice("gpu", f"device=None: {gpu_engines} take device memory and are tried first ({seen})")
 
     def set_stream(self, stream: int) -> None:
         self._backend.set_stream(int_arg(stream, "Handle: stream", 0, (1 << 64) - 1))
@@ -123,4 +213,5 @@ class Handle:
 
     def __repr__(self) -> str:
         names = ", ".join(f"{p.name} {p.version}" for p in self.loaded_plugins())
-        return f"Handle(plugins=[{names}])"
+        device = f", device={self._device!r}" if self._device is not None else ""
+        return f"Handle(plugins=[{names}]{device})"

@@ -72,4 +72,5 @@ def test_device_memory_is_refused_before_the_plugin_runs(handle: hipdnn.Handle, 
         g.execute(handle, vp)
     assert err.value.code == hipdnn.ErrorCode.INVALID_VALUE
     assert "runs on the host" in err.value.message
+    assert 'hipdnn.Handle(device="cuda")' in err.value.message  # the fix, not only the engine id
     assert (host == 0).all()

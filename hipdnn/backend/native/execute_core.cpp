@@ -2069,15 +2069,15 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
         if (b.sized) {
             if (d.location == kLocationHost && b.on_device) {
                 raise(kInvalidValue, t.label + ": device memory handed to engine " + std::to_string(d.engine_id) +
-                                         ", which runs on the host; build the graph on a handle whose engine runs "
-                                         "on the device (preferred_engine_id or the handle's device)");
+                                         ", which runs on the host; to run on a GPU, build the graph on "
+                                         "hipdnn.Handle(device=\"cuda\") (or \"hip\")");
                 ok = false;
                 break;
             }
             if (d.location == kLocationDevice && !b.on_device) {
                 raise(kInvalidValue, t.label + ": host memory handed to engine " + std::to_string(d.engine_id) +
-                                         ", which runs on a GPU; copy it to the device first (or pass a device "
-                                         "pointer)");
+                                         ", which runs on a GPU; copy it to the device first, or build the graph "
+                                         "on hipdnn.Handle(device=\"cpu\") to run on the host");
                 ok = false;
                 break;
             }

@@ -1,0 +1,130 @@
+"""Where an engine takes tensor memory (host or device), and how a handle's device ranks engines.
+
+Engines say where their memory lives through behavior notes in their EngineDetails. A handle's
+memory preference ("auto", "host" or "device") orders the applicable engines by it before load
+order, and "host"/"device" also drop the engines that declare the other memory. Engines that
+declare nothing (older plugins) are kept and ranked after those that match."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import TypeVar
+
+import flatbuffers
+
+from hipdnn.plugins import EnginePlugin, PluginError
+from hipdnn.wire.EngineDetails import EngineDetails
+from hipdnn.wire.Graph import GraphT
+from hipdnn.wire.Node import NodeT
+from hipdnn.wire.NodeAttributes import NodeAttributes
+from hipdnn.wire.PointwiseAttributes import PointwiseAttributesT
+from hipdnn.wire.TensorAttributes import TensorAttributesT
+
+#: Behavior notes an engine lists in its EngineDetails to say where tensor memory must live
+#: (hipDNN's notes stop at 4; these are our extensions, see PluginApiDataTypes.h).
+BEHAVIOR_NOTE_HOST_MEMORY = 1000
+BEHAVIOR_NOTE_DEVICE_MEMORY = 1001
+
+#: A handle's memory preference: "auto" ranks device engines first (they answer applicable only
+#: where they can run), "host" and "device" admit only engines of that memory (and undeclared ones).
+MEMORY_PREFERENCES = ("auto", "host", "device")
+
+_C = TypeVar("_C")
+
+
+def read_behavior_notes(details: bytes) -> tuple[int, ...]:
+    """The behavior notes of a serialized EngineDetails (empty buffer: none). Damage -> ValueError."""
+    if not details:
+        return ()
+    if len(details) < 8:
+        raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
+    try:
+        table = EngineDetails.GetRootAs(details, 0)
+        return tuple(int(table.BehaviorNotes(i)) for i in range(table.BehaviorNotesLength()))
+    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def memory_location(notes: Iterable[int]) -> str:
+    """The memory location ("host", "device" or "unknown": not declared) of behavior notes."""
+    notes = tuple(notes)
+    if BEHAVIOR_NOTE_DEVICE_MEMORY in notes:
+        return "device"
+    if BEHAVIOR_NOTE_HOST_MEMORY in notes:
+        return "host"
+    return "unknown"
+
+
+@functools.lru_cache(maxsize=1)
+def probe_graph() -> bytes:
+    """A minimal valid graph (fp32 identity of one element) to ask engines for their details when
+    no real graph is at hand. Engines built on the SDK answer details for any well-formed graph."""
+    tensors = []
+    for uid, name in ((1, "x"), (2, "y")):
+        t = TensorAttributesT()
+        t.uid, t.name, t.dataType, t.dims, t.strides = uid, name, 1, [1], [1]  # 1: FLOAT
+        tensors.append(t)
+    node = NodeT()
+    node.name, node.computeDataType = "probe", 1
+    node.attributesType = NodeAttributes.PointwiseAttributes
+    attrs = PointwiseAttributesT()
+    attrs.operation, attrs.in0TensorUid, attrs.out0TensorUid = 23, 1, 2  # 23: IDENTITY
+    node.attributes = attrs
+    g = GraphT()
+    g.name, g.ioDataType, g.intermediateDataType, g.computeDataType = "memory_probe", 1, 1, 1
+    g.tensors, g.nodes = tensors, [node]
+    builder = flatbuffers.Builder(256)
+    builder.Finish(g.Pack(builder))
+    return bytes(builder.Output())
+
+
+def probe_engine_memory(plugin: EnginePlugin) -> dict[int, str]:
+    """engine id -> memory location, from each engine's details for the probe graph ("unknown"
+    where the plugin declines or answers unreadable details)."""
+    out: dict[int, str] = {}
+    for engine_id in plugin.engine_ids:
+        try:
+            out[engine_id] = memory_location(read_behavior_notes(plugin.engine_details(engine_id, probe_graph())))
+        except (PluginError, ValueError):
+            out[engine_id] = "unknown"
+    return out
+
+
+def memory_rank(location: str, preference: str) -> int | None:
+    """Sort key of an engine of ``location`` under ``preference`` (lower first); None: not admitted."""
+    if preference == "host":
+        return {"host": 0, "unknown": 1}.get(location)
+    # "device" and "auto": device engines first; "auto" keeps host engines last.
+    order = {"device": 0, "unknown": 1} if preference == "device" else {"device": 0, "unknown": 1, "host": 2}
+    return order.get(location)
+
+
+def rank_by_memory(
+    items: Sequence[_C], locations: Sequence[str], preference: str
+) -> tuple[list[_C], list[tuple[_C, str]]]:
+    """``items`` (in load order) ordered by the preference, stable within a rank, and the ones not
+    admitted with their location."""
+    ranked: list[tuple[int, int, _C]] = []
+    dropped: list[tuple[_C, str]] = []
+    for i, (item, location) in enumerate(zip(items, locations, strict=True)):
+        rank = memory_rank(location, preference)
+        if rank is None:
+            dropped.append((item, location))
+        else:
+            ranked.append((rank, i, item))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [item for _, _, item in ranked], dropped
+
+
+__all__ = [
+    "BEHAVIOR_NOTE_DEVICE_MEMORY",
+    "BEHAVIOR_NOTE_HOST_MEMORY",
+    "MEMORY_PREFERENCES",
+    "memory_location",
+    "memory_rank",
+    "probe_engine_memory",
+    "probe_graph",
+    "rank_by_memory",
+    "read_behavior_notes",
+]

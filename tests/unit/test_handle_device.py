@@ -1,0 +1,143 @@
+"""Handle(device=...): engines are ranked (and for "cpu"/"cuda" filtered) by the memory they take.
+
+Run without a GPU: fake plugins declare host or device memory through the behavior notes of their
+EngineDetails (fakePluginSetEngineDetails), the way the CPU and HIP engines do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import pytest
+
+import hipdnn
+from hipdnn.backend.placement import BEHAVIOR_NOTE_DEVICE_MEMORY, BEHAVIOR_NOTE_HOST_MEMORY
+from hipdnn.wire import EngineDetails as ED
+
+F32 = hipdnn.DataType.FLOAT
+HOST, DEVICE = "fake_override_v110", "fake_override_second"  # engines 9001 and 9007, loaded in that order
+
+
+def details(engine_id: int, note: int) -> bytes:
+    b = flatbuffers.Builder(64)
+    ED.StartBehaviorNotesVector(b, 1)
+    b.PrependInt32(note)
+    notes = b.EndVector()
+    ED.Start(b)
+    ED.AddEngineId(b, engine_id)
+    ED.AddBehaviorNotes(b, notes)
+    b.Finish(ED.End(b))
+    return bytes(b.Output())
+
+
+def declare(fake: Any, engine_id: int, note: int) -> None:
+    data = details(engine_id, note)
+    fake.lib.fakePluginSetEngineDetails(fake.ffi.from_buffer(data), len(data))
+
+
+@pytest.fixture
+def placed(fakes: dict[str, Any], fake_plugin_paths: dict[str, Any]) -> Any:
+    """A factory of handles over a host fake (9001) and a device fake (9007), in that load order."""
+    declare(fakes[HOST], 9001, BEHAVIOR_NOTE_HOST_MEMORY)
+    declare(fakes[DEVICE], 9007, BEHAVIOR_NOTE_DEVICE_MEMORY)
+    handles: list[hipdnn.Handle] = []
+
+    def make(device: str | None, *names: str) -> hipdnn.Handle:
+        h = hipdnn.Handle(
+            plugin_paths=[fake_plugin_paths[n] for n in (names or (HOST, DEVICE))],
+            plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE,
+            device=device,
+        )
+        handles.append(h)
+        return h
+
+    yield make
+    for h in handles:
+        h.close()
+
+
+def relu(preferred: int | None = None) -> tuple[hipdnn.Graph, hipdnn.TensorAttributes, hipdnn.TensorAttributes]:
+    g = hipdnn.Graph(name="relu", io_data_type=F32, preferred_engine_id=preferred)
+    x = g.tensor(name="x", dim=[4], stride=[1], data_type=F32)
+    y = g.pointwise(hipdnn.PointwiseMode.RELU_FWD, x)
+    y.set_output(True)
+    return g, x, y
+
+
+@pytest.mark.parametrize(("device", "engine"), [(None, 9007), ("cuda", 9007), ("hip", 9007), ("cpu", 9001)])
+def test_the_device_ranks_engines_before_load_order(placed: Any, device: str | None, engine: int) -> None:
+    h = placed(device)
+    g, _, _ = relu()
+    g.build(h)
+    assert g.get_engine_id() == engine
+
+
+def test_cpu_leaves_device_engines_out_and_says_so(placed: Any) -> None:
+    g, _, _ = relu(preferred=9007)  # the preferred engine cannot beat the handle's restriction
+    g.build(placed("cpu"))
+    assert g.get_engine_id() == 9001
+    assert "engine 9007 left out: it takes device memory and the handle's device is 'cpu'" in g.plugin_report()
+
+
+def test_a_device_handle_over_host_engines_only_fails_on_build(placed: Any) -> None:
+    h = placed("cpu", DEVICE)
+    g, _, _ = relu()
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        g.build(h)
+    assert err.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED and "left out" in err.value.message
+
+
+def test_preferred_engine_still_wins_among_those_admitted(placed: Any) -> None:
+    g, _, _ = relu(preferred=9001)
+    g.build(placed(None))
+    assert g.get_engine_id() == 9001
+
+
+@pytest.mark.parametrize("device", ["cuda", "hip"])
+def test_gpu_device_without_a_gpu_engine_names_the_fix(placed: Any, device: str) -> None:
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        placed(device, HOST)
+    assert err.value.code == hipdnn.ErrorCode.INVALID_VALUE
+    assert "no loaded engine runs on a GPU" in err.value.message
+    assert "fake_override_v110 [9001]" in err.value.message and "device='cpu'" in err.value.message
+
+
+@pytest.mark.parametrize("bad", ["gpu", "CUDA", 0, ["cpu"]])
+def test_unknown_devices_are_refused(bad: Any) -> None:
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        hipdnn.Handle(plugin_paths=[], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, device=bad)
+    assert err.value.code == hipdnn.ErrorCode.INVALID_VALUE and "'cuda', 'hip', 'cpu' or None" in err.value.message
+
+
+def test_device_choice_explains_itself(placed: Any) -> None:
+    auto = placed(None)
+    assert auto.device is None
+    assert auto.device_choice().device == "gpu" and "fake_override_second [9007]" in str(auto.device_choice())
+    assert auto.device_choice(gpus=0).device == "cpu"
+    assert "no GPU is present" in auto.device_choice(gpus=0).reason
+    assert placed("cpu").device_choice().device == "cpu"
+    assert placed(None, HOST).device_choice() == hipdnn.DeviceChoice(
+        "cpu", "device=None and no loaded engine takes device memory"
+    )
+
+
+def test_host_arrays_for_a_device_engine_name_the_device_argument(placed: Any, fakes: dict[str, Any]) -> None:
+    h = placed(None)
+    g, x, y = relu()
+    g.build(h)
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        g.execute(h, {x: np.zeros(4, np.float32), y: np.zeros(4, np.float32)})
+    assert 'hipdnn.Handle(device="cpu")' in err.value.message
+    assert fakes[DEVICE].calls("ExecuteOpGraph") == []
+
+
+def test_plugins_command_says_which_device_a_handle_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from hipdnn.cli import main
+
+    assert main(["plugins"]) == 0
+    assert "device: hipdnn.Handle() runs graphs on the " in capsys.readouterr().out
+    assert main(["plugins", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["device"]["device"] in ("cpu", "gpu")
