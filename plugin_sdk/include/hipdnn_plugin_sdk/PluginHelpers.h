@@ -23,6 +23,10 @@
  *        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine id %lld unknown", (long long)id);
  *        hipdnnPluginClearError();
  *        hipdnnPluginLog(HIPDNN_SEV_INFO, "created context for graph %s", name);
+ *        hipdnnPluginLogText(HIPDNN_SEV_WARN, long_preformatted_text);
+ *
+ *    A plugin that wants only some of these entries (or its own last-error
+ *    entry) uses the macro's pieces instead; see HIPDNN_PLUGIN_DEFINE_ERROR_STATE.
  *
  * Last-error rules, as the host expects them: the message belongs to the
  * calling thread; it stays valid until the next call into the plugin on that
@@ -236,6 +240,9 @@ HIPDNN_PLUGIN_HIDDEN int hipdnnPluginLogEnabled(hipdnnSeverity_t severity);
 /* Formats and sends one message to the host's sink, subject to the threshold. */
 HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLog(hipdnnSeverity_t severity, const char* fmt, ...)
     HIPDNN_PLUGIN_SDK_PRINTF_LIKE(2, 3);
+/* Sends text to the host's sink as it is (no formatting, no length bound),
+ * subject to the threshold; NULL is sent as "". */
+HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLogText(hipdnnSeverity_t severity, const char* text);
 
 /* Atomic loads and stores of the sink and threshold where the compiler has them. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -246,33 +253,22 @@ HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLog(hipdnnSeverity_t severity, const char*
 #define HIPDNN_PLUGIN_SDK_STORE_(var, value) ((var) = (value))
 #endif
 
-/* Defines the last-error and logging entry points and the functions declared
- * above. Use once per plugin, at file scope, followed by a semicolon. */
-#define HIPDNN_PLUGIN_DEFINE_ERROR_AND_LOG_ENTRIES()                                                                   \
+/* The pieces of HIPDNN_PLUGIN_DEFINE_ERROR_AND_LOG_ENTRIES(), for a plugin
+ * that exports only some of those entries or writes one of them itself (the
+ * test suite's misbehaving plugins do both). Each is used at most once per
+ * plugin, at file scope, followed by a semicolon:
+ *
+ *   HIPDNN_PLUGIN_DEFINE_ERROR_STATE()       the last-error buffer and
+ *                                            hipdnnPluginSetError/ClearError/LastError;
+ *                                            exports nothing
+ *   HIPDNN_PLUGIN_DEFINE_LAST_ERROR_ENTRY()  exports hipdnnPluginGetLastErrorString
+ *   HIPDNN_PLUGIN_DEFINE_LOG_ENTRIES()       the sink and threshold, exports
+ *                                            hipdnnPluginSetLoggingCallback/SetLogLevel,
+ *                                            defines hipdnnPluginLogEnabled/Log/LogText
+ *
+ * The last two need the first (SetLogLevel reports a bad level through it). */
+#define HIPDNN_PLUGIN_DEFINE_ERROR_STATE()                                                                             \
     static HIPDNN_PLUGIN_THREAD_LOCAL char hipdnnPluginSdkLastError_[HIPDNN_PLUGIN_ERROR_CAPACITY];                    \
-    static hipdnnCallback_t hipdnnPluginSdkLogSink_ = NULL;                                                            \
-    static int hipdnnPluginSdkLogLevel_ = (int)(HIPDNN_PLUGIN_DEFAULT_LOG_LEVEL);                                      \
-                                                                                                                       \
-    HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** error_str)                                   \
-    {                                                                                                                  \
-        if(error_str != NULL)                                                                                          \
-            *error_str = hipdnnPluginSdkLastError_;                                                                    \
-    }                                                                                                                  \
-                                                                                                                       \
-    HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)                \
-    {                                                                                                                  \
-        HIPDNN_PLUGIN_SDK_STORE_(hipdnnPluginSdkLogSink_, callback);                                                   \
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;                                                                           \
-    }                                                                                                                  \
-                                                                                                                       \
-    HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)                          \
-    {                                                                                                                  \
-        if((int)level < (int)HIPDNN_SEV_INFO || (int)level > (int)HIPDNN_SEV_OFF)                                      \
-            return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "log level %d is not a hipdnnSeverity_t",    \
-                                        (int)level);                                                                   \
-        HIPDNN_PLUGIN_SDK_STORE_(hipdnnPluginSdkLogLevel_, (int)level);                                                \
-        return HIPDNN_PLUGIN_STATUS_SUCCESS;                                                                           \
-    }                                                                                                                  \
                                                                                                                        \
     HIPDNN_PLUGIN_HIDDEN hipdnnPluginStatus_t hipdnnPluginSetError(hipdnnPluginStatus_t status, const char* fmt, ...)  \
     {                                                                                                                  \
@@ -292,6 +288,34 @@ HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLog(hipdnnSeverity_t severity, const char*
     {                                                                                                                  \
         return hipdnnPluginSdkLastError_;                                                                              \
     }                                                                                                                  \
+    typedef int hipdnnPluginSdkErrorStateDefinedOnce_
+
+#define HIPDNN_PLUGIN_DEFINE_LAST_ERROR_ENTRY()                                                                        \
+    HIPDNN_PLUGIN_EXPORT void hipdnnPluginGetLastErrorString(const char** error_str)                                   \
+    {                                                                                                                  \
+        if(error_str != NULL)                                                                                          \
+            *error_str = hipdnnPluginLastError();                                                                      \
+    }                                                                                                                  \
+    typedef int hipdnnPluginSdkLastErrorEntryDefinedOnce_
+
+#define HIPDNN_PLUGIN_DEFINE_LOG_ENTRIES()                                                                             \
+    static hipdnnCallback_t hipdnnPluginSdkLogSink_ = NULL;                                                            \
+    static int hipdnnPluginSdkLogLevel_ = (int)(HIPDNN_PLUGIN_DEFAULT_LOG_LEVEL);                                      \
+                                                                                                                       \
+    HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)                \
+    {                                                                                                                  \
+        HIPDNN_PLUGIN_SDK_STORE_(hipdnnPluginSdkLogSink_, callback);                                                   \
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;                                                                           \
+    }                                                                                                                  \
+                                                                                                                       \
+    HIPDNN_PLUGIN_EXPORT hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)                          \
+    {                                                                                                                  \
+        if((int)level < (int)HIPDNN_SEV_INFO || (int)level > (int)HIPDNN_SEV_OFF)                                      \
+            return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "log level %d is not a hipdnnSeverity_t",    \
+                                        (int)level);                                                                   \
+        HIPDNN_PLUGIN_SDK_STORE_(hipdnnPluginSdkLogLevel_, (int)level);                                                \
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;                                                                           \
+    }                                                                                                                  \
                                                                                                                        \
     HIPDNN_PLUGIN_HIDDEN int hipdnnPluginLogEnabled(hipdnnSeverity_t severity)                                         \
     {                                                                                                                  \
@@ -307,6 +331,21 @@ HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLog(hipdnnSeverity_t severity, const char*
                            (hipdnnSeverity_t)HIPDNN_PLUGIN_SDK_LOAD_(hipdnnPluginSdkLogLevel_), severity, fmt, ap);    \
         va_end(ap);                                                                                                    \
     }                                                                                                                  \
+                                                                                                                       \
+    HIPDNN_PLUGIN_HIDDEN void hipdnnPluginLogText(hipdnnSeverity_t severity, const char* text)                         \
+    {                                                                                                                  \
+        hipdnnCallback_t sink = HIPDNN_PLUGIN_SDK_LOAD_(hipdnnPluginSdkLogSink_);                                      \
+        if(hipdnnPluginShouldLog(sink, (hipdnnSeverity_t)HIPDNN_PLUGIN_SDK_LOAD_(hipdnnPluginSdkLogLevel_), severity)) \
+            sink(severity, text != NULL ? text : "");                                                                  \
+    }                                                                                                                  \
+    typedef int hipdnnPluginSdkLogEntriesDefinedOnce_
+
+/* Defines the last-error and logging entry points and the functions declared
+ * above. Use once per plugin, at file scope, followed by a semicolon. */
+#define HIPDNN_PLUGIN_DEFINE_ERROR_AND_LOG_ENTRIES()                                                                   \
+    HIPDNN_PLUGIN_DEFINE_ERROR_STATE();                                                                                \
+    HIPDNN_PLUGIN_DEFINE_LAST_ERROR_ENTRY();                                                                           \
+    HIPDNN_PLUGIN_DEFINE_LOG_ENTRIES();                                                                                \
     typedef int hipdnnPluginSdkErrorAndLogEntriesDefinedOnce_
 
 #ifdef __cplusplus
