@@ -17,7 +17,8 @@
  * given: it validates parameters, keeps handles and execution contexts on the
  * heap (checked on every use against a live list and a magic number) and
  * records the calls that carry a payload into an in-memory log read back
- * through the hooks of fake_plugin_hooks.h.
+ * through the hooks of fake_plugin_hooks.h. Its last error and logging entries
+ * are the SDK's (PluginHelpers.h), as a real C plugin's would be.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #include "hipdnn_plugin_sdk/EnginePluginApi.h"
+#include "hipdnn_plugin_sdk/PluginHelpers.h"
 #include "fake_plugin_hooks.h"
 
 #ifndef FAKE_PLUGIN_NAME
@@ -136,9 +138,6 @@ static uint64_t g_workspace_size = 0;
 static unsigned char* g_details = NULL; /* EngineDetails bytes GetEngineDetails returns (NULL: empty) */
 static size_t g_details_size = 0;
 
-static hipdnnCallback_t g_log_callback = NULL;
-static hipdnnSeverity_t g_log_level = HIPDNN_SEV_WARN;
-
 static void lock(void)
 {
     (void)pthread_mutex_lock(&g_mutex);
@@ -179,56 +178,7 @@ static uint64_t fnv1a64(const void* data, size_t size)
     return h;
 }
 
-/* Last error of the calling thread. */
-static __thread char* tl_error = NULL;
-static __thread size_t tl_error_cap = 0;
-
-static void set_error_text(const char* text)
-{
-    size_t n = strlen(text) + 1;
-    if(n > tl_error_cap)
-    {
-        char* grown = (char*)realloc(tl_error, n);
-        if(grown == NULL)
-        {
-            if(tl_error != NULL && tl_error_cap > 0)
-                tl_error[0] = '\0';
-            return;
-        }
-        tl_error = grown;
-        tl_error_cap = n;
-    }
-    memcpy(tl_error, text, n);
-}
-
-static void set_error(const char* fmt, ...)
-{
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    set_error_text(buf);
-}
-
-static void emit_log(hipdnnSeverity_t severity, const char* fmt, ...)
-{
-    hipdnnCallback_t cb;
-    hipdnnSeverity_t level;
-    char buf[512];
-    va_list ap;
-
-    lock();
-    cb = g_log_callback;
-    level = g_log_level;
-    unlock();
-    if(cb == NULL || level == HIPDNN_SEV_OFF || severity < level)
-        return;
-    va_start(ap, fmt);
-    (void)vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    cb(severity, buf);
-}
+HIPDNN_PLUGIN_DEFINE_ERROR_AND_LOG_ENTRIES();
 
 static struct HipdnnEnginePluginHandle* find_handle_locked(hipdnnEnginePluginHandle_t handle)
 {
@@ -351,10 +301,7 @@ static int valid_data(const hipdnnPluginConstData_t* d)
 hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
 {
     if(name == NULL)
-    {
-        set_error("hipdnnPluginGetName: name is NULL");
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "hipdnnPluginGetName: name is NULL");
     *name = FAKE_PLUGIN_NAME;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -362,10 +309,7 @@ hipdnnPluginStatus_t hipdnnPluginGetName(const char** name)
 hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
 {
     if(version == NULL)
-    {
-        set_error("hipdnnPluginGetVersion: version is NULL");
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "hipdnnPluginGetVersion: version is NULL");
     *version = FAKE_PLUGIN_VERSION;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -374,10 +318,8 @@ hipdnnPluginStatus_t hipdnnPluginGetVersion(const char** version)
 hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
 {
     if(version == NULL)
-    {
-        set_error("hipdnnPluginGetApiVersion: version is NULL");
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(
+            HIPDNN_PLUGIN_STATUS_BAD_PARAM, "hipdnnPluginGetApiVersion: version is NULL");
     *version = FAKE_PLUGIN_API_VERSION;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -386,39 +328,8 @@ hipdnnPluginStatus_t hipdnnPluginGetApiVersion(const char** version)
 hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
 {
     if(type == NULL)
-    {
-        set_error("hipdnnPluginGetType: type is NULL");
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "hipdnnPluginGetType: type is NULL");
     *type = HIPDNN_PLUGIN_TYPE_ENGINE;
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
-}
-
-void hipdnnPluginGetLastErrorString(const char** error_str)
-{
-    if(error_str == NULL)
-        return;
-    *error_str = tl_error != NULL ? tl_error : "";
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
-{
-    lock();
-    g_log_callback = callback;
-    unlock();
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
-{
-    if((int)level < (int)HIPDNN_SEV_INFO || (int)level > (int)HIPDNN_SEV_OFF)
-    {
-        set_error("hipdnnPluginSetLogLevel: invalid level %d", (int)level);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
-    lock();
-    g_log_level = level;
-    unlock();
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 
@@ -426,37 +337,26 @@ hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t level)
 /* EnginePluginApi.h                                                         */
 /* ------------------------------------------------------------------------- */
 
-/* Writes this plugin's single engine id following the count convention. */
-static hipdnnPluginStatus_t
-    write_engine_ids(const char* entry, int64_t* ids, uint32_t max, uint32_t* num, uint32_t count)
+/* Why the SDK's count convention refused its arguments (it checks nothing else). */
+static const char* bad_engine_id_args(const uint32_t* num_engines)
 {
-    if(num == NULL)
-    {
-        set_error("%s: num_engines is NULL", entry);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
-    if(max > 0 && ids == NULL)
-    {
-        set_error("%s: engine_ids is NULL but max_engines is %u", entry, (unsigned)max);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
-    if(count > 0 && max > 0)
-        ids[0] = k_engine_id;
-    *num = count;
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    return num_engines == NULL ? "num_engines is NULL" : "engine_ids is NULL but max_engines > 0";
 }
 
 hipdnnPluginStatus_t
     hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
 {
-    return write_engine_ids(
-        "hipdnnEnginePluginGetAllEngineIds", engine_ids, max_engines, num_engines, 1u);
+    if(hipdnnPluginReturnEngineIds(&k_engine_id, 1u, engine_ids, max_engines, num_engines)
+       != HIPDNN_PLUGIN_STATUS_SUCCESS)
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM,
+                                    "hipdnnEnginePluginGetAllEngineIds: %s",
+                                    bad_engine_id_args(num_engines));
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 
 static hipdnnPluginStatus_t out_of_memory(const char* entry)
 {
-    set_error("%s: out of memory", entry);
-    return HIPDNN_PLUGIN_STATUS_ALLOC_FAILED;
+    return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED, "%s: out of memory", entry);
 }
 
 hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle)
@@ -503,11 +403,11 @@ hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle
     unlock();
 
     if(status == HIPDNN_PLUGIN_STATUS_BAD_PARAM)
-        set_error("%s: handle is NULL", entry);
+        (void)hipdnnPluginSetError(status, "%s: handle is NULL", entry);
     else if(status == HIPDNN_PLUGIN_STATUS_ALLOC_FAILED)
         return out_of_memory(entry);
     else
-        emit_log(HIPDNN_SEV_INFO, "%s: created handle %" PRIu64, FAKE_PLUGIN_NAME, id);
+        hipdnnPluginLog(HIPDNN_SEV_INFO, "%s: created handle %" PRIu64, FAKE_PLUGIN_NAME, id);
     return status;
 }
 
@@ -565,17 +465,14 @@ hipdnnPluginStatus_t hipdnnEnginePluginDestroy(hipdnnEnginePluginHandle_t handle
     unlock();
 
     if(status != HIPDNN_PLUGIN_STATUS_SUCCESS)
-    {
-        set_error("%s: invalid handle", entry);
-        return status;
-    }
+        return hipdnnPluginSetError(status, "%s: invalid handle", entry);
     if(leaked > 0)
-        emit_log(HIPDNN_SEV_WARN,
+        hipdnnPluginLog(HIPDNN_SEV_WARN,
                  "%s: handle %" PRIu64 " destroyed with %" PRIu64 " live execution contexts",
                  FAKE_PLUGIN_NAME,
                  id,
                  leaked);
-    emit_log(HIPDNN_SEV_INFO, "%s: destroyed handle %" PRIu64, FAKE_PLUGIN_NAME, id);
+    hipdnnPluginLog(HIPDNN_SEV_INFO, "%s: destroyed handle %" PRIu64, FAKE_PLUGIN_NAME, id);
     return status;
 }
 
@@ -611,7 +508,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginSetStream(hipdnnEnginePluginHandle_t hand
     unlock();
 
     if(status != HIPDNN_PLUGIN_STATUS_SUCCESS)
-        set_error("%s: invalid handle", entry);
+        (void)hipdnnPluginSetError(status, "%s: invalid handle", entry);
     return status;
 }
 
@@ -653,19 +550,15 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePlugin
             r.fields |= F_GRAPH;
             r.graph_size = (uint64_t)op_graph->size;
             r.graph_hash = fnv1a64(op_graph->ptr, op_graph->size);
-            if(num_engines == NULL)
-                why = "num_engines is NULL";
-            else if(max_engines > 0 && engine_ids == NULL)
-                why = "engine_ids is NULL but max_engines > 0";
+            if(hipdnnPluginReturnEngineIds(
+                   &k_engine_id, g_applicable ? 1u : 0u, engine_ids, max_engines, num_engines)
+               != HIPDNN_PLUGIN_STATUS_SUCCESS)
+                why = bad_engine_id_args(num_engines);
             else
             {
-                uint32_t count = g_applicable ? 1u : 0u;
-                if(count > 0 && max_engines > 0)
-                    engine_ids[0] = k_engine_id;
-                *num_engines = count;
                 r.fields |= F_ENGINES;
                 r.max_engines = max_engines;
-                r.num_engines = count;
+                r.num_engines = *num_engines;
             }
         }
     }
@@ -676,7 +569,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePlugin
     unlock();
 
     if(why != NULL)
-        set_error("%s: %s", entry, why);
+        (void)hipdnnPluginSetError(status, "%s: %s", entry, why);
     return status;
 }
 
@@ -693,19 +586,14 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle
         why = "invalid handle";
     unlock();
     if(why == NULL && engine_id != k_engine_id)
-    {
-        set_error("%s: unknown engine id %" PRId64, entry, engine_id);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(
+            HIPDNN_PLUGIN_STATUS_BAD_PARAM, "%s: unknown engine id %" PRId64, entry, engine_id);
     if(why == NULL && !valid_data(op_graph))
         why = "op_graph is NULL or empty";
     if(why == NULL && engine_details == NULL)
         why = "engine_details is NULL";
     if(why != NULL)
-    {
-        set_error("%s: %s", entry, why);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "%s: %s", entry, why);
     /* By default no knobs, no notes: an empty EngineDetails. With fakePluginSetEngineDetails, a
      * heap copy of the bytes set (freed by DestroyEngineDetails), so the test may change them. */
     engine_details->ptr = k_empty_details;
@@ -738,10 +626,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHa
     if(why == NULL && engine_details == NULL)
         why = "engine_details is NULL";
     if(why != NULL)
-    {
-        set_error("%s: %s", entry, why);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "%s: %s", entry, why);
     if(engine_details->ptr != NULL && engine_details->ptr != k_empty_details)
         free((void*)engine_details->ptr);
     engine_details->ptr = NULL;
@@ -770,10 +655,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle
     if(why == NULL && workspace_size == NULL)
         why = "workspace_size is NULL";
     if(why != NULL)
-    {
-        set_error("%s: %s", entry, why);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "%s: %s", entry, why);
     *workspace_size = (size_t)bytes;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -854,7 +736,7 @@ hipdnnPluginStatus_t
     unlock();
 
     if(why != NULL)
-        set_error("%s: %s", entry, why);
+        (void)hipdnnPluginSetError(status, "%s: %s", entry, why);
     else if(status == HIPDNN_PLUGIN_STATUS_ALLOC_FAILED)
         return out_of_memory(entry);
     return status;
@@ -927,7 +809,7 @@ hipdnnPluginStatus_t
     unlock();
 
     if(why != NULL)
-        set_error("%s: %s", entry, why);
+        (void)hipdnnPluginSetError(status, "%s: %s", entry, why);
     return status;
 }
 
@@ -951,10 +833,7 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSizeFromExecutionContext(
     if(why == NULL && workspace_size == NULL)
         why = "workspace_size is NULL";
     if(why != NULL)
-    {
-        set_error("%s: %s", entry, why);
-        return HIPDNN_PLUGIN_STATUS_BAD_PARAM;
-    }
+        return hipdnnPluginSetError(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "%s: %s", entry, why);
     *workspace_size = (size_t)bytes;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -1096,7 +975,7 @@ static hipdnnPluginStatus_t execute_common(const char* entry,
 
     if(why != NULL)
     {
-        set_error("%s: %s", entry, why);
+        (void)hipdnnPluginSetError(status, "%s: %s", entry, why);
     }
     else if(oom)
     {
@@ -1104,8 +983,8 @@ static hipdnnPluginStatus_t execute_common(const char* entry,
     }
     else if(injected)
     {
-        set_error_text(message != NULL ? message : "");
-        emit_log(HIPDNN_SEV_ERROR,
+        (void)hipdnnPluginSetError(status, "%s", message != NULL ? message : "");
+        hipdnnPluginLog(HIPDNN_SEV_ERROR,
                  "%s: injected failure %d: %s",
                  FAKE_PLUGIN_NAME,
                  (int)status,

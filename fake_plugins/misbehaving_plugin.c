@@ -35,18 +35,21 @@
  *   MB_HOSTILE_ERROR              with MB_CREATE_FAILS: the last error holds terminal escapes, a
  *                                 forged log line and 64 KiB of padding
  *   MB_HOSTILE_LOG                exports SetLoggingCallback/SetLogLevel; Create logs a message
- *                                 like MB_HOSTILE_ERROR's at ERROR
+ *                                 like MB_HOSTILE_ERROR's at ERROR (whole, past the SDK's 1 KiB bound)
  *   MB_ORIGIN_DEPENDENCY          Create calls into libhostile_origin_dep.so, which the library
  *                                 finds through RUNPATH $ORIGIN only (origin_dep.c)
  *
  * Duplicate ids inside one plugin are MB_ENGINE_IDS=9501,9501; an id that
  * collides with another plugin is an MB_ENGINE_IDS naming that plugin's id.
+ *
+ * The last error and logging are PluginHelpers.h's, like any C plugin's; only
+ * the hostile variants step outside it, where its bounds would blunt the test.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "hipdnn_plugin_sdk/EnginePluginApi.h"
+#include "hipdnn_plugin_sdk/PluginHelpers.h"
 
 #ifndef MB_NAME
 #error "MB_NAME must be defined"
@@ -88,8 +91,15 @@ struct HipdnnEnginePluginHandle
 int hostile_origin_dep_engine_id(void);
 #endif
 
-static char g_last_error[256] = "";
 static unsigned g_engine_id_calls = 0;
+
+HIPDNN_PLUGIN_DEFINE_ERROR_STATE();
+#ifndef MB_HOSTILE_ERROR
+HIPDNN_PLUGIN_DEFINE_LAST_ERROR_ENTRY();
+#endif
+#ifdef MB_HOSTILE_LOG
+HIPDNN_PLUGIN_DEFINE_LOG_ENTRIES(); /* only this variant has the optional logging entries */
+#endif
 
 #if defined(MB_NAME_HUGE) || defined(MB_VERSION_HUGE) || defined(MB_HOSTILE_ERROR) || defined(MB_HOSTILE_LOG)
 static char g_huge[MB_HUGE_BYTES + 1];
@@ -109,8 +119,7 @@ static const char* huge_string(const char* prefix, size_t length)
 
 static hipdnnPluginStatus_t fail(hipdnnPluginStatus_t status, const char* message)
 {
-    (void)snprintf(g_last_error, sizeof g_last_error, "%s: %s", MB_NAME, message);
-    return status;
+    return hipdnnPluginSetError(status, "%s: %s", MB_NAME, message);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -171,33 +180,15 @@ hipdnnPluginStatus_t hipdnnPluginGetType(hipdnnPluginType_t* type)
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
 
+#ifdef MB_HOSTILE_ERROR
+/* Its own entry: the hostile text (64 KiB) stands wherever the helpers' bounded
+ * buffer holds "", which a failing Create leaves it as. */
 void hipdnnPluginGetLastErrorString(const char** error_str)
 {
     if(error_str == NULL)
         return;
-#ifdef MB_HOSTILE_ERROR
-    if(g_last_error[0] == '\0')
-    {
-        *error_str = huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING);
-        return;
-    }
-#endif
-    *error_str = g_last_error;
-}
-
-#ifdef MB_HOSTILE_LOG
-static hipdnnCallback_t g_log_callback = NULL;
-
-hipdnnPluginStatus_t hipdnnPluginSetLoggingCallback(hipdnnCallback_t callback)
-{
-    g_log_callback = callback;
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
-}
-
-hipdnnPluginStatus_t hipdnnPluginSetLogLevel(hipdnnSeverity_t severity)
-{
-    (void)severity;
-    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    *error_str = hipdnnPluginLastError()[0] == '\0' ? huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING)
+                                                     : hipdnnPluginLastError();
 }
 #endif
 
@@ -209,20 +200,18 @@ hipdnnPluginStatus_t
     hipdnnEnginePluginGetAllEngineIds(int64_t* engine_ids, uint32_t max_engines, uint32_t* num_engines)
 {
     uint32_t count = MB_NUM_IDS;
-    uint32_t i;
-    if(num_engines == NULL)
-        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "num_engines is NULL");
-    if(max_engines > 0 && engine_ids == NULL)
-        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL");
 #ifdef MB_ZERO_ENGINES
     count = 0;
 #endif
 #ifdef MB_COUNT_CHANGES
     count += g_engine_id_calls;
 #endif
+    /* the SDK's convention over the ids there are; MB_COUNT_CHANGES then claims more */
+    if(hipdnnPluginReturnEngineIds(
+           k_engine_ids, count < MB_NUM_IDS ? count : MB_NUM_IDS, engine_ids, max_engines, num_engines)
+       != HIPDNN_PLUGIN_STATUS_SUCCESS)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, num_engines == NULL ? "num_engines is NULL" : "engine_ids is NULL");
     ++g_engine_id_calls;
-    for(i = 0; i < max_engines && i < count && i < MB_NUM_IDS; ++i)
-        engine_ids[i] = k_engine_ids[i];
     *num_engines = count;
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
 }
@@ -232,15 +221,15 @@ hipdnnPluginStatus_t hipdnnEnginePluginCreate(hipdnnEnginePluginHandle_t* handle
     if(handle == NULL)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle is NULL");
 #ifdef MB_HOSTILE_LOG
-    if(g_log_callback != NULL)
-        g_log_callback(HIPDNN_SEV_ERROR, huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING));
+    if(hipdnnPluginLogEnabled(HIPDNN_SEV_ERROR)) /* LogText: hipdnnPluginLog would cut it at 1 KiB */
+        hipdnnPluginLogText(HIPDNN_SEV_ERROR, huge_string(MB_HOSTILE_TEXT, MB_HOSTILE_PADDING));
 #endif
 #ifdef MB_ORIGIN_DEPENDENCY
     if(hostile_origin_dep_engine_id() != k_engine_ids[0])
         return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "wrong dependency");
 #endif
 #if defined(MB_CREATE_FAILS) && defined(MB_HOSTILE_ERROR)
-    g_last_error[0] = '\0'; /* the last error is the hostile text */
+    hipdnnPluginClearError(); /* the last error is the hostile text */
     return HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR;
 #elif defined(MB_CREATE_FAILS)
     return fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR, "no device matches this engine (simulated)");
