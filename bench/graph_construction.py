@@ -126,11 +126,18 @@ def main() -> int:
         print(f"n={n:6d}  " + "  ".join(f"{k} {v:7.3f}s ({cpu[k]:.3f} cpu)" for k, v in seconds.items()), flush=True)
     by_n = {row["n"]: row["seconds"] for row in rows}
     small, large = (10000, 50000) if 50000 in by_n else (1000, 10000)
+    cpu_by_n = {row["n"]: row["cpu_seconds"] for row in rows}
     growth = {stage: by_n[large][stage] / by_n[small][stage] for stage in by_n[large] if by_n[small].get(stage)}
-    print(
-        f"growth {large // 1000}k / {small // 1000}k (linear: {large / small:.0f}x): "
-        + "  ".join(f"{k} {v:.1f}x" for k, v in growth.items())
-    )
+    cpu_growth = {
+        stage: cpu_by_n[large][stage] / cpu_by_n[small][stage]
+        for stage in cpu_by_n[large]
+        if cpu_by_n[small].get(stage)
+    }
+    for label, ratios in (("wall", growth), ("CPU", cpu_growth)):
+        print(
+            f"growth {large // 1000}k / {small // 1000}k, {label} (linear: {large / small:.0f}x): "
+            + "  ".join(f"{k} {v:.1f}x" for k, v in ratios.items())
+        )
     result: dict[str, Any] = {
         "command": "python bench/graph_construction.py" + (" --quick" if args.quick else ""),
         "graph": "pointwise chain x -> RELU_FWD -> ... (n nodes, n + 1 tensors of dims [1, 8]), CPU engine",
@@ -141,7 +148,13 @@ def main() -> int:
             "load_average_at_end": os.getloadavg(),
         },
         "rows": rows,
-        "growth": {"from_n": small, "to_n": large, "linear_ratio": large / small, "ratios": growth},
+        "growth": {
+            "from_n": small,
+            "to_n": large,
+            "linear_ratio": large / small,
+            "ratios": growth,
+            "cpu_ratios": cpu_growth,
+        },
     }
     if 50000 in by_n:
         total = by_n[50000]["construct"] + by_n[50000]["validate"]
