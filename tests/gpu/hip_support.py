@@ -16,13 +16,19 @@ PORTABLE, TENSOR_CORE = 201, 202
 
 
 def find_plugin() -> Path | None:
-    """HIPDNN_HIP_ENGINE (a path), else the installed package's engines, else a build tree."""
+    """HIPDNN_HIP_ENGINE (a path), else the installed hipdnn-engine-hip distribution (found through its
+    hipdnn.engine_plugins entry point), else hipdnn's own engines directory (a tree configured with
+    -DHIPDNN_BUILD_HIP_ENGINE=ON), else a build tree (of the whole project or of engines/hip alone)."""
+    from hipdnn.plugins.discovery import entry_point_dirs
+
     env = os.environ.get("HIPDNN_HIP_ENGINE")
     if env:
         return Path(env) if Path(env).is_file() else None
-    candidates = [Path(hipdnn.__file__).parent / "engines" / PLUGIN_NAME]
+    candidates = [sp.path / PLUGIN_NAME for sp in entry_point_dirs()[0]]
+    candidates.append(Path(hipdnn.__file__).parent / "engines" / PLUGIN_NAME)
     for build in (ROOT / ".gpu_build", ROOT / "build"):
         candidates += sorted(build.glob(f"**/engines/hip/{PLUGIN_NAME}"))
+    candidates += sorted((ROOT / "engines" / "hip" / "build").glob(f"*/{PLUGIN_NAME}"))
     return next((c for c in candidates if c.is_file()), None)
 
 
