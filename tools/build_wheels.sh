@@ -65,8 +65,25 @@ if [ "$check" = 1 ]; then
   wheel=$(ls "$out"/hipdnn-*manylinux*.whl | head -n 1)
   "$venv/bin/python" -m pip install -q "$wheel"
   # From an empty directory: nothing of the source tree can be imported by accident.
-  (cd "$venv" && "$venv/bin/python" -m hipdnn demo --max-seq-len 128 --seq-lens 1 37 128 \
-    && "$venv/bin/python" -c "import hipdnn, pathlib; assert pathlib.Path(hipdnn.__file__).is_relative_to('$venv')")
+  if "$python" -m zipfile -l "$wheel" | grep -q 'libscipy_openblas'; then
+    echo "build_wheels.sh: $wheel carries its own OpenBLAS; it should use the scipy-openblas32 wheel's" >&2
+    exit 1
+  fi
+  (cd "$venv" && "$venv/bin/python" -m hipdnn demo --max-seq-len 128 --seq-lens 1 37 128)
+  # The installed hipdnn, its CPU engine loaded, and the engine's OpenBLAS the scipy-openblas32 wheel's.
+  (cd "$venv" && "$venv/bin/python" - "$venv" <<'PY'
+import pathlib, sys
+import hipdnn
+venv = pathlib.Path(sys.argv[1]).resolve()
+assert pathlib.Path(hipdnn.__file__).resolve().is_relative_to(venv), hipdnn.__file__
+with hipdnn.Handle() as h:
+    assert [p.name for p in h.loaded_plugins()] == ["hipdnn_cpu_engine"], h.skipped_plugins()
+    maps = pathlib.Path("/proc/self/maps").read_text().split()
+blas = sorted({m for m in maps if m.endswith("/libscipy_openblas.so")})  # numpy brings its own, named otherwise
+assert len(blas) == 1 and "/scipy_openblas32/lib/" in blas[0] and pathlib.Path(blas[0]).is_relative_to(venv), blas
+print("CPU engine loaded; OpenBLAS from", blas[0])
+PY
+  )
   rm -rf "$venv"
   echo "+ fresh venv with $(basename "$wheel"), demo run: $((SECONDS - start)) s (from $here)"
 fi
