@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes.util
+import dataclasses
 import functools
 import json
 import logging
@@ -294,7 +295,21 @@ def _json_value(value: Any) -> Any:
         return {"uid": value.get_uid(), "name": value.get_name()}
     if isinstance(value, Enum):
         return value.name
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # an options object (e.g. the SDPA attributes): its fields, each shown the same way
+        return {f.name: _json_value(getattr(value, f.name)) for f in dataclasses.fields(value)}
     return value
+
+
+def _tensor_uids(attributes: dict[str, Any]) -> dict[str, int]:
+    """The tensors a node's attributes name (as _json_value shows them), options objects included."""
+    found: dict[str, int] = {}
+    for key, value in attributes.items():
+        if isinstance(value, dict) and isinstance(value.get("uid"), int):
+            found[key] = value["uid"]
+        elif isinstance(value, dict):
+            found.update(_tensor_uids(value))
+    return found
 
 
 def graph_to_dict(g: hipdnn.Graph) -> dict[str, Any]:
@@ -384,7 +399,7 @@ def _inspect(args: argparse.Namespace) -> int:
             + (f" [{flags}]" if flags else "")
         )
     for n in graph["nodes"]:
-        tensors = {k: v["uid"] for k, v in n["attributes"].items() if isinstance(v, dict)}
+        tensors = _tensor_uids(n["attributes"])
         print(f"  node {n['name']!r} ({n['kind']}): {tensors}")
     for section in ("lowered", "planned"):
         if section in out:
