@@ -863,4 +863,7 @@ def regression_blobs() -> dict[str, bytes]:
         g.nodes[0].attributes.leftBound = 2**63 - 1
         g.nodes[0].attributes.rightBound = 2**63 - 1
         out[f"{seed} with int64-max band bounds (signed overflow in the CPU engine's kernels)"] = _pack(g)
+    g = GraphT.InitFromPackedBuf(seed_blobs()["dynamic"], 0)
+    g.tensors[0].dims = [-1, 2, 2**63 - 1, 8]
+    out["dynamic q declaring an int64-max sequence length (signed overflow sizing SDPA tiles)"] = _pack(g)
     return out

@@ -175,6 +175,15 @@ def test_sdpa_backward_checks_o_and_stats_by_role(oracle: Oracle) -> None:
         oracle.cpu.workspace_size(oracle.config, blob)
 
 
+def test_declared_dims_past_any_extent_are_refused(oracle: Oracle) -> None:
+    """A dynamic tensor's declared dims had no upper bound (its strides are an axis order, so no
+    extent is computed at build): an int64-max sequence length overflowed the SDPA tile sizing."""
+    blob = next(b for name, b in regression_blobs().items() if "int64-max sequence" in name)
+    assert oracle.cpu.applicable_engine_ids(blob) == []
+    with pytest.raises(PluginError, match="more than the 281474976710656 elements"):
+        oracle.cpu.workspace_size(oracle.config, blob)
+
+
 @pytest.mark.parametrize("backward", [False, True])
 def test_band_bounds_past_any_length_mean_no_bound(cpu_handle: hipdnn.Handle, backward: bool) -> None:
     """int64-max band bounds overflowed the backward kernel's index arithmetic (UBSan); they are the

@@ -105,6 +105,14 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
             return format("tensor uid %lld has a non-positive dim%s",
                           static_cast<long long>(out.uid),
                           out.declared.dims[i] == -1 ? " (a wildcard, but the tensor is not marked dynamic)" : "");
+        // No tensor can address more (extent() says so for static ones); a dynamic tensor's declared
+        // maximum would otherwise reach the tile arithmetic unbounded.
+        if(out.declared.dims[i] > kMaxExtent)
+            return format("tensor uid %lld: dim %u is %lld, more than the %lld elements any tensor may address",
+                          static_cast<long long>(out.uid),
+                          i,
+                          static_cast<long long>(out.declared.dims[i]),
+                          static_cast<long long>(kMaxExtent));
     }
     if(out.is_virtual)
     {
