@@ -111,6 +111,8 @@ class Run:
         if args.resume and self.state_path.exists():
             self.state = json.loads(self.state_path.read_text())
             args.seed, args.cases, args.chunk = self.state["seed"], self.state["cases_requested"], self.state["chunk"]
+        # every invocation that worked on this run, the first one and each --resume
+        self.state.setdefault("commands", []).append(" ".join([Path(sys.executable).name, *sys.argv]))
 
     def save(self) -> None:
         self.state_path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +242,7 @@ class Run:
         s = self.state
         return {
             "what": "deserialize/build/execute fuzzing of graph buffers (tools/fuzz/long_fuzz.py)",
-            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "commands": s["commands"],
             "seed": s["seed"],
             "cases": s["cases"],
             "crashes": len(s["crashes"]),
