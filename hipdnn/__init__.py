@@ -24,6 +24,7 @@ from hipdnn.frontend import (
     PluginLoadingMode,
     PointwiseMode,
     ReductionMode,
+    SdpaAttributes,
     TensorAttributes,
 )
 from hipdnn.plugins import LoadedPlugin, PluginFingerprint, SkippedPlugin
@@ -55,6 +56,7 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseMode",
     "ReductionMode",
+    "SdpaAttributes",
     "SkippedPlugin",
     "TensorAttributes",
     "__version__",

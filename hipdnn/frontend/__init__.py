@@ -2,6 +2,7 @@
 
 from hipdnn.frontend.graph import Graph
 from hipdnn.frontend.handle import DeviceChoice, Handle, PluginLoadingMode
+from hipdnn.frontend.ops.attention_options import SdpaAttributes
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import (
@@ -30,5 +31,6 @@ __all__ = [
     "PluginLoadingMode",
     "PointwiseMode",
     "ReductionMode",
+    "SdpaAttributes",
     "TensorAttributes",
 ]

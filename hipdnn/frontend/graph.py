@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import struct
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,6 @@ from hipdnn.frontend.args import (
     enum_arg,
     int_arg,
     number_arg,
-    optional_bool_arg,
     optional_int_arg,
     refuse,
     sequence_arg,
@@ -47,12 +47,13 @@ from hipdnn.frontend.ops import (
     SdpaBackwardNode,
     SdpaNode,
 )
+from hipdnn.frontend.ops.attention_options import SdpaAttributes, options_from
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.overrides import OverrideEntry
-from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
+from hipdnn.frontend.shortcuts import BinaryShortcut, UnaryShortcut
+from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes, layout_of
 from hipdnn.frontend.types import (
     DataType,
-    DiagonalAlignment,
     ErrorCode,
     HeurMode,
     HipdnnError,
@@ -186,10 +187,25 @@ class Graph:
         self._add_tensor(t)
         return t
 
-    def tensor_like(self, other: TensorAttributes, name: str = "") -> TensorAttributes:
-        if not isinstance(other, TensorAttributes):
-            raise refuse("tensor_like: other", f"must be a tensor, not {type(other).__name__}")
-        return self.tensor(name or other.get_name(), other.get_dim(), other.get_stride(), other.get_data_type())
+    def tensor_like(
+        self, other: Any, name: str = "", data_type: DataType | None = None, uid: int | None = None
+    ) -> TensorAttributes:
+        """A graph input shaped like ``other``: a tensor of any graph (dims, strides, data type and
+        dynamic flag copied), or an array-like value as a variant pack takes it — a numpy array, a
+        torch tensor on the CPU or a GPU, or an object exposing ``__array_interface__``,
+        ``__cuda_array_interface__`` or ``__dlpack__``: dims, strides (in elements) and element type
+        are read from it, nothing is copied or kept. ``data_type`` overrides the element type (needed
+        when the value's own type has no DataType)."""
+        what = (f"tensor_like({name!r})" if name else "tensor_like") + ": other"
+        if isinstance(other, TensorAttributes):
+            t = self.tensor(name or other.get_name(), other.get_dim(), other.get_stride(), other.get_data_type(), uid)
+            t.set_is_dynamic(other.is_dynamic())
+        else:
+            dims, strides, dt = layout_of(other, what, data_type)
+            return self.tensor(name, dims, strides, dt, uid)
+        if data_type is not None:
+            t.set_data_type(data_type)
+        return t
 
     def _add_tensor(self, t: TensorAttributes) -> None:
         self._tensors.append(t)
@@ -233,75 +249,36 @@ class Graph:
         q: TensorAttributes,
         k: TensorAttributes,
         v: TensorAttributes,
-        attn_scale: float | TensorAttributes | None = None,
-        use_causal_mask: bool = False,
-        generate_stats: bool | None = None,
-        is_inference: bool | None = None,
-        diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT,
-        use_causal_mask_bottom_right: bool = False,
-        diagonal_band_left_bound: int | None = None,
-        diagonal_band_right_bound: int | None = None,
-        use_padding_mask: bool = False,
-        seq_len_q: TensorAttributes | None = None,
-        seq_len_kv: TensorAttributes | None = None,
-        bias: TensorAttributes | None = None,
-        use_alibi_mask: bool = False,
+        options: SdpaAttributes | None = None,
+        *,
         compute_data_type: DataType = DataType.NOT_SET,
         name: str | None = None,
+        **keywords: Any,
     ) -> tuple[TensorAttributes, TensorAttributes | None]:
         """Scaled dot-product attention forward; returns ``(o, stats)``, stats None unless
-        ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same)."""
+        ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same). Options come as
+        a :class:`hipdnn.SdpaAttributes` (``options=``), as keywords named like its fields
+        (``attn_scale=0.125, use_causal_mask=True``), or both: keywords override the object's fields."""
         node_name = self._node_name(name, "sdpa")
         at = f"sdpa node {node_name!r}: "
-        generate_stats = optional_bool_arg(generate_stats, at + "generate_stats")
-        is_inference = optional_bool_arg(is_inference, at + "is_inference")
-        use_causal_mask = bool_arg(use_causal_mask, at + "use_causal_mask")
-        use_causal_mask_bottom_right = bool_arg(use_causal_mask_bottom_right, at + "use_causal_mask_bottom_right")
-        diagonal_alignment = enum_arg(DiagonalAlignment, diagonal_alignment, at + "diagonal_alignment")
-        diagonal_band_left_bound = optional_int_arg(diagonal_band_left_bound, at + "diagonal_band_left_bound")
-        diagonal_band_right_bound = optional_int_arg(diagonal_band_right_bound, at + "diagonal_band_right_bound")
-        use_padding_mask = bool_arg(use_padding_mask, at + "use_padding_mask")
-        use_alibi_mask = bool_arg(use_alibi_mask, at + "use_alibi_mask")
+        opts = self._sdpa_options(options, keywords, at, node_name)
         compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
-        attn_scale = self._scalar_option(attn_scale, at + "attn_scale")
-        if generate_stats is not None and is_inference is not None and generate_stats == is_inference:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"node {node_name!r}: generate_stats and is_inference contradict each other"
-            )
-        stats_wanted = bool(generate_stats) if generate_stats is not None else is_inference is False
-        if use_causal_mask_bottom_right:
-            use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
-        optional = {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}
-        for role, t in optional.items():
-            if t is not None:
-                self._own(t, role, node_name)
-        if isinstance(attn_scale, TensorAttributes):
-            self._own(attn_scale, "attn_scale", node_name)
         q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
         o = self._output(f"{node_name}::O")
-        stats = self._output(f"{node_name}::Stats") if stats_wanted else None
-        self._add_node(
-            SdpaNode(
-                node_name,
-                compute_data_type,
-                q,
-                k,
-                v,
-                o,
-                stats,
-                attn_scale,
-                use_causal_mask,
-                diagonal_alignment,
-                diagonal_band_left_bound,
-                diagonal_band_right_bound,
-                use_padding_mask,
-                seq_len_q,
-                seq_len_kv,
-                bias,
-                use_alibi_mask,
-            )
-        )
+        stats = self._output(f"{node_name}::Stats") if opts.stats_wanted else None
+        self._add_node(SdpaNode(node_name, compute_data_type, q, k, v, o, stats, opts))
         return o, stats
+
+    def _sdpa_options(
+        self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str
+    ) -> SdpaAttributes:
+        opts = options_from(options, keywords, at.rstrip(": ")).checked(at)
+        for role, t in (("seq_len_q", opts.seq_len_q), ("seq_len_kv", opts.seq_len_kv), ("bias", opts.bias)):
+            if t is not None:
+                self._own(t, role, node_name)
+        if isinstance(opts.attn_scale, TensorAttributes):
+            self._own(opts.attn_scale, "attn_scale", node_name)
+        return opts
 
     def matmul(
         self,
@@ -340,17 +317,56 @@ class Graph:
         self._add_node(PointwiseNode(node_name, dt, mode, first, second, third, out))
         return out
 
-    def add(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
-        return self.pointwise(PointwiseMode.ADD, a, b, name=name)
+    # Shortcuts for pointwise modes (g.relu(x), g.add(a, b), g.relu_backward(dy, x), ...): each entry
+    # of hipdnn.frontend.shortcuts.POINTWISE_SHORTCUTS, named here once so type checkers see it.
+    add = BinaryShortcut("add")
+    sub = BinaryShortcut("sub")
+    mul = BinaryShortcut("mul")
+    div = BinaryShortcut("div")
+    max = BinaryShortcut("max")
+    min = BinaryShortcut("min")
+    relu = UnaryShortcut("relu")
+    gelu = UnaryShortcut("gelu")
+    gelu_approx_tanh = UnaryShortcut("gelu_approx_tanh")
+    silu = UnaryShortcut("silu")
+    sigmoid = UnaryShortcut("sigmoid")
+    tanh = UnaryShortcut("tanh")
+    elu = UnaryShortcut("elu")
+    softplus = UnaryShortcut("softplus")
+    exp = UnaryShortcut("exp")
+    log = UnaryShortcut("log")
+    sqrt = UnaryShortcut("sqrt")
+    rsqrt = UnaryShortcut("rsqrt")
+    reciprocal = UnaryShortcut("reciprocal")
+    neg = UnaryShortcut("neg")
+    abs = UnaryShortcut("abs")
+    erf = UnaryShortcut("erf")
+    sin = UnaryShortcut("sin")
+    tan = UnaryShortcut("tan")
+    floor = UnaryShortcut("floor")
+    ceil = UnaryShortcut("ceil")
+    identity = UnaryShortcut("identity")
+    relu_backward = BinaryShortcut("relu_backward")
+    gelu_backward = BinaryShortcut("gelu_backward")
+    gelu_approx_tanh_backward = BinaryShortcut("gelu_approx_tanh_backward")
+    silu_backward = BinaryShortcut("silu_backward")
+    sigmoid_backward = BinaryShortcut("sigmoid_backward")
+    tanh_backward = BinaryShortcut("tanh_backward")
+    elu_backward = BinaryShortcut("elu_backward")
+    softplus_backward = BinaryShortcut("softplus_backward")
 
-    def sub(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
-        return self.pointwise(PointwiseMode.SUB, a, b, name=name)
-
-    def mul(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
-        return self.pointwise(PointwiseMode.MUL, a, b, name=name)
-
-    def div(self, a: TensorAttributes, b: TensorAttributes, name: str | None = None) -> TensorAttributes:
-        return self.pointwise(PointwiseMode.DIV, a, b, name=name)
+    def scale(
+        self,
+        x: TensorAttributes,
+        factor: TensorAttributes,
+        name: str | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
+    ) -> TensorAttributes:
+        """``x * factor`` where ``factor`` is a tensor (say dims ``[1] * rank``, broadcast): pointwise
+        nodes take tensor operands only, the wire format has no scalar operand, so a constant scale is
+        a one-element input tensor given at execute."""
+        return self.pointwise(PointwiseMode.MUL, x, factor, compute_data_type=compute_data_type, name=name)
 
     def sdpa_backward(
         self,
@@ -360,70 +376,33 @@ class Graph:
         o: TensorAttributes,
         dO: TensorAttributes,  # noqa: N803 (cudnn-frontend's spelling)
         stats: TensorAttributes,
-        attn_scale: float | TensorAttributes | None = None,
-        use_causal_mask: bool = False,
-        diagonal_alignment: DiagonalAlignment = DiagonalAlignment.TOP_LEFT,
-        use_causal_mask_bottom_right: bool = False,
-        diagonal_band_left_bound: int | None = None,
-        diagonal_band_right_bound: int | None = None,
-        use_padding_mask: bool = False,
-        seq_len_q: TensorAttributes | None = None,
-        seq_len_kv: TensorAttributes | None = None,
-        bias: TensorAttributes | None = None,
-        use_alibi_mask: bool = False,
+        options: SdpaAttributes | None = None,
+        *,
         compute_data_type: DataType = DataType.NOT_SET,
         name: str | None = None,
+        **keywords: Any,
     ) -> tuple[TensorAttributes, TensorAttributes, TensorAttributes]:
         """Scaled dot-product attention backward; returns ``(dQ, dK, dV)``. ``stats`` is the forward's
-        log-sum-exp output; masks and options must be those the forward ran with."""
+        log-sum-exp output; masks and options must be those the forward ran with: pass the forward's
+        :class:`hipdnn.SdpaAttributes` (its stats fields concern the forward and are ignored here),
+        keywords named like its fields, or both (keywords override)."""
         node_name = self._node_name(name, "sdpa_backward")
         at = f"sdpa_backward node {node_name!r}: "
-        use_causal_mask = bool_arg(use_causal_mask, at + "use_causal_mask")
-        use_causal_mask_bottom_right = bool_arg(use_causal_mask_bottom_right, at + "use_causal_mask_bottom_right")
-        diagonal_alignment = enum_arg(DiagonalAlignment, diagonal_alignment, at + "diagonal_alignment")
-        diagonal_band_left_bound = optional_int_arg(diagonal_band_left_bound, at + "diagonal_band_left_bound")
-        diagonal_band_right_bound = optional_int_arg(diagonal_band_right_bound, at + "diagonal_band_right_bound")
-        use_padding_mask = bool_arg(use_padding_mask, at + "use_padding_mask")
-        use_alibi_mask = bool_arg(use_alibi_mask, at + "use_alibi_mask")
+        forward_only = sorted({"generate_stats", "is_inference"} & set(keywords))
+        if forward_only:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{at}{', '.join(forward_only)}: forward-only option(s); the backward reads stats",
+            )
+        opts = self._sdpa_options(options, keywords, at, node_name)
+        opts = dataclasses.replace(opts, generate_stats=None, is_inference=None)
         compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
-        attn_scale = self._scalar_option(attn_scale, at + "attn_scale")
-        if use_causal_mask_bottom_right:
-            use_causal_mask, diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
-        for role, t in {"seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv, "bias": bias}.items():
-            if t is not None:
-                self._own(t, role, node_name)
-        if isinstance(attn_scale, TensorAttributes):
-            self._own(attn_scale, "attn_scale", node_name)
         q_, k_, v_, o_, do_, stats_ = [
             self._own(t, role, node_name)
             for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"), (stats, "stats"))
         ]
         dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
-        self._add_node(
-            SdpaBackwardNode(
-                node_name,
-                compute_data_type,
-                q_,
-                k_,
-                v_,
-                o_,
-                do_,
-                stats_,
-                dq,
-                dk,
-                dv,
-                attn_scale,
-                use_causal_mask,
-                diagonal_alignment,
-                diagonal_band_left_bound,
-                diagonal_band_right_bound,
-                use_padding_mask,
-                seq_len_q,
-                seq_len_kv,
-                bias,
-                use_alibi_mask,
-            )
-        )
+        self._add_node(SdpaBackwardNode(node_name, compute_data_type, q_, k_, v_, o_, do_, stats_, dq, dk, dv, opts))
         return dq, dk, dv
 
     def _norm_args(

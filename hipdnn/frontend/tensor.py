@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NoReturn
 
+from hipdnn.backend.values import resolve
 from hipdnn.frontend.args import (
     INT64_MAX,
     INT64_MIN,
@@ -16,7 +18,7 @@ from hipdnn.frontend.args import (
     show,
     str_arg,
 )
-from hipdnn.frontend.types import DataType
+from hipdnn.frontend.types import DataType, ErrorCode, HipdnnError
 
 
 def _int_list(values: Sequence[int], what: str, name: str) -> list[int]:
@@ -32,8 +34,38 @@ def _element(v: object, values: Sequence[int], what: str, name: str) -> int:
     return as_int(v)
 
 
+def _read_only(attribute: str) -> NoReturn:
+    raise AttributeError(
+        f"TensorAttributes.{attribute} is read-only: call set_{attribute}(...) (setters return the tensor and chain)"
+    )
+
+
 #: A dim whose value is given at execute time (dynamic tensors only; spec section 6.3).
 DYNAMIC_DIM = -1
+
+
+def layout_of(value: object, what: str, data_type: DataType | None = None) -> tuple[list[int], list[int], DataType]:
+    """Dims, strides (in elements) and data type of an array-like value, read the way a variant pack
+    reads it (hipdnn.backend.values). Strides of extent-1 axes do not matter and are made compact."""
+    try:
+        resolved = resolve(value, what)
+    except HipdnnError as exc:  # a graph argument, not a variant-pack value
+        raise HipdnnError(ErrorCode.INVALID_VALUE, exc.message) from None
+    if resolved.release is not None:  # a consumed DLPack capsule: nothing of it is kept
+        resolved.release()
+    dims = list(resolved.shape)
+    if resolved.strides is None:
+        raise refuse(what + ":", "the value's byte strides are not whole elements")
+    if data_type is not None:
+        dt = enum_arg(DataType, data_type, what + ": data_type")
+    elif resolved.dtype_code >= 0 and resolved.dtype_code in set(DataType):
+        dt = DataType(resolved.dtype_code)
+    else:
+        name = resolved.dtype_name or "unknown"
+        raise refuse(what + ":", f"element type {name!r} has no hipdnn DataType; pass data_type=")
+    compact = compact_strides(dims)
+    strides = [c if d == 1 else s for d, s, c in zip(dims, resolved.strides, compact, strict=True)]
+    return dims, strides, dt
 
 
 def compact_strides(dims: Sequence[int]) -> list[int]:
@@ -80,6 +112,7 @@ class TensorAttributes:
         return self
 
     def set_dim(self, dim: Sequence[int]) -> TensorAttributes:
+        """The dims. Strides never given follow them (compact, row-major)."""
         self._dim = _int_list(dim, "dim", self._name)
         return self
 
@@ -122,7 +155,17 @@ class TensorAttributes:
         return list(self._dim)
 
     def get_stride(self) -> list[int]:
-        return list(self._stride)
+        """The strides given (or inferred by the node writing the tensor); never given: compact
+        row-major strides for the dims (for a dynamic tensor, the row-major axis order)."""
+        if self._stride or not self._dim:
+            return list(self._stride)
+        if self._is_dynamic:
+            return list(range(len(self._dim) - 1, -1, -1))
+        return compact_strides(self._dim)
+
+    def has_stride(self) -> bool:
+        """Whether strides were given (or inferred by a node) rather than defaulted from the dims."""
+        return bool(self._stride)
 
     def get_data_type(self) -> DataType:
         return self._data_type
@@ -148,6 +191,47 @@ class TensorAttributes:
     def get_rank(self) -> int:
         return len(self._dim)
 
+    # -- read-only views, for code that prints and inspects (assign through the set_* methods) ----
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, value: object) -> None:
+        _read_only("name")
+
+    @property
+    def dim(self) -> list[int]:
+        return self.get_dim()
+
+    @dim.setter
+    def dim(self, value: object) -> None:
+        _read_only("dim")
+
+    @property
+    def stride(self) -> list[int]:
+        return self.get_stride()
+
+    @stride.setter
+    def stride(self, value: object) -> None:
+        _read_only("stride")
+
+    @property
+    def data_type(self) -> DataType:
+        return self._data_type
+
+    @data_type.setter
+    def data_type(self, value: object) -> None:
+        _read_only("data_type")
+
+    @property
+    def uid(self) -> int | None:
+        return self._uid
+
+    @uid.setter
+    def uid(self, value: object) -> None:
+        _read_only("uid")
+
     def _infer_layout(self, dims: list[int] | None, strides: list[int] | None) -> None:
         """Dims and strides the graph inferred (lists of ints it built itself: no argument checks)."""
         if dims is not None:
@@ -161,7 +245,7 @@ class TensorAttributes:
 
     def __repr__(self) -> str:
         return (
-            f"TensorAttributes(name={self._name!r}, uid={self._uid}, dim={self._dim}, stride={self._stride}, "
+            f"TensorAttributes(name={self._name!r}, uid={self._uid}, dim={self._dim}, stride={self.get_stride()}, "
             f"data_type={self._data_type.name}, virtual={self._is_virtual}, dynamic={self._is_dynamic})"
         )
 

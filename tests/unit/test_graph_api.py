@@ -402,7 +402,6 @@ def test_two_nodes_writing_one_tensor() -> None:
     "dims, strides, code, fragment",
     [
         (None, [3, 1], ErrorCode.ATTRIBUTE_NOT_SET, "no dims"),
-        ([4, 3], None, ErrorCode.ATTRIBUTE_NOT_SET, "no strides"),
         ([4, 3], [1], ErrorCode.INVALID_VALUE, "2 dims but 1 strides"),
         ([4, 3, 2], [6, 2, 1, 1], ErrorCode.INVALID_VALUE, "3 dims but 4 strides"),
         ([4, 0], [1, 1], ErrorCode.INVALID_VALUE, "positive"),

@@ -166,16 +166,17 @@ def _node_fields(n) -> tuple:
     if isinstance(n, MatmulNode):
         return common
     assert isinstance(n, SdpaNode)
-    scale = n.attn_scale.get_uid() if isinstance(n.attn_scale, TensorAttributes) else n.attn_scale
+    opts = n.options
+    scale = opts.attn_scale.get_uid() if isinstance(opts.attn_scale, TensorAttributes) else opts.attn_scale
     return common + (
         scale,
-        n.use_causal_mask,
-        n.diagonal_alignment,
-        n.diagonal_band_left_bound,
-        n.diagonal_band_right_bound,
-        n.use_padding_mask,
-        n.use_alibi_mask,
-        *(t.get_uid() if t is not None else None for t in (n.stats, n.seq_len_q, n.seq_len_kv, n.bias)),
+        opts.use_causal_mask,
+        opts.diagonal_alignment,
+        opts.diagonal_band_left_bound,
+        opts.diagonal_band_right_bound,
+        opts.use_padding_mask,
+        opts.use_alibi_mask,
+        *(t.get_uid() if t is not None else None for t in (n.stats, opts.seq_len_q, opts.seq_len_kv, opts.bias)),
     )
 
 
@@ -217,8 +218,8 @@ def test_attn_scale_travels_as_float32() -> None:
     o, _ = g.sdpa(q, g.tensor_like(q, "k"), g.tensor_like(q, "v"), attn_scale=0.1)
     o.set_output(True)
     (node,) = Graph.deserialize(g.serialize()).nodes
-    assert node.attn_scale == float(np.float32(0.1))
-    assert node.attn_scale != 0.1
+    assert node.options.attn_scale == float(np.float32(0.1))
+    assert node.options.attn_scale != 0.1
 
 
 def test_deserialize_accepts_bytes_like() -> None:

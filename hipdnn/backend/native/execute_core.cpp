@@ -378,9 +378,9 @@ bool check_entry(const TensorSpec& t, int64_t uid, const int64_t* shape, size_t 
                  int64_t* elements = nullptr) {
     size_t rank = t.rank();
     if (shape_n != rank || stride_n != rank) {
-        raise(kInvalidValue, "rule 4 (rank mismatch): uid " + std::to_string(uid) + " has rank " +
-                                 std::to_string(rank) + ", override gives " + std::to_string(shape_n) +
-                                 " dims and " + std::to_string(stride_n) + " strides");
+        raise(kInvalidValue, "rule 4 (rank mismatch): " + t.label + " has rank " + std::to_string(rank) +
+                                 ", override gives " + std::to_string(shape_n) + " dims and " +
+                                 std::to_string(stride_n) + " strides");
         return false;
     }
     for (size_t i = 0; i < rank; ++i) {

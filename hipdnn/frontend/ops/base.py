@@ -80,7 +80,7 @@ class Operation(ABC):
             tensor._infer_layout(have, None)
         if DYNAMIC_DIM in have:
             tensor.set_is_dynamic(True)
-        if not tensor.get_stride():
+        if not tensor.has_stride():  # defaulted (compact) strides give way to the inferred order
             if tensor.is_dynamic():
                 rank = len(have)
                 reference = list(order_reference) if order_reference is not None else list(range(rank, 0, -1))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hipdnn.frontend.ops.attention_options import check_options, read_options, write_options
+from hipdnn.frontend.ops.attention_options import SdpaAttributes, check_options, read_options, write_options
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
-from hipdnn.frontend.types import DataType, DiagonalAlignment
+from hipdnn.frontend.types import DataType
 from hipdnn.wire.NodeAttributes import NodeAttributes
 from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributesT
 
@@ -36,35 +36,16 @@ class SdpaBackwardNode(Operation):
         dq: TensorAttributes,
         dk: TensorAttributes,
         dv: TensorAttributes,
-        attn_scale: float | TensorAttributes | None,
-        use_causal_mask: bool,
-        diagonal_alignment: DiagonalAlignment,
-        diagonal_band_left_bound: int | None,
-        diagonal_band_right_bound: int | None,
-        use_padding_mask: bool,
-        seq_len_q: TensorAttributes | None,
-        seq_len_kv: TensorAttributes | None,
-        bias: TensorAttributes | None,
-        use_alibi_mask: bool,
+        options: SdpaAttributes,
     ) -> None:
         super().__init__(name, compute_data_type)
         self.q, self.k, self.v, self.o, self.do, self.stats = q, k, v, o, do, stats
         self.dq, self.dk, self.dv = dq, dk, dv
-        self.attn_scale = attn_scale
-        self.use_causal_mask = use_causal_mask
-        self.diagonal_alignment = DiagonalAlignment(diagonal_alignment)
-        self.diagonal_band_left_bound = diagonal_band_left_bound
-        self.diagonal_band_right_bound = diagonal_band_right_bound
-        self.use_padding_mask = use_padding_mask
-        self.seq_len_q, self.seq_len_kv = seq_len_q, seq_len_kv
-        self.bias = bias
-        self.use_alibi_mask = use_alibi_mask
+        #: scale and mask options (hipdnn.SdpaAttributes), as checked by the graph or read from the wire
+        self.options = options
 
     def inputs(self) -> list[TensorAttributes]:
-        optional = [self.seq_len_q, self.seq_len_kv, self.bias]
-        if isinstance(self.attn_scale, TensorAttributes):
-            optional.append(self.attn_scale)
-        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for t in optional if t is not None]
+        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for _, t in self.options.tensors()]
 
     def outputs(self) -> list[TensorAttributes]:
         return [self.dq, self.dk, self.dv]
@@ -123,7 +104,7 @@ class SdpaBackwardNode(Operation):
         t.qTensorUid, t.kTensorUid, t.vTensorUid = self.q.get_uid(), self.k.get_uid(), self.v.get_uid()
         t.oTensorUid, t.doTensorUid, t.statsTensorUid = self.o.get_uid(), self.do.get_uid(), self.stats.get_uid()
         t.dqTensorUid, t.dkTensorUid, t.dvTensorUid = self.dq.get_uid(), self.dk.get_uid(), self.dv.get_uid()
-        write_options(self, t)
+        write_options(self.options, t)
         return t
 
     @classmethod
@@ -142,5 +123,5 @@ class SdpaBackwardNode(Operation):
             dq=tensor(table.dqTensorUid),
             dk=tensor(table.dkTensorUid),
             dv=tensor(table.dvTensorUid),
-            **read_options(table, tensor),
+            options=read_options(table, tensor),
         )
