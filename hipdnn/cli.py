@@ -424,6 +424,7 @@ def _doctor(args: argparse.Namespace) -> int:
         loaded = handle.loaded_plugins()
         skipped = handle.skipped_plugins()
         search_paths = list(handle.plugin_search_paths)
+        choice = _device_choice(handle)
     finally:
         handle.close()
     gpu_engine = next((p for p in loaded if set(p.engine_ids) & set(_GPU_ENGINES)), None)
@@ -457,6 +458,7 @@ def _doctor(args: argparse.Namespace) -> int:
         else:
             report("INFO", f"{why}: not found (needed only by the GPU engine)")
     _report_gpus(report, gpu_engine is not None)
+    report("INFO", f"device: hipdnn.Handle() runs graphs on the {choice}; Handle(device='cpu'|'cuda') chooses")
 
     for path in search_paths:
         shown = _shown(path)

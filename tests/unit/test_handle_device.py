@@ -141,3 +141,10 @@ def test_plugins_command_says_which_device_a_handle_uses(capsys: pytest.CaptureF
     assert "device: hipdnn.Handle() runs graphs on the " in capsys.readouterr().out
     assert main(["plugins", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["device"]["device"] in ("cpu", "gpu")
+
+
+def test_doctor_says_which_device_a_handle_uses(capsys: pytest.CaptureFixture[str]) -> None:
+    from hipdnn.cli import main
+
+    main(["doctor"])
+    assert "[INFO] device: hipdnn.Handle() runs graphs on the " in capsys.readouterr().out
