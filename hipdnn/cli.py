@@ -501,8 +501,8 @@ def _report_gpus(report: Callable[[str, str], None], gpu_engine_loaded: bool) ->
             return
         gpus, why = [], exc.message
     if not gpus:
-        tail = "the GPU engine is installed but has no device" if gpu_engine_loaded else why
-        report("INFO", f"no GPU: the CPU engine serves every graph ({tail})")
+        tail = "; the GPU engine is installed but has no device to run on" if gpu_engine_loaded else ""
+        report("INFO", f"no GPU: the CPU engine serves every graph ({why}{tail})")
         return
     for g in gpus:
         report(
