@@ -128,3 +128,10 @@ def test_the_gpu_engine_wheel_passes_its_no_gpu_tests(hip_wheel: Path, tmp_path:
     )
     assert result.returncode == 0, result.stdout[-4000:]
     assert " passed" in result.stdout.splitlines()[-1]
+    # Loaded by hipdnn itself, the wheel's engine declares that it takes device memory.
+    env = {**os.environ, "HIPDNN_HIP_ENGINE": str(plugin)}
+    test = ["tests/test_device_buffers.py", "-q", "-p", "no:cacheprovider", "-rs", "-k", "engine_details"]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *test], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0 and "1 passed" in result.stdout.splitlines()[-1], result.stdout[-4000:]
