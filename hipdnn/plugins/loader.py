@@ -614,11 +614,14 @@ class EnginePlugin:
         released it). ``creating``: where the entry writes a new context, remembered before destroy()
         can run."""
         with self._idle:
+            known = False
             if releasing is not None:
                 known = self._contexts.pop(self.context_address(releasing), None) is not None
                 if self._destroyed and not known:
                     return
-            if self._destroyed:
+            # Releasing a context of ours goes ahead while destroy() waits: the instance lives until
+            # the calls in flight end, and destroy() no longer lists the context.
+            if self._destroyed and not known:
                 raise PluginError(
                     self.name, entry, STATUS_NOT_INITIALIZED, "the plugin instance was destroyed (its handle is closed)"
                 )

@@ -281,7 +281,7 @@ def test_builds_racing_close_leak_no_context(fake_plugin_paths: dict[str, Path],
     plugin instance now releases what it created; the fake plugin counts what is left at Destroy."""
     fake = fakes["fake_override_v110"]
     rng = np.random.default_rng(11)
-    for _ in range(budget(15)):
+    for _ in range(budget(40)):
         h = hipdnn.Handle(
             plugin_paths=[fake_plugin_paths["fake_override_v110"]],
             plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE,
@@ -298,7 +298,7 @@ def test_builds_racing_close_leak_no_context(fake_plugin_paths: dict[str, Path],
     gc.collect()  # plans of the refused builds' graphs release their contexts
     calls = fake.calls()
     destroys = [c for c in calls if c["entry"] == "Destroy"]
-    assert len(destroys) == budget(15) and all(c["leaked_contexts"] == 0 for c in destroys), destroys
+    assert len(destroys) == budget(40) and all(c["leaked_contexts"] == 0 for c in destroys), destroys
     created = {
         (c["handle"], c["context"]) for c in calls if c["entry"] == "CreateExecutionContext" and c["status"] == 0
     }
