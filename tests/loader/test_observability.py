@@ -100,6 +100,20 @@ def test_execute_failure_carries_the_plugin_last_error(fake_handle_factory, fake
     assert FAKE in e.value.message and "HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR" in e.value.message
 
 
+def test_execute_failure_escapes_the_plugin_last_error(fake_handle_factory, fakes) -> None:  # type: ignore[no-untyped-def]
+    """The compiled execute path shows a plugin's last error with its control characters escaped: no
+    terminal escape sequence, forged log line or C1 control reaches the exception text."""
+    h = fake_handle_factory(FAKE)
+    g, ts = sdpa_graph(override=False)
+    g.build(h)
+    fakes[FAKE].fail_execute(3, "red \x1b[31m\nFORGED line\r\x7f \u009b2J end")
+    with pytest.raises(hipdnn.HipdnnError) as e:
+        g.execute(h, arrays_for(ts), None)
+    msg = e.value.message
+    assert "red \\x1b[31m\\nFORGED line\\r\\x7f \\x9b2J end" in msg
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in msg)
+
+
 def test_load_time_failures_carry_the_plugin_last_error(zoo_paths: dict[str, Path]) -> None:
     paths = [zoo_paths["zoo_create_fails"], zoo_paths["zoo_name_fails"]]
     with hipdnn.Handle(plugin_paths=paths, plugin_loading_mode=ABSOLUTE) as h:

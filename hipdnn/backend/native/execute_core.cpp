@@ -153,6 +153,42 @@ std::string quoted(const std::string& s) {
     return r;
 }
 
+// A plugin's last error as it may appear in an exception: at most 4096 bytes read (marked when cut),
+// ASCII controls, DEL and the C1 controls (UTF-8 C2 80..9F) written as escapes, so a plugin cannot
+// move a terminal's cursor or forge a log line (the host's rule for plugin strings, rfcs/0008).
+// Runs with the GIL released: plain C++ only.
+std::string printable_message(const char* text) {
+    constexpr size_t kCap = 4096;
+    size_t n = strnlen(text, kCap + 1);
+    const bool cut = n > kCap;
+    if (cut) n = kCap;
+    std::string out;
+    out.reserve(n + 32);
+    char esc[8];
+    for (size_t i = 0; i < n; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c < 0x20 || c == 0x7f) {
+            std::snprintf(esc, sizeof esc, "\\x%02x", c);
+            out += esc;
+        } else if (c == 0xc2 && i + 1 < n && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+            std::snprintf(esc, sizeof esc, "\\x%02x", static_cast<unsigned char>(text[i + 1]));
+            out += esc;
+            ++i;
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    if (cut) out += "... [truncated at 4096 bytes]";
+    return out;
+}
+
 std::nullptr_t raise(int code, const std::string& message) {
     PyObject* key = PyLong_FromLong(code);
     PyObject* code_obj = (g.error_codes && key) ? PyDict_GetItemWithError(g.error_codes, key) : nullptr;
@@ -1126,7 +1162,7 @@ bool call_plugin(PlanData& d, const CallArgs& a) {
     if (status != HIPDNN_PLUGIN_STATUS_SUCCESS && d.last_error) {
         const char* text = nullptr;
         d.last_error(&text);  // thread-local in the plugin: read on this thread, right away
-        if (text) last.assign(text, strnlen(text, 4096));
+        if (text) last = printable_message(text);
     }
     Py_END_ALLOW_THREADS
     tl_executing = outer;
