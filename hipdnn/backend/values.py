@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from hipdnn.backend import device_sync
+from hipdnn.backend.dlpack_abi import DLManagedTensor, DLManagedTensorVersioned
 from hipdnn.backend.enums import ITEMSIZE, DataType
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 
@@ -394,44 +395,6 @@ def _await_producer(iface: Mapping[str, Any], label: str, stream: int) -> None:
 
 
 # -- DLPack ----------------------------------------------------------------------------------
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.c_void_p),
-        ("strides", ctypes.c_void_p),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
-class _DLPackVersion(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
-
-
-class _DLManagedTensorVersioned(ctypes.Structure):
-    _fields_ = [
-        ("version", _DLPackVersion),
-        ("manager_ctx", ctypes.c_void_p),
-        ("deleter", ctypes.c_void_p),
-        ("flags", ctypes.c_uint64),
-        ("dl_tensor", _DLTensor),
-    ]
-
-
 # Own function objects built from prototypes: setting argtypes on ctypes.pythonapi's shared ones
 # would change them for every other user in the process.
 _capsule_get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", ctypes.pythonapi))
@@ -576,7 +539,7 @@ def _from_capsule(capsule: object, label: str, claimed_device: int) -> Resolved:
     if not managed:
         raise _refuse(label, "DLPack capsule holds a NULL pointer")
     if name == b"dltensor_versioned":
-        versioned = _DLManagedTensorVersioned.from_address(managed)
+        versioned = DLManagedTensorVersioned.from_address(managed)
         if versioned.version.major != 1:
             # another ABI: nothing past the version may be read
             raise _refuse(
@@ -587,7 +550,7 @@ def _from_capsule(capsule: object, label: str, claimed_device: int) -> Resolved:
         tensor = versioned.dl_tensor
         deleter = versioned.deleter or 0
     else:
-        legacy = _DLManagedTensor.from_address(managed)
+        legacy = DLManagedTensor.from_address(managed)
         tensor = legacy.dl_tensor
         deleter = legacy.deleter or 0
 

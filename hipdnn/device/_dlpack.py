@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from hipdnn.backend.dlpack_abi import DLDataType, DLDevice, DLManagedTensor
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 KDL_CUDA = 2
@@ -22,33 +23,9 @@ KDL_ROCM = 10
 _NAME = b"dltensor"
 
 
-class _DLDevice(ctypes.Structure):
-    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
-
-
-class _DLDataType(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
-
-
-class _DLTensor(ctypes.Structure):
-    _fields_ = [
-        ("data", ctypes.c_void_p),
-        ("device", _DLDevice),
-        ("ndim", ctypes.c_int32),
-        ("dtype", _DLDataType),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
-        ("byte_offset", ctypes.c_uint64),
-    ]
-
-
-class _DLManagedTensor(ctypes.Structure):
-    _fields_ = [("dl_tensor", _DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", ctypes.c_void_p)]
-
-
 @dataclass
 class _Export:
-    managed: _DLManagedTensor
+    managed: DLManagedTensor
     shape: Any
     strides: Any
     owner: object  # the buffer: its memory must outlive the consumer
@@ -115,14 +92,14 @@ def export(
     ndim = len(shape)
     shape_arr = (ctypes.c_int64 * max(ndim, 1))(*shape)
     strides_arr = (ctypes.c_int64 * max(ndim, 1))(*strides)
-    managed = _DLManagedTensor()
+    managed = DLManagedTensor()
     t = managed.dl_tensor
     t.data = ptr
-    t.device = _DLDevice(device[0], device[1])
+    t.device = DLDevice(device[0], device[1])
     t.ndim = ndim
-    t.dtype = _DLDataType(code, bits, 1)
-    t.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
-    t.strides = ctypes.cast(strides_arr, ctypes.POINTER(ctypes.c_int64))
+    t.dtype = DLDataType(code, bits, 1)
+    t.shape = ctypes.addressof(shape_arr)
+    t.strides = ctypes.addressof(strides_arr)
     t.byte_offset = 0
     managed.manager_ctx = None
     managed.deleter = _DELETER_ADDRESS
