@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import flatbuffers
+import numpy as np
 import pytest
 
 import hipdnn
@@ -216,3 +217,35 @@ def seed_buffers() -> dict[str, bytes]:
     out = {name: g.serialize() for name, g in frontend_graphs().items()}
     out["future"] = future_graph()
     return out
+
+
+def compact_strides(dims: list[int]) -> list[int]:
+    out, acc = [], 1
+    for d in reversed(dims):
+        out.append(acc)
+        acc *= d
+    return out[::-1]
+
+
+def check_add_through_overrides(handle: hipdnn.Handle, engine_id: int) -> None:
+    """An ADD plugin (the SDK examples) built at maximum shapes and run at smaller ones through
+    ExecuteOpGraphWithOverrides (API 1.1.0), with a broadcast operand; NaN-filled outputs."""
+    g = _graph("ovr", is_override_shape_enabled=True, preferred_engine_id=engine_id)
+    dmax = [2, 6, 8]
+    x = g.tensor(name="x", dim=dmax, stride=compact_strides(dmax), data_type=F)
+    y = g.tensor(name="y", dim=[1, 1, 8], stride=[8, 8, 1], data_type=F)
+    out = g.pointwise(PointwiseMode.ADD, x, y)
+    out.set_output(True)
+    g.build(handle)
+    assert g.get_engine_id() == engine_id
+    for s in ([2, 3, 5], [1, 1, 1], dmax):
+        a = np.random.default_rng(1).standard_normal(s).astype(np.float32)
+        b = np.random.default_rng(2).standard_normal([1, 1, s[2]]).astype(np.float32)
+        c = np.full(s, np.nan, np.float32)
+        overrides = {
+            x: hipdnn.OverrideEntry(shape=s, stride=compact_strides(s)),
+            y: hipdnn.OverrideEntry(shape=[1, 1, s[2]], stride=[s[2], s[2], 1]),
+            out: hipdnn.OverrideEntry(shape=s, stride=compact_strides(s)),
+        }
+        g.execute(handle, {x: a, y: b, out: c}, np.empty(0, np.uint8), overrides=overrides)
+        np.testing.assert_array_equal(c, a + b)

@@ -15,7 +15,7 @@ import pytest
 import hipdnn
 from hipdnn.frontend.types import DataType, ErrorCode, PointwiseMode
 from hipdnn.plugins import _cdef
-from tests.sdk.support import REPO
+from tests.sdk.support import REPO, check_add_through_overrides, compact_strides
 
 EXAMPLE = REPO / "plugin_sdk" / "examples" / "scaled_add"
 ENGINE_ID = 5001
@@ -69,14 +69,6 @@ def test_loaded_through_env_var(handle: hipdnn.Handle) -> None:
     assert info.version == "1.0.0"
 
 
-def _strides(dims: list[int]) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(dims):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
-
-
 CASES = [
     (PointwiseMode.ADD, [3, 1, 5], [4, 1]),
     (PointwiseMode.SUB, [7], [7]),
@@ -95,8 +87,8 @@ def test_serves_broadcast_pointwise(handle: hipdnn.Handle, mode: PointwiseMode, 
         compute_data_type=F,
         preferred_engine_id=ENGINE_ID,
     )
-    x = g.tensor(name="x", dim=xd, stride=_strides(xd), data_type=F)
-    y = g.tensor(name="y", dim=yd, stride=_strides(yd), data_type=F)
+    x = g.tensor(name="x", dim=xd, stride=compact_strides(xd), data_type=F)
+    y = g.tensor(name="y", dim=yd, stride=compact_strides(yd), data_type=F)
     out = g.pointwise(mode, x, y)
     out.set_output(True)
     g.build(handle)
@@ -131,32 +123,7 @@ def test_strided_input(handle: hipdnn.Handle) -> None:
 
 def test_override_entry(handle: hipdnn.Handle) -> None:
     """Built at maximum shapes, run at a smaller one through ExecuteOpGraphWithOverrides (API 1.1.0)."""
-    g = hipdnn.Graph(
-        name="ovr",
-        io_data_type=F,
-        intermediate_data_type=F,
-        compute_data_type=F,
-        is_override_shape_enabled=True,
-        preferred_engine_id=ENGINE_ID,
-    )
-    dmax = [2, 6, 8]
-    x = g.tensor(name="x", dim=dmax, stride=_strides(dmax), data_type=F)
-    y = g.tensor(name="y", dim=[1, 1, 8], stride=[8, 8, 1], data_type=F)
-    out = g.pointwise(PointwiseMode.ADD, x, y)
-    out.set_output(True)
-    g.build(handle)
-    assert g.get_engine_id() == ENGINE_ID
-    for s in ([2, 3, 5], [1, 1, 1], dmax):
-        a = np.random.default_rng(1).standard_normal(s).astype(np.float32)
-        b = np.random.default_rng(2).standard_normal([1, 1, s[2]]).astype(np.float32)
-        c = np.full(s, np.nan, np.float32)
-        overrides = {
-            x: hipdnn.OverrideEntry(shape=s, stride=_strides(s)),
-            y: hipdnn.OverrideEntry(shape=[1, 1, s[2]], stride=[s[2], s[2], 1]),
-            out: hipdnn.OverrideEntry(shape=s, stride=_strides(s)),
-        }
-        g.execute(handle, {x: a, y: b, out: c}, np.empty(0, np.uint8), overrides=overrides)
-        np.testing.assert_array_equal(c, a + b)
+    check_add_through_overrides(handle, ENGINE_ID)
 
 
 def test_absolute_mode_and_not_applicable(plugin_dir: Path) -> None:
