@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import hipdnn
+from hipdnn.frontend.tensor import compact_strides
 from hipdnn.frontend.types import DataType, PointwiseMode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,14 +218,6 @@ def seed_buffers() -> dict[str, bytes]:
     out = {name: g.serialize() for name, g in frontend_graphs().items()}
     out["future"] = future_graph()
     return out
-
-
-def compact_strides(dims: list[int]) -> list[int]:
-    out, acc = [], 1
-    for d in reversed(dims):
-        out.append(acc)
-        acc *= d
-    return out[::-1]
 
 
 def check_add_through_overrides(handle: hipdnn.Handle, engine_id: int) -> None:
