@@ -31,6 +31,7 @@ from hipdnn.cli import main as cli_main
 from hipdnn.plugins import MAX_MESSAGE_BYTES, MAX_WORKSPACE_BYTES, discover_candidates, parse_api_version, printable
 from hipdnn.plugins import loader as loader_module
 from hipdnn.plugins.trust import resolve
+from tests.adversarial.conftest import budget
 from tests.integration.support import sdpa_graph
 
 ABSOLUTE = hipdnn.PluginLoadingMode.ABSOLUTE
@@ -195,8 +196,11 @@ def test_a_link_flipped_while_handles_are_created_never_loads_the_world_writable
     outcomes: Counter[str] = Counter()
     rounds = 0
     try:
-        # At least 300 handles, and on until each state has been met often (a loaded machine flips less).
-        while rounds < 300 or (rounds < 3000 and min(outcomes["fake_plain_v100"], outcomes["refused"]) < 20):
+        # At least 300 handles (30,000 in the long profile), and on until each state has been met often
+        # (a loaded machine flips less).
+        while rounds < budget(300) or (
+            rounds < budget(3000) and min(outcomes["fake_plain_v100"], outcomes["refused"]) < 20
+        ):
             rounds += 1
             with hipdnn.Handle(plugin_paths=[link], plugin_loading_mode=ABSOLUTE) as h:
                 names = [p.name for p in h.loaded_plugins()]
