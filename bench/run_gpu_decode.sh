@@ -20,3 +20,11 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   tail -5 "$out/gpu_tests_decode.log"
 fi
 python3 bench/gpu_decode.py --out "$out" "$@" 2>&1 | tee "$out/gpu_decode.log" | tail -40
+# NCU=1: the profiles behind bench/results/gpu_decode_ncu_*.txt (one small and one large serving shape).
+if [ "${NCU:-0}" = 1 ]; then
+  for c in 1,8,4096,1,128 1,8,65536,1,128; do
+    ncu --clock-control none -k regex:sdpa_decode --launch-skip 2 --launch-count 2 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section Occupancy --section LaunchStats \
+      python3 bench/gpu_decode.py --one "$c" > "$out/gpu_decode_ncu_${c//,/_}.txt" 2>&1
+  done
+fi
