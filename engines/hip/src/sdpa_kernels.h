@@ -78,6 +78,37 @@ hipError_t prepare_decode_kernels();
 hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, size_t workspace_bytes, int sms,
                               hipStream_t stream);
 
+// ------------------------------------------------------------------ backward ----
+// One SDPA backward call: dQ, dK, dV from q, k, v, o, dO and the forward's stats (the natural-log
+// log-sum-exp of each query row, [B, Hq, Sq, 1] fp32; -inf marks a row that saw no key), at this
+// call's effective shapes. `f` carries q, k, v, o (read), stats, the sequence lengths, masks and
+// shape exactly as for the forward (f.o is an input here; f.scale_log2 = scale * log2(e)).
+// dK and dV are summed over each group of Hq / Hk query heads (GQA / MQA). Head-dim strides are 1
+// on the tensor-core tier; any stride on the portable tier (the *_sd fields).
+struct SdpaBwdArgs
+{
+    SdpaArgs f;
+    float scale = 1.0f; // the attention scale itself (dQ and dK carry it)
+    const void* dout = nullptr;
+    void* dq = nullptr;
+    void* dk = nullptr;
+    void* dv = nullptr;
+    int64_t do_sb = 0, do_sh = 0, do_ss = 0, do_sd = 1;
+    int64_t dq_sb = 0, dq_sh = 0, dq_ss = 0, dq_sd = 1;
+    int64_t dk_sb = 0, dk_sh = 0, dk_ss = 0, dk_sd = 1;
+    int64_t dv_sb = 0, dv_sh = 0, dv_ss = 0, dv_sd = 1;
+};
+
+// Enqueue the backward pass (sdpa_bwd.hip). workspace holds workspace_bytes, what the plan reported
+// (sdpa_bwd_plan.h): the pass runs in as many slices of (batch, kv head) pairs as that needs, and
+// returns hipErrorInvalidValue, having launched nothing, when one pair does not fit
+// (bwd_pairs_per_slice in sdpa_bwd_plan.h says so beforehand). tier picks the kernels: Portable (any HIP GPU, any
+// head-dim stride) or TensorCore (sm_90a build; callers check sdpa_bwd_tensor_core_accepts).
+bool sdpa_bwd_tensor_core_accepts(const SdpaBwdArgs& a, ElemType t);
+hipError_t prepare_bwd_kernels(Tier tier);
+hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* workspace, size_t workspace_bytes,
+                           hipStream_t stream);
+
 } // namespace hipdnn_hip
 
 #endif // HIPDNN_HIP_ENGINE_SDPA_KERNELS_H
