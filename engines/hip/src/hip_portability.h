@@ -25,6 +25,7 @@ typedef cudaError_t hipError_t;
 typedef cudaDeviceProp hipDeviceProp_t;
 
 #define hipSuccess cudaSuccess
+#define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipGetDevice cudaGetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties

@@ -1,0 +1,366 @@
+// hipdnn HIP engine: SDPA backward (dQ, dK, dV) on both tiers -- the launcher, the pre-pass, the
+// portable kernels (engine 201, any HIP GPU) and the dQ conversion of the tensor-core tier.
+//
+// A call runs in slices of (batch, kv head) pairs sized by its workspace (sdpa_bwd_plan.h). Per
+// slice:
+//   1. pre-pass: per query row, delta = rowsum(dO * O) and the forward's log-sum-exp in log2 units
+//      (+inf for rows past the batch's query length and rows the forward saw empty, stats -inf, so
+//      that their probabilities are exactly 0); the tensor-core tier also zeroes its fp32 dQ sums.
+//   2. tensor-core tier (sdpa_bwd_wg_kernel.hip): one block per 128 keys of a pair walks every
+//      visible query tile of the pair's query heads, keeps dK and dV in registers and adds its dQ
+//      share atomically to the fp32 sums; 3. a last kernel scales the sums into dQ.
+//   2'. portable tier: one thread per key computes its dK and dV rows, one thread per query row its
+//      dQ row, both recomputing the probabilities (scalar fp32, no shared memory, no cross-lane
+//      operations, so the same code runs on 32- and 64-wide wavefronts).
+// Rows and keys past a batch's lengths (padding mask) get zero gradients; nothing past the call's
+// shape is written.
+#include "sdpa_bwd_internal.h"
+#include "sdpa_bwd_plan.h"
+#include "sdpa_device_common.h"
+
+namespace hipdnn_hip
+{
+
+namespace
+{
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int64_t kMaxSlicePairs = 65535; // pairs run along a grid dimension limited to this
+
+// The pair a slice's grid index stands for.
+struct Pair
+{
+    int b;
+    int hk;
+};
+
+__device__ __forceinline__ Pair pair_of(const BwdSlice& s, int z)
+{
+    const int64_t p = s.p0 + z;
+    return Pair{static_cast<int>(p / s.a.f.hk), static_cast<int>(p % s.a.f.hk)};
+}
+
+// Workspace index of row i of head-in-group hh of slice pair z.
+__device__ __forceinline__ int64_t ws_row(const BwdSlice& s, int z, int hh, int i)
+{
+    const int group = s.a.f.hq / s.a.f.hk;
+    return (static_cast<int64_t>(z) * group + hh) * bwd_rows_per_head(s.a.f.sq) + i;
+}
+
+// 16 lanes per query row: delta, lse2 and (when zero_accum) the row's dQ sums cleared.
+template <ElemType T>
+__global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int zero_accum)
+{
+    const SdpaArgs& f = s.a.f;
+    const int group = f.hq / f.hk;
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    // Over every workspace row of the pair, the padding after each head's sq rows included, so
+    // that the tensor-core kernel's 16-byte copies never read an unwritten value.
+    const int64_t per_head = bwd_rows_per_head(f.sq);
+    const int64_t r = static_cast<int64_t>(blockIdx.x) * 16 + (threadIdx.x >> 4);
+    const int z = static_cast<int>(blockIdx.y);
+    const bool in_range = r < group * per_head;
+    const int hh = in_range ? static_cast<int>(r / per_head) : 0;
+    const int i = in_range ? static_cast<int>(r % per_head) : 0;
+    const Pair pr = pair_of(s, z);
+    const int h = pr.hk * group + hh;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    const bool live = in_range && i < len.sq;
+    float dot = 0.0f;
+    if(live)
+    {
+        const uint16_t* dop = static_cast<const uint16_t*>(s.a.dout) + pr.b * s.a.do_sb + h * s.a.do_sh
+                              + static_cast<int64_t>(i) * s.a.do_ss;
+        const uint16_t* op = static_cast<const uint16_t*>(f.o) + pr.b * f.o_sb + h * f.o_sh
+                             + static_cast<int64_t>(i) * f.o_ss;
+        for(int d = lane; d < f.d; d += 16)
+            dot += load_as_float<T>(dop + d * s.a.do_sd) * load_as_float<T>(op + d * f.o_sd);
+    }
+    // Every lane of the wavefront takes part (rows past the end included), so the width-16
+    // exchanges are well defined on 32- and 64-wide wavefronts.
+    for(int m = 8; m >= 1; m >>= 1)
+        dot += HIPDNN_SHFL_XOR(dot, m, 16);
+    if(!in_range)
+        return;
+    const int64_t w = ws_row(s, z, hh, i);
+    if(lane == 0)
+    {
+        float l2 = INFINITY;
+        if(live)
+        {
+            const float st = f.stats[pr.b * f.st_sb + h * f.st_sh + static_cast<int64_t>(i) * f.st_ss];
+            l2 = st == -INFINITY ? INFINITY : st * kLog2e;
+        }
+        s.lse2[w] = l2;
+        s.delta[w] = live ? dot : 0.0f;
+    }
+    if(zero_accum)
+        for(int d = lane; d < f.d; d += 16)
+            s.dq_accum[w * f.d + d] = 0.0f;
+}
+
+// Portable tier, dK and dV: one thread per key of one pair, every query row of the group that sees it.
+template <ElemType T, int D>
+__global__ void __launch_bounds__(64) sdpa_bwd_portable_dkdv(const BwdSlice s)
+{
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int j = static_cast<int>(blockIdx.x) * 64 + static_cast<int>(threadIdx.x);
+    const int z = static_cast<int>(blockIdx.y);
+    if(j >= f.skv)
+        return;
+    const Pair pr = pair_of(s, z);
+    const int group = f.hq / f.hk;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    float kj[D], vj[D], dk[D], dv[D];
+    for(int d = 0; d < D; ++d)
+        dk[d] = dv[d] = 0.0f;
+    if(j < len.skv)
+    {
+        const uint16_t* kp = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh
+                             + static_cast<int64_t>(j) * f.k_ss;
+        const uint16_t* vp = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh
+                             + static_cast<int64_t>(j) * f.v_ss;
+        for(int d = 0; d < D; ++d)
+        {
+            kj[d] = load_as_float<T>(kp + d * f.k_sd);
+            vj[d] = load_as_float<T>(vp + d * f.v_sd);
+        }
+        const int first = max(0, j - len.diag); // query i sees key j iff j <= i + diag
+        for(int hh = 0; hh < group; ++hh)
+        {
+            const int h = pr.hk * group + hh;
+            const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
+            const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
+            for(int i = first; i < len.sq; ++i)
+            {
+                const int64_t w = ws_row(s, z, hh, i);
+                const float l2 = s.lse2[w];
+                if(l2 == INFINITY)
+                    continue;
+                const uint16_t* qi = qh + static_cast<int64_t>(i) * f.q_ss;
+                const uint16_t* doi = doh + static_cast<int64_t>(i) * a.do_ss;
+                float sc = 0.0f, dp = 0.0f;
+                for(int d = 0; d < D; ++d)
+                {
+                    sc += load_as_float<T>(qi + d * f.q_sd) * kj[d];
+                    dp += load_as_float<T>(doi + d * a.do_sd) * vj[d];
+                }
+                const float p = exp2f(sc * f.scale_log2 - l2);
+                const float ds = p * (dp - s.delta[w]);
+                for(int d = 0; d < D; ++d)
+                {
+                    dv[d] += p * load_as_float<T>(doi + d * a.do_sd);
+                    dk[d] += ds * load_as_float<T>(qi + d * f.q_sd);
+                }
+            }
+        }
+    }
+    uint16_t* dkp = static_cast<uint16_t*>(a.dk) + pr.b * a.dk_sb + pr.hk * a.dk_sh + static_cast<int64_t>(j) * a.dk_ss;
+    uint16_t* dvp = static_cast<uint16_t*>(a.dv) + pr.b * a.dv_sb + pr.hk * a.dv_sh + static_cast<int64_t>(j) * a.dv_ss;
+    for(int d = 0; d < D; ++d)
+    {
+        dkp[d * a.dk_sd] = float_to_bits<T>(dk[d] * a.scale);
+        dvp[d * a.dv_sd] = float_to_bits<T>(dv[d]);
+    }
+}
+
+// Portable tier, dQ: one thread per query row, every key it sees.
+template <ElemType T, int D>
+__global__ void __launch_bounds__(64) sdpa_bwd_portable_dq(const BwdSlice s)
+{
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int i = static_cast<int>(blockIdx.x) * 64 + static_cast<int>(threadIdx.x);
+    const int hh = static_cast<int>(blockIdx.y);
+    const int z = static_cast<int>(blockIdx.z);
+    if(i >= f.sq)
+        return;
+    const Pair pr = pair_of(s, z);
+    const int h = pr.hk * (f.hq / f.hk) + hh;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    const int64_t w = ws_row(s, z, hh, i);
+    float dq[D];
+    for(int d = 0; d < D; ++d)
+        dq[d] = 0.0f;
+    const float l2 = i < len.sq ? s.lse2[w] : INFINITY;
+    if(l2 != INFINITY)
+    {
+        float qi[D], doi[D];
+        const uint16_t* qp = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh + static_cast<int64_t>(i) * f.q_ss;
+        const uint16_t* dop = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh
+                              + static_cast<int64_t>(i) * a.do_ss;
+        for(int d = 0; d < D; ++d)
+        {
+            qi[d] = load_as_float<T>(qp + d * f.q_sd);
+            doi[d] = load_as_float<T>(dop + d * a.do_sd);
+        }
+        const float delta = s.delta[w];
+        const int end = min(len.skv, i + len.diag + 1);
+        const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
+        const uint16_t* vh = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh;
+        for(int j = 0; j < end; ++j)
+        {
+            const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
+            const uint16_t* vj = vh + static_cast<int64_t>(j) * f.v_ss;
+            float sc = 0.0f, dp = 0.0f;
+            for(int d = 0; d < D; ++d)
+            {
+                sc += qi[d] * load_as_float<T>(kj + d * f.k_sd);
+                dp += doi[d] * load_as_float<T>(vj + d * f.v_sd);
+            }
+            const float ds = exp2f(sc * f.scale_log2 - l2) * (dp - delta);
+            for(int d = 0; d < D; ++d)
+                dq[d] += ds * load_as_float<T>(kj + d * f.k_sd);
+        }
+    }
+    uint16_t* dqp = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss;
+    for(int d = 0; d < D; ++d)
+        dqp[d * a.dq_sd] = float_to_bits<T>(dq[d] * a.scale);
+}
+
+// Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread).
+template <ElemType T>
+__global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
+{
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int group = f.hq / f.hk;
+    const int chunks = f.d / 8;
+    const int64_t idx = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; // over group * sq * chunks
+    const int z = static_cast<int>(blockIdx.y);
+    if(idx >= static_cast<int64_t>(group) * f.sq * chunks)
+        return;
+    const int c = static_cast<int>(idx % chunks);
+    const int64_t r = idx / chunks;
+    const int hh = static_cast<int>(r / f.sq);
+    const int i = static_cast<int>(r % f.sq);
+    const Pair pr = pair_of(s, z);
+    const int h = pr.hk * group + hh;
+    const float* src = s.dq_accum + ws_row(s, z, hh, i) * f.d + c * 8;
+    uint16_t* dst = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss
+                    + static_cast<int64_t>(c) * 8 * a.dq_sd;
+    const float4 lo = *reinterpret_cast<const float4*>(src);
+    const float4 hi = *reinterpret_cast<const float4*>(src + 4);
+    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for(int e = 0; e < 8; ++e)
+        dst[e * a.dq_sd] = float_to_bits<T>(v[e] * a.scale);
+}
+
+template <ElemType T, int D>
+hipError_t launch_portable_typed(const BwdSlice& s, int pairs, hipStream_t stream)
+{
+    const SdpaArgs& f = s.a.f;
+    hipLaunchKernelGGL((sdpa_bwd_portable_dkdv<T, D>), dim3(static_cast<unsigned>((f.skv + 63) / 64), pairs), dim3(64),
+                       0, stream, s);
+    hipError_t e = hipGetLastError();
+    if(e != hipSuccess)
+        return e;
+    hipLaunchKernelGGL((sdpa_bwd_portable_dq<T, D>),
+                       dim3(static_cast<unsigned>((f.sq + 63) / 64), static_cast<unsigned>(f.hq / f.hk), pairs),
+                       dim3(64), 0, stream, s);
+    return hipGetLastError();
+}
+
+template <ElemType T>
+hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t stream)
+{
+    const SdpaArgs& f = s.a.f;
+    const int64_t rows = static_cast<int64_t>(f.hq / f.hk) * f.sq;
+    const int64_t ws_rows = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
+    hipLaunchKernelGGL((sdpa_bwd_prepass<T>), dim3(static_cast<unsigned>((ws_rows + 15) / 16), pairs), dim3(256), 0,
+                       stream, s, tc ? 1 : 0);
+    hipError_t e = hipGetLastError();
+    if(e != hipSuccess)
+        return e;
+    if(!tc)
+        return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
+    if((e = bwd_wg_launch(s, pairs, T, stream)) != hipSuccess)
+        return e;
+    const int64_t chunks = rows * (f.d / 8);
+    hipLaunchKernelGGL((sdpa_bwd_dq_convert<T>), dim3(static_cast<unsigned>((chunks + 255) / 256), pairs), dim3(256),
+                       0, stream, s);
+    return hipGetLastError();
+}
+
+bool aligned(const void* p, uintptr_t n)
+{
+    return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0;
+}
+
+} // namespace
+
+bool sdpa_bwd_tensor_core_accepts(const SdpaBwdArgs& a, ElemType)
+{
+    const SdpaArgs& f = a.f;
+    if(!bwd_wg_built() || (f.d != 64 && f.d != 128))
+        return false;
+    // Q, K, V and dO rows are copied 16 bytes at a time; dQ, dK, dV written in pairs.
+    const void* rd[4] = {f.q, f.k, f.v, a.dout};
+    const int64_t rs[4][4] = {{f.q_sb, f.q_sh, f.q_ss, f.q_sd},
+                              {f.k_sb, f.k_sh, f.k_ss, f.k_sd},
+                              {f.v_sb, f.v_sh, f.v_ss, f.v_sd},
+                              {a.do_sb, a.do_sh, a.do_ss, a.do_sd}};
+    for(int i = 0; i < 4; ++i)
+        if(!aligned(rd[i], 16) || rs[i][3] != 1 || rs[i][0] % 8 != 0 || rs[i][1] % 8 != 0 || rs[i][2] % 8 != 0)
+            return false;
+    const void* wr[3] = {a.dq, a.dk, a.dv};
+    const int64_t ws[3][4] = {{a.dq_sb, a.dq_sh, a.dq_ss, a.dq_sd},
+                              {a.dk_sb, a.dk_sh, a.dk_ss, a.dk_sd},
+                              {a.dv_sb, a.dv_sh, a.dv_ss, a.dv_sd}};
+    for(int i = 0; i < 3; ++i)
+        if(!aligned(wr[i], 4) || ws[i][3] != 1 || ws[i][0] % 2 != 0 || ws[i][1] % 2 != 0 || ws[i][2] % 2 != 0)
+            return false;
+    return true;
+}
+
+hipError_t prepare_bwd_kernels(Tier tier)
+{
+    if(tier != Tier::TensorCore || !bwd_wg_built())
+        return hipSuccess;
+    hipError_t e;
+    for(ElemType t : {ElemType::Bf16, ElemType::Half})
+        for(int d : {64, 128})
+            if((e = bwd_wg_set_attrs(t, d)) != hipSuccess)
+                return e;
+    return hipSuccess;
+}
+
+hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* workspace, size_t workspace_bytes,
+                           hipStream_t stream)
+{
+    const SdpaArgs& f = a.f;
+    if(f.batch <= 0 || f.hq <= 0 || f.hk <= 0 || f.sq <= 0 || f.skv <= 0 || f.hq % f.hk != 0
+       || (f.d != 64 && f.d != 128))
+        return hipErrorInvalidValue;
+    const bool tc = tier == Tier::TensorCore && sdpa_bwd_tensor_core_accepts(a, t);
+    if(workspace == nullptr)
+        return hipErrorInvalidValue;
+    int64_t per = bwd_pairs_per_slice(workspace_bytes, f.hq, f.hk, f.sq, f.d);
+    if(per < 1)
+        return hipErrorInvalidValue;
+    per = per > kMaxSlicePairs ? kMaxSlicePairs : per;
+    // Align the base (the plan reported kBwdWorkspaceAlign bytes for this).
+    const uintptr_t raw = reinterpret_cast<uintptr_t>(workspace);
+    float* base = reinterpret_cast<float*>((raw + kBwdWorkspaceAlign - 1) / kBwdWorkspaceAlign * kBwdWorkspaceAlign);
+    const int64_t rows_per_pair = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
+    const int64_t total = static_cast<int64_t>(f.batch) * f.hk;
+    for(int64_t p0 = 0; p0 < total; p0 += per)
+    {
+        const int64_t n = total - p0 < per ? total - p0 : per;
+        BwdSlice s;
+        s.a = a;
+        s.p0 = p0;
+        s.dq_accum = base;
+        s.lse2 = base + n * rows_per_pair * f.d;
+        s.delta = s.lse2 + n * rows_per_pair;
+        const hipError_t e = t == ElemType::Bf16 ? launch_slice<ElemType::Bf16>(s, static_cast<int>(n), tc, stream)
+                                                 : launch_slice<ElemType::Half>(s, static_cast<int>(n), tc, stream);
+        if(e != hipSuccess)
+            return e;
+    }
+    return hipSuccess;
+}
+
+} // namespace hipdnn_hip

@@ -1,0 +1,31 @@
+// hipdnn HIP engine: what the SDPA backward's launcher (sdpa_bwd.hip) hands its kernels, and the
+// Hopper kernel's entry points (sdpa_bwd_wg_kernel.hip). Plain C++.
+#ifndef HIPDNN_HIP_ENGINE_SDPA_BWD_INTERNAL_H
+#define HIPDNN_HIP_ENGINE_SDPA_BWD_INTERNAL_H
+
+#include "sdpa_kernels.h"
+
+namespace hipdnn_hip
+{
+
+// One slice of a backward call: the (batch, kv head) pairs p0 .. p0 + gridDim.y - 1, pair p being
+// batch p / hk, kv head p % hk. The slice's workspace holds, per pair, G = hq / hk heads of sq rows:
+// lse2 (the row's log-sum-exp in log2 units, +inf for a row that must contribute nothing),
+// delta = rowsum(dO * O), and (tensor-core tier) fp32 dQ partial sums of d floats per row.
+struct BwdSlice
+{
+    SdpaBwdArgs a;
+    int64_t p0 = 0;
+    float* lse2 = nullptr;     // [pairs][G][sq]
+    float* delta = nullptr;    // [pairs][G][sq]
+    float* dq_accum = nullptr; // [pairs][G][sq][d]
+};
+
+// The Hopper kernel (dK, dV and dQ partials for one slice); tensor-core tier only.
+bool bwd_wg_built();
+hipError_t bwd_wg_set_attrs(ElemType t, int d);
+hipError_t bwd_wg_launch(const BwdSlice& s, int pairs, ElemType t, hipStream_t stream);
+
+} // namespace hipdnn_hip
+
+#endif // HIPDNN_HIP_ENGINE_SDPA_BWD_INTERNAL_H

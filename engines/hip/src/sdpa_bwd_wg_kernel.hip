@@ -1,0 +1,385 @@
+// hipdnn HIP engine, engine 202: the SDPA backward kernel on Hopper warpgroup MMA (wgmma), for one
+// slice of (batch, kv head) pairs (see sdpa_bwd.hip for the pre-pass before it and the dQ
+// conversion after it). NVIDIA sm_90a only (inline PTX); a stub elsewhere.
+//
+// A block holds 128 keys of one pair -- K and V stay in shared memory for the whole block -- and
+// two warpgroups, each owning 64 of those keys. It walks every query tile (64 rows) of every query
+// head of the pair's GQA group that can see its keys (causal masks start the walk at the diagonal),
+// so dK and dV of its keys are complete in registers at the end, summed over the group, and are
+// written once: no atomics and no second pass for them. Per query tile, per warpgroup:
+//   S^T = K Q^T, dP^T = V dO^T            (wgmma, both operands in shared memory, K-major)
+//   P^T = exp2(S^T * scale * log2e - lse2) (lse2 per column, from the pre-pass; masked on edges)
+//   dS^T = P^T * (dP^T - delta)
+//   dV += P^T dO, dK += dS^T Q             (A from registers, B = the dO / Q tile read MN-major)
+//   dQ += dS K                             (dS^T stored to shared memory and read MN-major as A;
+//                                           K read MN-major as B), added to fp32 sums atomically.
+// At D = 128 each warpgroup computes dQ for half the head dim over all 128 keys (64 accumulator
+// registers would not fit beside dK and dV); at D = 64 each takes its own 64 keys and the whole
+// head dim. Q, dO, lse2 and delta of the next tile load (cp.async) while the current one computes.
+// Tiles in shared memory use the 128-byte swizzle wgmma reads (sdpa_wgmma.h).
+#include "sdpa_bwd_internal.h"
+#include "sdpa_bwd_plan.h"
+#include "sdpa_device_common.h"
+#if defined(HIPDNN_HIP_ON_NVIDIA)
+#include "sdpa_mma_sync.h"
+#include "sdpa_wg_softmax.h"
+#include "sdpa_wgmma.h"
+#endif
+
+namespace hipdnn_hip
+{
+
+#if defined(HIPDNN_HIP_ON_NVIDIA)
+
+namespace
+{
+
+using namespace mma_sync;
+
+constexpr int kBwdKeys = 128;   // keys per block, 64 per warpgroup
+constexpr int kBwdRows = 64;    // query rows per tile
+constexpr int kBwdThreads = 256;
+template <int D>
+constexpr uint32_t kKvBytes = kBwdKeys * D * 2;
+template <int D>
+constexpr uint32_t kTileBytes = kBwdRows * D * 2;
+constexpr uint32_t kDsBytes = kBwdKeys * kBwdRows * 2;
+constexpr uint32_t kStatBytes = 2 * kBwdRows * 4; // lse2 and delta of one tile
+template <int D>
+constexpr size_t kBwdSmem = 2 * kKvBytes<D> + 4 * kTileBytes<D> + kDsBytes + 2 * kStatBytes + 1024;
+
+template <ElemType T, int D>
+__global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
+{
+    constexpr int BK = kBwdKeys;
+    constexpr int BM = kBwdRows;
+    constexpr int CH = D / 8; // 16-byte chunks per row
+    constexpr int NT = kBwdThreads;
+    constexpr int KS = D / 16;  // 16-wide steps over the head dim
+    constexpr int QS = BM / 16; // 16-wide steps over a query tile
+    constexpr int ND = D / 2;   // dK / dV accumulator registers per thread
+
+    const SdpaBwdArgs& A = sl.a;
+    const SdpaArgs& f = A.f;
+
+    extern __shared__ unsigned char smem_raw[];
+    const uint32_t raw = smem_addr(smem_raw);
+    const uint32_t k_base = (raw + 1023u) & ~1023u;
+    const uint32_t v_base = k_base + kKvBytes<D>;
+    const uint32_t q_base = v_base + kKvBytes<D>;        // 2 stages
+    const uint32_t do_base = q_base + 2 * kTileBytes<D>; // 2 stages
+    const uint32_t ds_base = do_base + 2 * kTileBytes<D>;
+    const uint32_t st_base = ds_base + kDsBytes; // 2 stages of [lse2 64][delta 64]
+    const float* st_ptr = reinterpret_cast<const float*>(smem_raw + (st_base - raw));
+    unsigned char* ds_ptr = smem_raw + (ds_base - raw);
+
+    const int tid = static_cast<int>(threadIdx.x);
+    const int wgi = __shfl_sync(0xffffffffu, tid >> 7, 0); // warp-uniform
+    const int w = (tid >> 5) & 3;
+    const int lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+
+    const int group = f.hq / f.hk;
+    const int z = static_cast<int>(blockIdx.y);
+    const int64_t pair = sl.p0 + z;
+    const int b = static_cast<int>(pair / f.hk);
+    const int hk = static_cast<int>(pair % f.hk);
+    const BatchLengths len = batch_lengths(f, b);
+    const int k0 = static_cast<int>(blockIdx.x) * BK;
+    const int kw = k0 + wgi * 64; // this warpgroup's first key
+    const int64_t rows_per_head = bwd_rows_per_head(f.sq);
+
+    // Query tiles that can see a key of the block: from the diagonal (causal) to the last row.
+    const int q_first = max(0, k0 - len.diag);
+    const int qt0 = q_first / BM * BM;
+    const int ntq = (k0 < len.skv && q_first < len.sq) ? (len.sq - qt0 + BM - 1) / BM : 0;
+    const int nsteps = ntq * group;
+
+    const uint16_t* kp = static_cast<const uint16_t*>(f.k) + b * f.k_sb + hk * f.k_sh;
+    const uint16_t* vp = static_cast<const uint16_t*>(f.v) + b * f.v_sb + hk * f.v_sh;
+
+    auto load_kv = [&]() {
+        for(int i = tid; i < BK * CH; i += NT)
+        {
+            const int r = i / CH, c = i % CH;
+            const int key = k0 + r;
+            const int src = min(key, len.skv - 1);
+            const int bytes = key < len.skv ? 16 : 0; // zero past the batch's keys
+            cp_async_16(k_base + woff<BK>(r, c), kp + src * f.k_ss + c * 8, bytes);
+            cp_async_16(v_base + woff<BK>(r, c), vp + src * f.v_ss + c * 8, bytes);
+        }
+    };
+    auto load_tile = [&](int n) {
+        const int hh = n / ntq;
+        const int qt = qt0 + (n % ntq) * BM;
+        const int h = hk * group + hh;
+        const uint32_t qs = q_base + (n & 1) * kTileBytes<D>;
+        const uint32_t dos = do_base + (n & 1) * kTileBytes<D>;
+        const uint16_t* qp = static_cast<const uint16_t*>(f.q) + b * f.q_sb + h * f.q_sh;
+        const uint16_t* dop = static_cast<const uint16_t*>(A.dout) + b * A.do_sb + h * A.do_sh;
+#pragma unroll
+        for(int i = tid; i < BM * CH; i += NT)
+        {
+            const int r = i / CH, c = i % CH;
+            const int row = qt + r;
+            const int src = max(min(row, len.sq - 1), 0);
+            const int bytes = row < len.sq ? 16 : 0;
+            cp_async_16(qs + woff<BM>(r, c), qp + src * f.q_ss + c * 8, bytes);
+            cp_async_16(dos + woff<BM>(r, c), dop + src * A.do_ss + c * 8, bytes);
+        }
+        if(tid < 32)
+        {
+            // 16 chunks of 4 floats of lse2, then 16 of delta; each head's rows start 16-byte aligned.
+            const int c = tid & 15;
+            const int64_t w0 = (static_cast<int64_t>(z) * group + hh) * rows_per_head + qt;
+            const float* src = (tid < 16 ? sl.lse2 : sl.delta) + w0;
+            const bool in = qt + 4 * c < rows_per_head;
+            cp_async_16(st_base + (n & 1) * kStatBytes + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
+        }
+    };
+
+    float dk[ND], dv[ND];
+#pragma unroll
+    for(int i = 0; i < ND; ++i)
+        dk[i] = dv[i] = 0.0f;
+
+    if(nsteps > 0)
+    {
+        load_kv();
+        load_tile(0);
+        cp_async_commit();
+    }
+    const float sl2 = f.scale_log2;
+    const int key_row0 = kw + 16 * w + g; // this thread's keys: key_row0 and key_row0 + 8
+    // Shared-memory descriptors of the fixed operands (the address field is added to per step).
+    const uint64_t k_desc = wg::desc(k_base + wgi * 64 * 128, 16, 1024);
+    const uint64_t v_desc = wg::desc(v_base + wgi * 64 * 128, 16, 1024);
+
+    for(int n = 0; n < nsteps; ++n)
+    {
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads(); // tile n landed; every thread is past tile n - 1 (its stage and dS are free)
+        if(n + 1 < nsteps)
+            load_tile(n + 1);
+        cp_async_commit();
+
+        const int hh = n / ntq;
+        const int qt = qt0 + (n % ntq) * BM;
+        const uint32_t qs = q_base + (n & 1) * kTileBytes<D>;
+        const uint32_t dos = do_base + (n & 1) * kTileBytes<D>;
+        const float* lse_s = st_ptr + (n & 1) * (kStatBytes / 4);
+        const float* del_s = lse_s + BM;
+
+        // S^T and dP^T (64 keys x 64 rows per warpgroup).
+        float s[32], dp[32];
+        const uint64_t q_desc = wg::desc(qs, 16, 1024);
+        const uint64_t do_desc = wg::desc(dos, 16, 1024);
+        wg::fence();
+#pragma unroll
+        for(int kk = 0; kk < KS; ++kk)
+        {
+            const uint64_t ka = k_desc + (((kk >> 2) * BK * 128 + (kk & 3) * 32) >> 4);
+            const uint64_t qb = q_desc + (((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
+            if(kk == 0)
+                wg::ss<T, 64, 0>(s, ka, qb);
+            else
+                wg::ss<T, 64, 1>(s, ka, qb);
+        }
+        wg::commit();
+#pragma unroll
+        for(int kk = 0; kk < KS; ++kk)
+        {
+            const uint64_t va = v_desc + (((kk >> 2) * BK * 128 + (kk & 3) * 32) >> 4);
+            const uint64_t ob = do_desc + (((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
+            if(kk == 0)
+                wg::ss<T, 64, 0>(dp, va, ob);
+            else
+                wg::ss<T, 64, 1>(dp, va, ob);
+        }
+        wg::commit();
+        wg::wait<1>();
+        wg::pin(s);
+
+        // P^T, masked only where the tile crosses the diagonal or a length.
+        const bool edge = kw + 63 >= len.skv || kw + 63 > qt + len.diag || qt + BM > len.sq;
+#pragma unroll
+        for(int j = 0; j < 8; ++j)
+#pragma unroll
+            for(int e = 0; e < 4; ++e)
+            {
+                const int c = 8 * j + 2 * t + (e & 1);
+                float p = fast_exp2(s[4 * j + e] * sl2 - lse_s[c]);
+                if(edge)
+                {
+                    const int key = key_row0 + 8 * (e >> 1);
+                    const int row = qt + c;
+                    if(key >= len.skv || key > row + len.diag || row >= len.sq)
+                        p = 0.0f;
+                }
+                s[4 * j + e] = p;
+            }
+        uint32_t pa[QS][4];
+#pragma unroll
+        for(int kk = 0; kk < QS; ++kk)
+        {
+            pa[kk][0] = pack2<T>(s[8 * kk + 0], s[8 * kk + 1]);
+            pa[kk][1] = pack2<T>(s[8 * kk + 2], s[8 * kk + 3]);
+            pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
+            pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
+        }
+        wg::wait<0>();
+        wg::pin(dp);
+
+        // dS^T = P^T (dP^T - delta): to registers (A of dK) and to shared memory (A of dQ).
+        uint32_t dsa[QS][4];
+#pragma unroll
+        for(int j = 0; j < 8; ++j)
+#pragma unroll
+            for(int e = 0; e < 4; ++e)
+                dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - del_s[8 * j + 2 * t + (e & 1)]);
+#pragma unroll
+        for(int kk = 0; kk < QS; ++kk)
+        {
+            dsa[kk][0] = pack2<T>(dp[8 * kk + 0], dp[8 * kk + 1]);
+            dsa[kk][1] = pack2<T>(dp[8 * kk + 2], dp[8 * kk + 3]);
+            dsa[kk][2] = pack2<T>(dp[8 * kk + 4], dp[8 * kk + 5]);
+            dsa[kk][3] = pack2<T>(dp[8 * kk + 6], dp[8 * kk + 7]);
+        }
+        const int kr = wgi * 64 + 16 * w + g; // key row within the block
+#pragma unroll
+        for(int j = 0; j < 8; ++j)
+#pragma unroll
+            for(int h2 = 0; h2 < 2; ++h2)
+                *reinterpret_cast<uint32_t*>(ds_ptr + woff<BK>(kr + 8 * h2, j) + 4 * t) = dsa[j >> 1][(j & 1) * 2 + h2];
+
+        // dV += P^T dO and dK += dS^T Q (B: the tile read MN-major).
+        wg::fence();
+#pragma unroll
+        for(int kk = 0; kk < QS; ++kk)
+            wg::rs<T, D>(dv, pa[kk], wg::desc(dos + kk * 16 * 128, BM * 128, 1024));
+#pragma unroll
+        for(int kk = 0; kk < QS; ++kk)
+            wg::rs<T, D>(dk, dsa[kk], wg::desc(qs + kk * 16 * 128, BM * 128, 1024));
+        wg::commit();
+
+        // dQ share: dS (A, MN-major from dS^T in shared memory) times K (B, MN-major).
+        fence_proxy_async();
+        __syncthreads(); // dS^T of both warpgroups stored
+        float dq[32];
+        constexpr int DQ_STEPS = D == 128 ? BK / 16 : 4;
+        const uint32_t ds_a0 = D == 128 ? ds_base : ds_base + wgi * 64 * 128;
+        const uint32_t k_b0 = D == 128 ? k_base + wgi * BK * 128 : k_base + wgi * 64 * 128;
+        wg::fence();
+#pragma unroll
+        for(int kk = 0; kk < DQ_STEPS; ++kk)
+        {
+            const uint64_t da = wg::desc(ds_a0 + kk * 16 * 128, BK * 128, 1024);
+            const uint64_t db = wg::desc(k_b0 + kk * 16 * 128, BK * 128, 1024);
+            if(kk == 0)
+                wg::ss<T, 64, 0, 1, 1>(dq, da, db);
+            else
+                wg::ss<T, 64, 1, 1, 1>(dq, da, db);
+        }
+        wg::commit();
+        wg::wait<0>();
+        wg::pin(dq);
+        wg::pin(dk);
+        wg::pin(dv);
+        wg::pin(pa);
+        wg::pin(dsa);
+
+        // Rows past the batch's length carry dS = 0: their sums are left alone.
+        const int col0 = D == 128 ? wgi * 64 : 0;
+        float* acc = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head) * D + col0;
+#pragma unroll
+        for(int h2 = 0; h2 < 2; ++h2)
+        {
+            const int row = qt + 16 * w + g + 8 * h2;
+            if(row >= len.sq)
+                continue;
+            float* ar = acc + static_cast<int64_t>(row) * D + 2 * t;
+#pragma unroll
+            for(int j = 0; j < 8; ++j)
+                atomicAdd(reinterpret_cast<float2*>(ar + 8 * j), make_float2(dq[4 * j + 2 * h2], dq[4 * j + 2 * h2 + 1]));
+        }
+    }
+    cp_async_wait<0>();
+
+    // dK (times the scale) and dV of this thread's keys; zero for keys no query row sees.
+    uint16_t* dkp = static_cast<uint16_t*>(A.dk) + b * A.dk_sb + hk * A.dk_sh;
+    uint16_t* dvp = static_cast<uint16_t*>(A.dv) + b * A.dv_sb + hk * A.dv_sh;
+#pragma unroll
+    for(int h2 = 0; h2 < 2; ++h2)
+    {
+        const int key = key_row0 + 8 * h2;
+        if(key >= f.skv)
+            continue;
+        uint16_t* dkr = dkp + static_cast<int64_t>(key) * A.dk_ss + 2 * t;
+        uint16_t* dvr = dvp + static_cast<int64_t>(key) * A.dv_ss + 2 * t;
+#pragma unroll
+        for(int j = 0; j < D / 8; ++j)
+        {
+            *reinterpret_cast<uint32_t*>(dkr + 8 * j) = pack2<T>(dk[4 * j + 2 * h2] * A.scale, dk[4 * j + 2 * h2 + 1] * A.scale);
+            *reinterpret_cast<uint32_t*>(dvr + 8 * j) = pack2<T>(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+        }
+    }
+}
+
+template <ElemType T, int D>
+hipError_t set_attrs_typed()
+{
+    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D>),
+                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBwdSmem<D>));
+}
+
+template <ElemType T, int D>
+hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
+{
+    const dim3 grid(static_cast<unsigned>((s.a.f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
+    hipLaunchKernelGGL((sdpa_bwd_wg<T, D>), grid, dim3(kBwdThreads), kBwdSmem<D>, stream, s);
+    return hipGetLastError();
+}
+
+} // namespace
+
+bool bwd_wg_built()
+{
+    return true;
+}
+
+hipError_t bwd_wg_set_attrs(ElemType t, int d)
+{
+    if(t == ElemType::Bf16)
+        return d == 64 ? set_attrs_typed<ElemType::Bf16, 64>() : set_attrs_typed<ElemType::Bf16, 128>();
+    return d == 64 ? set_attrs_typed<ElemType::Half, 64>() : set_attrs_typed<ElemType::Half, 128>();
+}
+
+hipError_t bwd_wg_launch(const BwdSlice& s, int pairs, ElemType t, hipStream_t stream)
+{
+    const bool bf = t == ElemType::Bf16;
+    if(s.a.f.d == 64)
+        return bf ? launch_typed<ElemType::Bf16, 64>(s, pairs, stream) : launch_typed<ElemType::Half, 64>(s, pairs, stream);
+    return bf ? launch_typed<ElemType::Bf16, 128>(s, pairs, stream) : launch_typed<ElemType::Half, 128>(s, pairs, stream);
+}
+
+#else // not the NVIDIA build: no Hopper kernel
+
+bool bwd_wg_built()
+{
+    return false;
+}
+
+hipError_t bwd_wg_set_attrs(ElemType, int)
+{
+    return hipSuccess;
+}
+
+hipError_t bwd_wg_launch(const BwdSlice&, int, ElemType, hipStream_t)
+{
+    return hipErrorInvalidValue;
+}
+
+#endif // HIPDNN_HIP_ON_NVIDIA
+
+} // namespace hipdnn_hip
