@@ -1,10 +1,12 @@
 """Helpers shared by the GPU engine tests and bench/gpu_sdpa.py: locating the HIP engine plugin,
-building SDPA graphs for it, and a float32 reference on the device."""
+building SDPA forward and backward graphs for it, and references on the device (float32 for the
+forward's output, float64 for the backward's gradients)."""
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +139,127 @@ def dynamic_sdpa_graph(
     return g, tensors
 
 
+def sdpa_backward_graph(
+    dtype: hipdnn.DataType,
+    q_dims: list[int],
+    kv_dims: list[int],
+    layout: str,
+    *,
+    causal: bool = False,
+    bottom_right: bool = False,
+    overridable: bool = False,
+    scale: float | None = None,
+    padding: bool = False,
+    engine: int | None = None,
+) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
+    """One SDPA backward node: q, o, dO and dQ [B, Hq, Sq, D] and k, v, dK, dV [B, Hk, Skv, D] in
+    ``layout``, stats [B, Hq, Sq, 1] fp32 (compact); tensors keyed q, k, v, o, dO, stats, dQ, dK, dV
+    (and seq_len_q / seq_len_kv with ``padding``)."""
+    b, hq, sq, d = q_dims
+    _, hk, skv, _ = kv_dims
+    g = hipdnn.Graph(
+        name="gpu_sdpa_backward",
+        io_data_type=dtype,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=overridable,
+        preferred_engine_id=engine,
+    )
+    qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
+    t: dict[str, hipdnn.TensorAttributes] = {}
+    for name in ("q", "o", "dO"):
+        t[name] = g.tensor(name=name, dim=q_dims, stride=qs, data_type=dtype)
+    for name in ("k", "v"):
+        t[name] = g.tensor(name=name, dim=kv_dims, stride=kvs, data_type=dtype)
+    t["stats"] = g.tensor(
+        name="stats", dim=[b, hq, sq, 1], stride=compact([b, hq, sq, 1]), data_type=hipdnn.DataType.FLOAT
+    )
+    extra: dict[str, Any] = {}
+    if padding:
+        i32 = hipdnn.DataType.INT32
+        extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
+        extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
+    dq, dk, dv = g.sdpa_backward(
+        t["q"],
+        t["k"],
+        t["v"],
+        t["o"],
+        t["dO"],
+        t["stats"],
+        attn_scale=scale,
+        use_causal_mask=causal,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+        use_padding_mask=padding,
+        **extra,
+    )
+    dq.set_output(True).set_stride(qs)
+    dk.set_output(True).set_stride(kvs)
+    dv.set_output(True).set_stride(kvs)
+    t.update(dQ=dq, dK=dk, dV=dv, **extra)
+    return g, t
+
+
+def dynamic_sdpa_backward_graph(
+    dtype: hipdnn.DataType,
+    h: int,
+    hk: int,
+    d: int,
+    layout: str,
+    *,
+    causal: bool = False,
+    bottom_right: bool = False,
+    scale: float | None = None,
+    engine: int | None = None,
+) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
+    """The backward node with q, o, dO declared [-1, h, -1, d], k, v [-1, hk, -1, d] (dynamic, in the
+    axis order of ``layout``) and stats [-1, h, -1, 1]; dQ, dK, dV inferred dynamic. -1 heads are
+    allowed too."""
+    g = hipdnn.Graph(
+        name="gpu_sdpa_backward_dynamic",
+        io_data_type=dtype,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=True,
+        preferred_engine_id=engine,
+    )
+    dyn, order = hipdnn.DYNAMIC_DIM, AXIS_ORDER[layout]
+    t: dict[str, hipdnn.TensorAttributes] = {}
+    for name, heads in (("q", h), ("o", h), ("dO", h), ("k", hk), ("v", hk)):
+        t[name] = g.tensor(name=name, dim=[dyn, heads, dyn, d], stride=order, data_type=dtype).mark_dynamic()
+    t["stats"] = g.tensor(
+        name="stats", dim=[dyn, h, dyn, 1], stride=AXIS_ORDER["bhsd"], data_type=hipdnn.DataType.FLOAT
+    ).mark_dynamic()
+    dq, dk, dv = g.sdpa_backward(
+        t["q"],
+        t["k"],
+        t["v"],
+        t["o"],
+        t["dO"],
+        t["stats"],
+        attn_scale=scale,
+        use_causal_mask=causal,
+        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+    )
+    for x in (dq, dk, dv):
+        x.set_output(True)
+    t.update(dQ=dq, dK=dk, dV=dv)
+    return g, t
+
+
+def visible(lq: int, lkv: int, causal_tl: bool, causal_br: bool, device: Any) -> Any:
+    """[lq, lkv] bool: which keys each query row sees under the causal masks (at these lengths)."""
+    import torch
+
+    i = torch.arange(lq, device=device)[:, None]
+    j = torch.arange(lkv, device=device)[None, :]
+    allowed = torch.ones(lq, lkv, dtype=torch.bool, device=device)
+    if causal_tl:
+        allowed &= j <= i
+    if causal_br:
+        allowed &= j <= i + (lkv - lq)
+    return allowed
+
+
 def reference(
     q: Any,
     k: Any,
@@ -166,14 +289,7 @@ def reference(
         if lq <= 0 or lkv <= 0:
             continue
         s = torch.matmul(qf[bi, :, :lq], kf[bi, :, :lkv].transpose(-1, -2)) * scale
-        i = torch.arange(lq, device=q.device)[:, None]
-        j = torch.arange(lkv, device=q.device)[None, :]
-        allowed = torch.ones(lq, lkv, dtype=torch.bool, device=q.device)
-        if causal_tl:
-            allowed &= j <= i
-        if causal_br:
-            allowed &= j <= i + (lkv - lq)
-        s = s.masked_fill(~allowed, -math.inf)
+        s = s.masked_fill(~visible(lq, lkv, causal_tl, causal_br, q.device), -math.inf)
         m = s.amax(dim=-1, keepdim=True)
         live = torch.isfinite(m)
         p = torch.exp(s - torch.where(live, m, torch.zeros_like(m)))
@@ -183,10 +299,136 @@ def reference(
     return o, lse
 
 
+#: float64 [heads, Sq, Skv] matrices of the references are built this many bytes at a time (at least one head)
+REFERENCE_CHUNK_BYTES = 1 << 30
+
+
+def _head_chunks(
+    q: Any, k: Any, causal_tl: bool, causal_br: bool, seq_q: list[int] | None, seq_kv: list[int] | None
+) -> Iterator[tuple[int, int, int, Any, int, int, Any]]:
+    """(batch, first and last + 1 query head, their kv heads, lq, lkv, visible mask) over every batch
+    with rows and keys, a few query heads at a time so that [heads, lq, lkv] float64 matrices stay
+    near 1 GiB."""
+    import torch
+
+    b, hq, sq, _ = q.shape
+    hk, skv = k.shape[1], k.shape[2]
+    for bi in range(b):
+        lq = sq if seq_q is None else min(seq_q[bi], sq)
+        lkv = skv if seq_kv is None else min(seq_kv[bi], skv)
+        if lq <= 0 or lkv <= 0:
+            continue
+        allowed = visible(lq, lkv, causal_tl, causal_br, q.device)
+        step = max(1, REFERENCE_CHUNK_BYTES // (lq * lkv * 8))
+        for h0 in range(0, hq, step):
+            h1 = min(hq, h0 + step)
+            kv_heads = torch.arange(h0, h1, device=q.device) // (hq // hk)
+            yield bi, h0, h1, kv_heads, lq, lkv, allowed
+
+
+def _probabilities(qh: Any, kh: Any, scale: float, allowed: Any) -> tuple[Any, Any]:
+    """Softmax probabilities of the scores (0 in a row that sees no key) and the natural-log LSE
+    (-inf there), in qh's precision."""
+    import torch
+
+    s = (qh @ kh.transpose(-1, -2) * scale).masked_fill(~allowed, -math.inf)
+    m = s.amax(dim=-1, keepdim=True)
+    live = torch.isfinite(m)
+    e = torch.exp(s - torch.where(live, m, torch.zeros_like(m)))
+    den = e.sum(dim=-1, keepdim=True).clamp_min(1e-300)
+    return torch.where(live, e / den, 0.0), torch.where(live, m + torch.log(den), -math.inf)
+
+
+def forward64(
+    q: Any,
+    k: Any,
+    v: Any,
+    scale: float,
+    *,
+    causal_tl: bool = False,
+    causal_br: bool = False,
+    seq_q: list[int] | None = None,
+    seq_kv: list[int] | None = None,
+) -> tuple[Any, Any]:
+    """o [B,Hq,Sq,D] and natural-log LSE [B,Hq,Sq,1] in float64 (torch, on q's device), a few heads
+    at a time (large shapes). Rows that see no key and rows past seq_len_q: o = 0, lse = -inf."""
+    import torch
+
+    f64 = torch.float64
+    b, hq, sq, _ = q.shape
+    o = torch.zeros(b, hq, sq, v.shape[3], device=q.device, dtype=f64)
+    lse = torch.full((b, hq, sq, 1), -math.inf, device=q.device, dtype=f64)
+    for bi, h0, h1, kvh, lq, lkv, allowed in _head_chunks(q, k, causal_tl, causal_br, seq_q, seq_kv):
+        qh = q[bi, h0:h1, :lq].to(f64)
+        kh, vh = (x[bi, :, :lkv].to(f64).index_select(0, kvh) for x in (k, v))
+        p, lse_h = _probabilities(qh, kh, scale, allowed)
+        o[bi, h0:h1, :lq] = p @ vh
+        lse[bi, h0:h1, :lq] = lse_h
+    return o, lse
+
+
+def reference_backward(
+    q: Any,
+    k: Any,
+    v: Any,
+    o: Any,
+    do: Any,
+    scale: float,
+    *,
+    causal_tl: bool = False,
+    causal_br: bool = False,
+    seq_q: list[int] | None = None,
+    seq_kv: list[int] | None = None,
+) -> tuple[Any, Any, Any]:
+    """dQ, dK, dV in float64 (torch, on q's device), from the definition: P recomputed from q, k, the
+    scale and masks; dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO * O)), dQ = scale dS K,
+    dK = scale dS^T Q; dK and dV summed over each group of Hq / Hk query heads. ``o`` is the forward
+    output as the engine reads it (rounded to the input type). Rows past a batch's seq_len_q (of dQ)
+    or seq_len_kv (of dK, dV), and rows that see no key, are 0."""
+    import torch
+
+    f64 = torch.float64
+    dq = torch.zeros(q.shape, device=q.device, dtype=f64)
+    dk = torch.zeros(k.shape, device=q.device, dtype=f64)
+    dv = torch.zeros(v.shape, device=q.device, dtype=f64)
+    for bi, h0, h1, kvh, lq, lkv, allowed in _head_chunks(q, k, causal_tl, causal_br, seq_q, seq_kv):
+        qh, oh, doh = (x[bi, h0:h1, :lq].to(f64) for x in (q, o, do))
+        kh, vh = (x[bi, :, :lkv].to(f64).index_select(0, kvh) for x in (k, v))
+        p, _ = _probabilities(qh, kh, scale, allowed)
+        ds = p * (doh @ vh.transpose(-1, -2) - (doh * oh).sum(dim=-1, keepdim=True))
+        dq[bi, h0:h1, :lq] = scale * (ds @ kh)
+        dk[bi, :, :lkv].index_add_(0, kvh, scale * (ds.transpose(-1, -2) @ qh))
+        dv[bi, :, :lkv].index_add_(0, kvh, p.transpose(-1, -2) @ doh)
+    return dq, dk, dv
+
+
 def flops(b: int, h: int, sq: int, skv: int, d: int, causal: bool) -> float:
     """Forward SDPA flops counted the usual way (two matmuls; causal halves them when Sq == Skv)."""
     f = 4.0 * b * h * sq * skv * d
     return f / 2 if causal else f
+
+
+#: SDPA backward flops as the issue (and the PyTorch anchors) count them: 2.5 x the forward's
+BACKWARD_FLOPS_FACTOR = 2.5
+
+# The backward's workspace rule (engines/hip/src/sdpa_bwd_plan.h), for checking what plans report.
+BWD_WORKSPACE_CAP = 256 << 20
+BWD_WORKSPACE_ALIGN = 256
+
+
+def bwd_pair_bytes(hq: int, hk: int, sq: int, d: int) -> int:
+    """Workspace of one (batch, kv head) pair: its Hq / Hk heads' rows (Sq rounded up to 4 each), D + 2
+    floats a row, 256-aligned."""
+    raw = (hq // hk) * ((sq + 3) // 4 * 4) * (d + 2) * 4
+    return (raw + BWD_WORKSPACE_ALIGN - 1) // BWD_WORKSPACE_ALIGN * BWD_WORKSPACE_ALIGN
+
+
+def bwd_plan_workspace(b: int, hq: int, hk: int, sq: int, d: int) -> int:
+    """What a backward plan of this maximum shape reports: every pair, capped (a wildcard, -1, anywhere:
+    the cap), and room to align the pointer."""
+    if min(b, hq, hk, sq, d) <= 0:
+        return BWD_WORKSPACE_CAP + BWD_WORKSPACE_ALIGN
+    return min(BWD_WORKSPACE_CAP, bwd_pair_bytes(hq, hk, sq, d) * b * hk) + BWD_WORKSPACE_ALIGN
 
 
 def workspace_for(g: hipdnn.Graph) -> Any:

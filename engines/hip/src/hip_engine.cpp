@@ -2,30 +2,37 @@
 // C++ layer (hipdnn_plugin_sdk/cpp/), which writes the C entry points, binds device buffers and
 // checks each call's overrides into effective shapes.
 //
-// Engines: 201 runs the portable HIP flash kernel on any HIP GPU; 202 runs the
-// tensor-core kernel (NVIDIA Hopper build). Both serve one graph: a single
-// SDPA forward node with bf16 or fp16 q/k/v/o, fp32 stats, head dim 64 or 128.
-// Shapes declared in the graph are maxima; each execute takes this call's
-// batch and sequence lengths from the overrides and launches for exactly those
-// (grid sized on the host from the override payload: no rebuild, no extra
-// launch, no host synchronisation). Workspace: engine 202 plans that can be called with a short
-// query (Sq <= 16, see sdpa_decode_plan.h) report scratch for the split-KV decode path, sized for
-// their maximum shape; everything else needs none.
+// Engines: 201 runs the portable HIP kernels on any HIP GPU; 202 runs the tensor-core kernels
+// (NVIDIA Hopper build). Both serve graphs of a single SDPA node with bf16 or fp16 tensors, fp32
+// stats and head dim 64 or 128: a forward (q, k, v -> o and optional stats) or a backward (q, k, v,
+// o, dO and the forward's stats -> dQ, dK, dV). The two kinds share the tensor reading, shape rules
+// and override binding below; what differs (options read, workspace, launch) is one row of kKinds.
+// Shapes declared in the graph are maxima; each execute takes this call's batch and sequence lengths
+// from the overrides and launches for exactly those (grid sized on the host from the override
+// payload: no rebuild, no extra launch, no host synchronisation).
+//
+// Workspace: a forward plan of engine 202 that can be called with a short query (Sq <= 16, see
+// sdpa_decode_plan.h) reports scratch for the split-KV decode path; other forward plans need none.
+// A backward plan reports its per-row scratch (dQ partial sums, log-sum-exp, delta) for its maximum
+// shape, capped (sdpa_bwd_plan.h); a call larger than that runs in slices.
 //
 // Plugin API 1.2.0 (dynamic tensors): a tensor marked is_dynamic may declare
 // wildcard (-1) dims, and its strides are then an axis order (a permutation of
 // 0..3, 0 = innermost), not element strides. Its real dims and strides exist only
 // in each call's override, so such a plan is run only through the override entry.
 #include "sdpa_kernels.h" // first: defines hipStream_t before the SDK headers
+#include "sdpa_bwd_plan.h"
 #include "sdpa_decode_plan.h"
 
 #include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
 #include <hipdnn_plugin_sdk/cpp/Sdpa.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -110,6 +117,14 @@ bool differ(int64_t a, int64_t b)
     return a != b && a != kWild && b != kWild;
 }
 
+std::string dims_text(const Dims4& t)
+{
+    return format("[%lld,%lld,%lld,%lld]", static_cast<long long>(t.d[0]), static_cast<long long>(t.d[1]),
+                  static_cast<long long>(t.d[2]), static_cast<long long>(t.d[3]));
+}
+
+// The tensors an SDPA node names, by role. The forward uses q .. seq_len_kv; the backward all of them
+// (o and stats are its inputs there).
 enum Role
 {
     kQ = 0,
@@ -119,30 +134,85 @@ enum Role
     kStats,
     kSeqQ,
     kSeqKv,
+    kDO,
+    kDQ,
+    kDK,
+    kDV,
     kRoles
 };
 
-const char* const kRoleName[kRoles] = {"q", "k", "v", "o", "stats", "seq_len_q", "seq_len_kv"};
+// What a role's tensor holds, which decides its type and shape rules.
+enum class Holds
+{
+    Rows,  // bf16 / fp16 [B, H, S, D] with a contiguous head dim: q, k, v, o and the gradients
+    Stats, // fp32 [B, Hq, Sq, 1]: the natural-log log-sum-exp of each query row
+    SeqLen // int32 [B, 1, 1, 1]: each batch's length (padding mask)
+};
+
+struct RoleInfo
+{
+    const char* name;
+    Holds holds;
+    Role shaped_like; // Rows: heads and length of q (Hq, Sq) or of k (Hk, Skv)
+};
+
+const RoleInfo kRole[kRoles] = {
+    {"q", Holds::Rows, kQ},
+    {"k", Holds::Rows, kK},
+    {"v", Holds::Rows, kK},
+    {"o", Holds::Rows, kQ},
+    {"stats", Holds::Stats, kQ},
+    {"seq_len_q", Holds::SeqLen, kQ},
+    {"seq_len_kv", Holds::SeqLen, kQ},
+    {"dO", Holds::Rows, kQ},
+    {"dQ", Holds::Rows, kQ},
+    {"dK", Holds::Rows, kK},
+    {"dV", Holds::Rows, kK},
+};
+
+struct Plan;
+struct Launch;
+
+// What differs between the node kinds the engine runs; everything else (tensor reading, shape
+// rules, override binding) is shared.
+struct KindInfo
+{
+    wire::NodeAttributes type;
+    const char* label;        // in describe(): sdpa_fwd / sdpa_bwd
+    const char* default_name; // of an unnamed node, in messages
+    std::string (*read)(const wire::Node& n, Plan& p); // options and tensor uids; "" or why not
+    size_t (*workspace)(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
+    void (*launch)(const Launch& l);
+};
 
 // The layer binds buffers and checks overrides on `declared` (the node's tensors, in role order);
 // index[r] is role r's place there, -1 when the node lacks it.
 struct Plan : sdk::DeclaredTensors
 {
-    int index[kRoles] = {-1, -1, -1, -1, -1, -1, -1};
+    const KindInfo* kind = nullptr;
+    int index[kRoles];
     std::string graph_name;
     std::string node_name;
-    int64_t uid[kRoles] = {-1, -1, -1, -1, -1, -1, -1};
+    int64_t uid[kRoles];
     Dims4 shape4[kRoles]; // declared dims and strides by role
     bool dynamic[kRoles] = {};
     int outer_first[kRoles][4] = {}; // dynamic tensors: the declared axis order, outermost axis first
     bool has_dynamic = false;        // some tensor of the node is dynamic: only the override entry runs it
     ElemType elem = ElemType::Bf16;
+    int64_t head_dim = 0; // declared (the kernels are compiled per head dim)
+    bool scale_given = false;
     float scale = 1.0f;
     bool mask_tl = false;
     bool mask_br = false;
     bool padding = false;
     bool override_enabled = false; // the graph's shapes are maxima, any smaller call may come
     int64_t num_tensors = 0;
+
+    Plan()
+    {
+        std::fill(std::begin(index), std::end(index), -1);
+        std::fill(std::begin(uid), std::end(uid), int64_t(-1));
+    }
 
     int role_of(int64_t u) const
     {
@@ -215,46 +285,183 @@ std::string read_rank4(const wire::TensorAttributes* t, const char* role, Dims4&
     return "";
 }
 
-// Shape rules shared by planning and execution. Returns false with msg set. While planning, a
-// wildcard (dynamic tensors) satisfies every rule it takes part in; the rule is applied again to the
-// concrete shapes of each call, where no wildcard is left.
-bool check_shapes(const Plan& p, const Dims4* e, char* msg, size_t cap)
+// Shape rules shared by planning and execution, and by both node kinds: "" or what is wrong. Every
+// rows tensor shares q's batch and head dim, and has the heads and length of q (o, dO, dQ) or of
+// k (v, dK, dV); stats is [B, Hq, Sq, 1]. Tensors are compared pairwise, so that while planning a
+// wildcard (dynamic tensors) satisfies every rule it takes part in without hiding a conflict between
+// two others; the rules run again on the concrete shapes of each call, where no wildcard is left.
+std::string check_shapes(const Plan& p, const Dims4* e)
 {
-    const Dims4 &q = e[kQ], &k = e[kK], &v = e[kV], &o = e[kO];
     const char* nm = p.node_name.c_str();
-    if(differ(k.d[0], q.d[0]) || differ(v.d[0], q.d[0]) || differ(o.d[0], q.d[0]) || differ(k.d[0], v.d[0])
-       || differ(o.d[0], k.d[0]) || differ(o.d[0], v.d[0]))
-        return std::snprintf(msg, cap, "node '%s': batch sizes of q, k, v, o differ", nm), false;
-    const int64_t hd[4] = {q.d[3], k.d[3], v.d[3], o.d[3]};
-    for(int i = 0; i < 4; ++i)
-        for(int j = i + 1; j < 4; ++j)
-            if(differ(hd[i], hd[j]))
-                return std::snprintf(msg, cap, "node '%s': head dims of q, k, v, o differ", nm), false;
-    if(differ(v.d[1], k.d[1]) || differ(v.d[2], k.d[2]))
-        return std::snprintf(msg, cap, "node '%s': k and v heads / sequence lengths differ", nm), false;
+    int rows[kRoles];
+    int n = 0;
+    for(int r = 0; r < kRoles; ++r)
+        if(p.uid[r] >= 0 && kRole[r].holds == Holds::Rows)
+            rows[n++] = r;
+    for(int i = 0; i < n; ++i)
+        for(int j = i + 1; j < n; ++j)
+        {
+            const RoleInfo &ri = kRole[rows[i]], &rj = kRole[rows[j]];
+            const Dims4 &a = e[rows[i]], &b = e[rows[j]];
+            if(differ(a.d[0], b.d[0]))
+                return format("node '%s': batch sizes of %s (%lld) and %s (%lld) differ", nm, ri.name,
+                              static_cast<long long>(a.d[0]), rj.name, static_cast<long long>(b.d[0]));
+            if(differ(a.d[3], b.d[3]))
+                return format("node '%s': head dims of %s (%lld) and %s (%lld) differ", nm, ri.name,
+                              static_cast<long long>(a.d[3]), rj.name, static_cast<long long>(b.d[3]));
+            if(ri.shaped_like == rj.shaped_like && (differ(a.d[1], b.d[1]) || differ(a.d[2], b.d[2])))
+                return format("node '%s': %s is %s but %s gives %s", nm, rj.name, dims_text(b).c_str(), ri.name,
+                              dims_text(a).c_str());
+        }
+    const Dims4 &q = e[kQ], &k = e[kK];
     if(q.d[1] != kWild && k.d[1] != kWild && q.d[1] % k.d[1] != 0)
-        return std::snprintf(msg, cap, "node '%s': query heads %lld not a multiple of kv heads %lld", nm,
-                             static_cast<long long>(q.d[1]), static_cast<long long>(k.d[1])),
-               false;
-    if(differ(o.d[1], q.d[1]) || differ(o.d[2], q.d[2]))
-        return std::snprintf(msg, cap, "node '%s': o is [%lld,%lld,%lld,%lld] but q gives [%lld,%lld,%lld,%lld]", nm,
-                             static_cast<long long>(o.d[0]), static_cast<long long>(o.d[1]),
-                             static_cast<long long>(o.d[2]), static_cast<long long>(o.d[3]),
-                             static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]),
-                             static_cast<long long>(q.d[2]), static_cast<long long>(q.d[3])),
-               false;
-    if(p.uid[kStats] >= 0)
+        return format("node '%s': query heads %lld not a multiple of kv heads %lld", nm, static_cast<long long>(q.d[1]),
+                      static_cast<long long>(k.d[1]));
+    for(int i = 0; i < n; ++i)
     {
-        const Dims4& s = e[kStats];
-        if(differ(s.d[0], q.d[0]) || differ(s.d[0], o.d[0]) || differ(s.d[1], q.d[1]) || differ(s.d[2], q.d[2])
-           || differ(s.d[3], 1))
-            return std::snprintf(msg, cap, "node '%s': stats must be [B, Hq, Sq, 1] of q's B, Hq, Sq", nm), false;
+        const Dims4& x = e[rows[i]];
+        if(kRole[rows[i]].shaped_like != kQ)
+            continue;
+        if(p.uid[kStats] >= 0)
+        {
+            const Dims4& s = e[kStats];
+            if(differ(s.d[0], x.d[0]) || differ(s.d[1], x.d[1]) || differ(s.d[2], x.d[2]) || differ(s.d[3], 1))
+                return format("node '%s': stats is %s; it must be [B, Hq, Sq, 1] of %s's %s", nm, dims_text(s).c_str(),
+                              kRole[rows[i]].name, dims_text(x).c_str());
+        }
+        if(p.padding && (differ(e[kSeqQ].d[0], x.d[0]) || differ(e[kSeqKv].d[0], x.d[0])))
+            return format("node '%s': seq_len tensors must have q's batch size", nm);
     }
     if(q.d[0] > kMaxGridYZ || q.d[1] > kMaxGridYZ)
-        return std::snprintf(msg, cap, "node '%s': batch and heads must each be at most %lld", nm,
-                             static_cast<long long>(kMaxGridYZ)),
-               false;
-    return true;
+        return format("node '%s': batch and heads must each be at most %lld", nm, static_cast<long long>(kMaxGridYZ));
+    return "";
+}
+
+struct Unsupported
+{
+    bool present;
+    const char* what;
+};
+
+// What both SDPA nodes name alike (the two wire tables share these fields): masks, scale, padding,
+// q, k, v, o and the sequence lengths. `own` lists what the node's kind refuses besides.
+template <class Attrs, size_t N>
+std::string read_common(const Attrs& a, Plan& plan, const Unsupported (&own)[N])
+{
+    const char* nm = plan.node_name.c_str();
+    const Unsupported common[] = {
+        {a.attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
+        {a.scale_tensor_uid().has_value(), "a tensor attention scale"},
+        {a.alibi_mask(), "alibi masks"},
+        {a.left_bound().has_value(), "a left band bound (sliding window)"},
+        {a.right_bound().has_value() && a.right_bound().value() != 0, "a right band bound other than 0"},
+        {a.padding_mask() != (a.seq_len_q_tensor_uid().has_value() && a.seq_len_kv_tensor_uid().has_value()),
+         "a padding mask without both seq_len tensors (or seq_len tensors without padding_mask)"},
+    };
+    for(const Unsupported& u : common)
+        if(u.present)
+            return format("node '%s': %s is not supported", nm, u.what);
+    for(const Unsupported& u : own)
+        if(u.present)
+            return format("node '%s': %s is not supported", nm, u.what);
+    const auto align = a.diagonal_alignment();
+    if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
+        return format("node '%s': unknown diagonal alignment", nm);
+    plan.mask_tl = a.causal_mask();
+    plan.mask_br = a.causal_mask_bottom_right();
+    if(a.right_bound().has_value())
+        (align == wire::DiagonalAlignment::BOTTOM_RIGHT ? plan.mask_br : plan.mask_tl) = true;
+    plan.padding = a.padding_mask();
+    plan.scale_given = a.attn_scale_value().has_value();
+    if(plan.scale_given)
+        plan.scale = a.attn_scale_value().value();
+    plan.uid[kQ] = a.q_tensor_uid();
+    plan.uid[kK] = a.k_tensor_uid();
+    plan.uid[kV] = a.v_tensor_uid();
+    plan.uid[kO] = a.o_tensor_uid();
+    if(plan.padding)
+    {
+        plan.uid[kSeqQ] = a.seq_len_q_tensor_uid().value();
+        plan.uid[kSeqKv] = a.seq_len_kv_tensor_uid().value();
+    }
+    return "";
+}
+
+std::string read_forward(const wire::Node& n, Plan& plan)
+{
+    const auto* a = n.attributes_as_SdpaAttributes();
+    if(a == nullptr)
+        return "the SDPA node has no attributes";
+    const char* const extension = sdk::sdpa_extension_in_use(*a);
+    const Unsupported own[] = {
+        {extension != nullptr, extension},
+        {a->mma_core_mode() != wire::DataType::UNSET && a->mma_core_mode() != wire::DataType::BFLOAT16
+             && a->mma_core_mode() != wire::DataType::HALF,
+         "an mma core mode other than the input type"},
+        {a->generate_stats().has_value() && a->generate_stats().value() && !a->stats_tensor_uid().has_value(),
+         "generate_stats without a stats tensor"},
+    };
+    std::string why = read_common(*a, plan, own);
+    if(why.empty() && a->stats_tensor_uid().has_value())
+        plan.uid[kStats] = a->stats_tensor_uid().value();
+    return why;
+}
+
+std::string read_backward(const wire::Node& n, Plan& plan)
+{
+    const auto* a = n.attributes_as_SdpaBackwardAttributes();
+    if(a == nullptr)
+        return "the SDPA backward node has no attributes";
+    const Unsupported own[] = {
+        {a->seed_tensor_uid().has_value() || a->offset_tensor_uid().has_value()
+             || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
+         "dropout"},
+        {a->dbias_tensor_uid().has_value(), "a bias gradient (dbias)"},
+        {a->deterministic(), "deterministic mode (dQ is summed with atomics, in no fixed order)"},
+    };
+    std::string why = read_common(*a, plan, own);
+    if(!why.empty())
+        return why;
+    plan.uid[kDO] = a->do_tensor_uid();
+    plan.uid[kStats] = a->stats_tensor_uid();
+    plan.uid[kDQ] = a->dq_tensor_uid();
+    plan.uid[kDK] = a->dk_tensor_uid();
+    plan.uid[kDV] = a->dv_tensor_uid();
+    return "";
+}
+
+size_t forward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
+size_t backward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
+void launch_forward(const Launch& l);
+void launch_backward(const Launch& l);
+
+const KindInfo kKinds[] = {
+    {wire::NodeAttributes::SdpaAttributes, "sdpa_fwd", "sdpa", read_forward, forward_workspace, launch_forward},
+    {wire::NodeAttributes::SdpaBackwardAttributes, "sdpa_bwd", "sdpa_backward", read_backward, backward_workspace,
+     launch_backward},
+};
+
+// The backward's workspace for its maximum shape (wildcards: the cap), whichever engine runs it.
+size_t backward_workspace(const Plan& p, int64_t, const DeviceInfo&)
+{
+    const Dims4 &q = p.shape4[kQ], &k = p.shape4[kK];
+    return bwd_plan_workspace(q.d[0], q.d[1], k.d[1], q.d[2], p.head_dim);
+}
+
+// A backward plan that only ever runs at its declared shape (no overrides, no wildcards) must fit
+// one (batch, kv head) pair in the workspace it reports; else every call would fail.
+std::string check_backward_fits(const Plan& p)
+{
+    if(p.kind->type != wire::NodeAttributes::SdpaBackwardAttributes || p.override_enabled || p.has_dynamic)
+        return "";
+    const Dims4 &q = p.shape4[kQ], &k = p.shape4[kK];
+    const size_t ws = backward_workspace(p, 0, DeviceInfo{});
+    if(bwd_pairs_per_slice(ws, q.d[1], k.d[1], q.d[2], p.head_dim) >= 1)
+        return "";
+    return format("node '%s': one (batch, kv head) pair needs %zu bytes of backward workspace (%lld query heads per kv "
+                  "head x %lld rows), more than the engine's %zu-byte cap",
+                  p.node_name.c_str(), bwd_pair_bytes(q.d[1], k.d[1], q.d[2], p.head_dim),
+                  static_cast<long long>(q.d[1] / k.d[1]), static_cast<long long>(q.d[2]), kBwdWorkspaceCap);
 }
 
 // Builds the plan of a verified graph: "" when the engine computes it exactly,
@@ -267,16 +474,16 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     const auto* tensors = g.tensors();
     const auto* nodes = g.nodes();
     if(nodes == nullptr || nodes->size() != 1)
-        return "the engine runs graphs of exactly one SDPA node";
+        return "the engine runs graphs of exactly one SDPA node (forward or backward)";
     if(tensors == nullptr || tensors->size() == 0)
         return "the graph has no tensors";
     const wire::Node* n = nodes->Get(0);
-    if(n == nullptr || n->attributes_type() != wire::NodeAttributes::SdpaAttributes)
-        return "the node is not an SDPA forward";
-    const auto* a = n->attributes_as_SdpaAttributes();
-    if(a == nullptr)
-        return "the SDPA node has no attributes";
-    plan.node_name = n->name() ? n->name()->str() : "sdpa";
+    for(const KindInfo& k : kKinds)
+        if(n != nullptr && n->attributes_type() == k.type)
+            plan.kind = &k;
+    if(plan.kind == nullptr)
+        return "the node is not an SDPA forward or backward";
+    plan.node_name = n->name() ? n->name()->str() : plan.kind->default_name;
     const char* nm = plan.node_name.c_str();
     const auto ct = n->compute_data_type();
     if(ct != wire::DataType::FLOAT && ct != wire::DataType::UNSET)
@@ -284,59 +491,17 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
                       wire::EnumNameDataType(ct));
     if(g.compute_data_type() != wire::DataType::FLOAT && g.compute_data_type() != wire::DataType::UNSET)
         return "graph compute type other than FLOAT";
-
-    struct Unsupported
-    {
-        bool present;
-        const char* what;
-    };
-    const char* const extension = sdk::sdpa_extension_in_use(*a);
-    const Unsupported unsupported[] = {
-        {a->attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
-        {a->scale_tensor_uid().has_value(), "a tensor attention scale"},
-        {extension != nullptr, extension},
-        {a->alibi_mask(), "alibi masks"},
-        {a->left_bound().has_value(), "a left band bound (sliding window)"},
-        {a->right_bound().has_value() && a->right_bound().value() != 0, "a right band bound other than 0"},
-        {a->mma_core_mode() != wire::DataType::UNSET && a->mma_core_mode() != wire::DataType::BFLOAT16
-             && a->mma_core_mode() != wire::DataType::HALF,
-         "an mma core mode other than the input type"},
-        {a->generate_stats().has_value() && a->generate_stats().value() && !a->stats_tensor_uid().has_value(),
-         "generate_stats without a stats tensor"},
-        {a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value()),
-         "a padding mask without both seq_len tensors (or seq_len tensors without padding_mask)"},
-    };
-    for(const Unsupported& u : unsupported)
-        if(u.present)
-            return format("node '%s': %s is not supported", nm, u.what);
-    const auto align = a->diagonal_alignment();
-    if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
-        return format("node '%s': unknown diagonal alignment", nm);
-    plan.mask_tl = a->causal_mask();
-    plan.mask_br = a->causal_mask_bottom_right();
-    if(a->right_bound().has_value())
-        (align == wire::DiagonalAlignment::BOTTOM_RIGHT ? plan.mask_br : plan.mask_tl) = true;
-    plan.padding = a->padding_mask();
-
-    plan.uid[kQ] = a->q_tensor_uid();
-    plan.uid[kK] = a->k_tensor_uid();
-    plan.uid[kV] = a->v_tensor_uid();
-    plan.uid[kO] = a->o_tensor_uid();
-    if(a->stats_tensor_uid().has_value())
-        plan.uid[kStats] = a->stats_tensor_uid().value();
-    if(plan.padding)
-    {
-        plan.uid[kSeqQ] = a->seq_len_q_tensor_uid().value();
-        plan.uid[kSeqKv] = a->seq_len_kv_tensor_uid().value();
-    }
+    if(std::string why = plan.kind->read(*n, plan); !why.empty())
+        return why;
+    // Outputs distinct from each other and from the inputs: no role may share a tensor.
     for(int r = 0; r < kRoles; ++r)
         for(int r2 = r + 1; r2 < kRoles; ++r2)
             if(plan.uid[r] >= 0 && plan.uid[r] == plan.uid[r2])
-                return format("node '%s': %s and %s are the same tensor (uid %lld)", nm, kRoleName[r], kRoleName[r2],
-                              static_cast<long long>(plan.uid[r]));
+                return format("node '%s': %s and %s are the same tensor (uid %lld)", nm, kRole[r].name,
+                              kRole[r2].name, static_cast<long long>(plan.uid[r]));
 
     bool found[kRoles] = {};
-    wire::DataType io = wire::DataType::UNSET;
+    int io_role = -1; // the first rows tensor read: the others must share its data type
     plan.num_tensors = tensors->size();
     for(uint32_t i = 0; i < tensors->size(); ++i)
     {
@@ -350,93 +515,97 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(found[r])
             return format("tensor uid %lld appears twice", static_cast<long long>(t->uid()));
         found[r] = true;
-        std::string why = read_rank4(t, kRoleName[r], plan.shape4[r], plan.dynamic[r], plan.outer_first[r]);
+        const char* role = kRole[r].name;
+        const long long u = static_cast<long long>(t->uid());
+        std::string why = read_rank4(t, role, plan.shape4[r], plan.dynamic[r], plan.outer_first[r]);
         if(!why.empty())
             return why;
         plan.has_dynamic = plan.has_dynamic || plan.dynamic[r];
         wire::DataType dt = t->data_type();
-        if(r <= kO)
+        switch(kRole[r].holds)
+        {
+        case Holds::Rows:
         {
             if(dt == wire::DataType::UNSET)
                 dt = g.io_data_type();
             ElemType et;
             if(!io_type(dt, et))
-                return format("%s (uid %lld) has data type %s; the engine takes BFLOAT16 or HALF", kRoleName[r],
-                              static_cast<long long>(t->uid()), wire::EnumNameDataType(dt));
-            if(io != wire::DataType::UNSET && io != dt)
-                return format("node '%s': q, k, v and o must share one data type", nm);
-            io = dt;
+                return format("%s (uid %lld) has data type %s; the engine takes BFLOAT16 or HALF", role, u,
+                              wire::EnumNameDataType(dt));
+            if(io_role >= 0 && et != plan.elem)
+                return format("node '%s': %s (uid %lld) is %s but %s is %s; the node's tensors other than stats and "
+                              "seq_len must share one data type",
+                              nm, role, u, wire::EnumNameDataType(dt), kRole[io_role].name,
+                              plan.elem == ElemType::Bf16 ? "BFLOAT16" : "HALF");
+            if(io_role < 0)
+                io_role = r;
             plan.elem = et;
             // The kernels read and write head-dim rows contiguously. A dynamic tensor promises that
             // by declaring the head dim innermost; each call's override must then give it stride 1.
             if(plan.dynamic[r] ? plan.outer_first[r][3] != 3 : plan.shape4[r].s[3] != 1)
-                return format("%s (uid %lld): the head dimension must %s", kRoleName[r],
-                              static_cast<long long>(t->uid()),
+                return format("%s (uid %lld): the head dimension must %s", role, u,
                               plan.dynamic[r] ? "be the innermost axis of the declared axis order" : "have stride 1");
+            break;
         }
-        else if(r == kStats)
-        {
+        case Holds::Stats:
             if(dt != wire::DataType::FLOAT && dt != wire::DataType::UNSET)
-                return format("stats (uid %lld) must be FLOAT", static_cast<long long>(t->uid()));
-        }
-        else
+                return format("stats (uid %lld) must be FLOAT", u);
+            break;
+        case Holds::SeqLen:
         {
             if(dt != wire::DataType::INT32)
-                return format("%s (uid %lld) must be INT32", kRoleName[r], static_cast<long long>(t->uid()));
+                return format("%s (uid %lld) must be INT32", role, u);
             const Dims4& s = plan.shape4[r];
             if(s.d[1] != 1 || s.d[2] != 1 || s.d[3] != 1)
-                return format("%s (uid %lld) must be [B, 1, 1, 1]", kRoleName[r], static_cast<long long>(t->uid()));
+                return format("%s (uid %lld) must be [B, 1, 1, 1]", role, u);
+            break;
+        }
         }
     }
     for(int r = 0; r < kRoles; ++r)
         if(plan.uid[r] >= 0 && !found[r])
-            return format("node '%s' refers to %s uid %lld, which the graph lacks", nm, kRoleName[r],
+            return format("node '%s' refers to %s uid %lld, which the graph lacks", nm, kRole[r].name,
                           static_cast<long long>(plan.uid[r]));
 
-    // The head dim selects compiled kernels: it must be declared (by q, k, v or o; the others may leave
-    // it to the call, which must then agree).
+    // The head dim selects compiled kernels: it must be declared (by some rows tensor; the others may
+    // leave it to the call, which must then agree).
     int64_t d = kWild;
-    for(int r = kQ; r <= kO && d == kWild; ++r)
-        d = plan.shape4[r].d[3];
+    for(int r = 0; r < kRoles && d == kWild; ++r)
+        if(plan.uid[r] >= 0 && kRole[r].holds == Holds::Rows)
+            d = plan.shape4[r].d[3];
     if(d == kWild)
-        return format("node '%s': the head dim is a wildcard in q, k, v and o; the kernels are built for 64 and 128, "
-                      "so it must be declared",
+        return format("node '%s': the head dim is a wildcard in every tensor that has one; the kernels are built "
+                      "for 64 and 128, so it must be declared",
                       nm);
     if(d != 64 && d != 128)
         return format("node '%s': head dim %lld; the engine implements 64 and 128", nm, static_cast<long long>(d));
-    char msg[384];
-    if(!check_shapes(plan, plan.shape4, msg, sizeof(msg)))
-        return msg;
-    if(plan.padding && (differ(plan.shape4[kSeqQ].d[0], plan.shape4[kQ].d[0])
-                        || differ(plan.shape4[kSeqKv].d[0], plan.shape4[kQ].d[0])))
-        return format("node '%s': seq_len tensors must have q's batch size", nm);
-
-    plan.scale = a->attn_scale_value().has_value() ? a->attn_scale_value().value()
-                                                   : 1.0f / std::sqrt(static_cast<float>(d));
+    plan.head_dim = d;
+    if(std::string why = check_shapes(plan, plan.shape4); !why.empty())
+        return why;
+    if(!plan.scale_given)
+        plan.scale = 1.0f / std::sqrt(static_cast<float>(d));
     if(!std::isfinite(plan.scale))
         return format("node '%s': attn_scale is not finite", nm);
-    return "";
+    return check_backward_fits(plan);
 }
 
 std::string describe(const Plan& p, int64_t engine)
 {
     const Dims4& q = p.shape4[kQ];
     const Dims4& k = p.shape4[kK];
-    return format("engine %lld, graph '%s': sdpa_fwd %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s",
-                  static_cast<long long>(engine), p.graph_name.c_str(), p.elem == ElemType::Bf16 ? "bf16" : "fp16",
-                  static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]), static_cast<long long>(q.d[2]),
-                  static_cast<long long>(q.d[3]), static_cast<long long>(k.d[1]), static_cast<long long>(k.d[2]),
-                  p.mask_tl ? ", causal top-left" : "", p.mask_br ? ", causal bottom-right" : "",
-                  p.padding ? ", padding mask" : "", p.uid[kStats] >= 0 ? ", stats" : "",
-                  p.has_dynamic ? ", dynamic (-1 = given per call)" : "");
+    const bool fwd_stats = p.kind->type == wire::NodeAttributes::SdpaAttributes && p.uid[kStats] >= 0;
+    return format("engine %lld, graph '%s': %s %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s",
+                  static_cast<long long>(engine), p.graph_name.c_str(), p.kind->label,
+                  p.elem == ElemType::Bf16 ? "bf16" : "fp16", static_cast<long long>(q.d[0]),
+                  static_cast<long long>(q.d[1]), static_cast<long long>(q.d[2]), static_cast<long long>(q.d[3]),
+                  static_cast<long long>(k.d[1]), static_cast<long long>(k.d[2]), p.mask_tl ? ", causal top-left" : "",
+                  p.mask_br ? ", causal bottom-right" : "", p.padding ? ", padding mask" : "",
+                  fwd_stats ? ", stats" : "", p.has_dynamic ? ", dynamic (-1 = given per call)" : "");
 }
 
-std::once_flag g_prepare_once[2];
-hipError_t g_prepare_status[2] = {hipSuccess, hipSuccess};
-
-// Scratch the plan needs: the decode path's split partials (engine 202 on a device that runs it,
+// Scratch the forward needs: the decode path's split partials (engine 202 on a device that runs it,
 // and only when a call can have a short query: declared Sq <= 16, a wildcard, or overrides).
-size_t plan_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev)
+size_t forward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev)
 {
     if(engine_id != kTensorCoreId || !decode_kernel_built() || dev.sms <= 0)
         return 0;
@@ -449,9 +618,7 @@ size_t plan_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev)
     s.hk = p.shape4[kK].d[1];
     s.sq = sq;
     s.skv = p.shape4[kK].d[2];
-    s.d = p.shape4[kQ].d[3] != kWild ? p.shape4[kQ].d[3] : p.shape4[kK].d[3];
-    if(s.d == kWild)
-        s.d = p.shape4[kO].d[3] != kWild ? p.shape4[kO].d[3] : p.shape4[kV].d[3];
+    s.d = p.head_dim;
     s.mask_top_left = p.mask_tl;
     return decode_plan_workspace(s, dev.sms);
 }
@@ -464,8 +631,107 @@ bool decode_enabled()
     return e == nullptr || std::strcmp(e, "0") != 0;
 }
 
+// One call after the shape rules: the forward's arguments (which the backward extends) and what a
+// kind's launcher needs besides.
+struct Launch
+{
+    const DeviceInfo& dev;
+    hipStream_t stream;
+    const Plan& plan;
+    const sdk::Call& call;
+    const SdpaArgs& a;
+    void* const* ptr; // by role
+    const Dims4* eff; // by role
+};
+
+void strides_of(const Dims4& t, int64_t& sb, int64_t& sh, int64_t& ss, int64_t& sd)
+{
+    sb = t.s[0];
+    sh = t.s[1];
+    ss = t.s[2];
+    sd = t.s[3];
+}
+
+// Kernel setup runs once per process and slot (forward: per engine; backward: per tier).
+hipError_t prepare_once(std::once_flag& once, hipError_t& status, hipError_t (*prepare)(Tier), Tier tier,
+                        hipError_t (*also)() = nullptr)
+{
+    std::call_once(once,
+                   [&] {
+                       status = prepare(tier);
+                       if(also != nullptr && status == hipSuccess)
+                           status = also();
+                   });
+    return status;
+}
+
+std::once_flag g_prepare_once[2];
+hipError_t g_prepare_status[2] = {hipSuccess, hipSuccess};
+std::once_flag g_bwd_prepare_once[2];
+hipError_t g_bwd_prepare_status[2] = {hipSuccess, hipSuccess};
+
+[[noreturn]] void launch_failed(const Plan& plan, const char* what, hipError_t e)
+{
+    fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
+         format("node '%s': %s failed: %s", plan.node_name.c_str(), what, hipGetErrorString(e)));
+}
+
+void launch_forward(const Launch& l)
+{
+    const bool tc = l.call.engine_id == kTensorCoreId;
+    const int slot = tc ? 1 : 0;
+    hipError_t e = prepare_once(g_prepare_once[slot], g_prepare_status[slot], prepare_kernels,
+                                tc ? Tier::TensorCore : Tier::Portable, tc ? prepare_decode_kernels : nullptr);
+    if(e != hipSuccess)
+        launch_failed(l.plan, "kernel setup", e);
+    const SdpaArgs& a = l.a;
+    const ElemType t = l.plan.elem;
+    if(tc && tensor_core_accepts(a, t) && a.sq <= kDecodeMaxSq && decode_kernel_built() && decode_enabled())
+        e = launch_sdpa_decode(a, t, l.call.workspace, l.call.workspace_size, l.dev.sms, l.stream);
+    else if(tc && tensor_core_accepts(a, t))
+        e = launch_sdpa_tensor_core(a, t, l.stream);
+    else
+        e = launch_sdpa_portable(a, t, l.stream); // unaligned or strided head dim: portable path
+    if(e != hipSuccess)
+        launch_failed(l.plan, "kernel launch", e);
+}
+
+void launch_backward(const Launch& l)
+{
+    const Plan& plan = l.plan;
+    SdpaBwdArgs b;
+    b.f = l.a; // o and stats are inputs here
+    b.scale = plan.scale;
+    b.dout = l.ptr[kDO];
+    b.dq = l.ptr[kDQ];
+    b.dk = l.ptr[kDK];
+    b.dv = l.ptr[kDV];
+    strides_of(l.eff[kDO], b.do_sb, b.do_sh, b.do_ss, b.do_sd);
+    strides_of(l.eff[kDQ], b.dq_sb, b.dq_sh, b.dq_ss, b.dq_sd);
+    strides_of(l.eff[kDK], b.dk_sb, b.dk_sh, b.dk_ss, b.dk_sd);
+    strides_of(l.eff[kDV], b.dv_sb, b.dv_sh, b.dv_ss, b.dv_sd);
+    const SdpaArgs& a = b.f;
+    // The plan's workspace is sized for its maximum shape but capped: a call may need more than one
+    // slice (the launcher runs them in turn), and must at least fit one (batch, kv head) pair.
+    if(bwd_pairs_per_slice(l.call.workspace_size, a.hq, a.hk, a.sq, a.d) < 1)
+        bad_param("node '%s': this call needs %zu bytes of backward workspace per (batch, kv head) pair (%d query "
+                  "heads per kv head x %d query rows), more than the plan's %zu; use fewer query heads per kv head or "
+                  "shorter queries per call",
+                  plan.node_name.c_str(), bwd_pair_bytes(a.hq, a.hk, a.sq, a.d), a.hq / a.hk, a.sq,
+                  l.call.workspace_size);
+    const bool tc = l.call.engine_id == kTensorCoreId && sdpa_bwd_tensor_core_accepts(b, plan.elem);
+    const Tier tier = tc ? Tier::TensorCore : Tier::Portable;
+    const int slot = tc ? 1 : 0;
+    hipError_t e = prepare_once(g_bwd_prepare_once[slot], g_bwd_prepare_status[slot], prepare_bwd_kernels, tier);
+    if(e != hipSuccess)
+        launch_failed(plan, "backward kernel setup", e);
+    e = launch_sdpa_bwd(b, plan.elem, tier, l.call.workspace, l.call.workspace_size, l.stream);
+    if(e != hipSuccess)
+        launch_failed(plan, "backward kernel launch", e);
+}
+
 // One call, after the layer bound its buffers and checked its overrides (call.ptrs / call.shapes,
-// indexed like plan.declared): the engine's own shape rules, then the launch.
+// indexed like plan.declared): the engine's own shape rules, then the kind's launch.
 void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk::Call& call)
 {
     void* ptr[kRoles] = {};
@@ -483,15 +749,12 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
             eff[r].s[d] = call.shapes[k].strides[d];
         }
         // The head dim was declared innermost so that it is contiguous: the kernels need stride 1.
-        if(plan.dynamic[r] && r <= kO && eff[r].s[3] != 1)
-            bad_param("override of dynamic %s (uid %lld): head-dim stride %lld; the engine needs 1", kRoleName[r],
+        if(plan.dynamic[r] && kRole[r].holds == Holds::Rows && eff[r].s[3] != 1)
+            bad_param("override of dynamic %s (uid %lld): head-dim stride %lld; the engine needs 1", kRole[r].name,
                       static_cast<long long>(plan.uid[r]), static_cast<long long>(eff[r].s[3]));
     }
-    char msg[384];
-    if(!check_shapes(plan, eff, msg, sizeof(msg)))
-        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, msg);
-    if(plan.padding && (eff[kSeqQ].d[0] != eff[kQ].d[0] || eff[kSeqKv].d[0] != eff[kQ].d[0]))
-        bad_param("node '%s': seq_len tensors must have q's batch size", plan.node_name.c_str());
+    if(std::string why = check_shapes(plan, eff); !why.empty())
+        fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, why);
 
     SdpaArgs a;
     a.q = ptr[kQ];
@@ -499,16 +762,10 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     a.v = ptr[kV];
     a.o = ptr[kO];
     a.stats = static_cast<float*>(ptr[kStats]);
-    auto strides = [&](int r, int64_t& sb, int64_t& sh, int64_t& ss, int64_t& sd) {
-        sb = eff[r].s[0];
-        sh = eff[r].s[1];
-        ss = eff[r].s[2];
-        sd = eff[r].s[3];
-    };
-    strides(kQ, a.q_sb, a.q_sh, a.q_ss, a.q_sd);
-    strides(kK, a.k_sb, a.k_sh, a.k_ss, a.k_sd);
-    strides(kV, a.v_sb, a.v_sh, a.v_ss, a.v_sd);
-    strides(kO, a.o_sb, a.o_sh, a.o_ss, a.o_sd);
+    strides_of(eff[kQ], a.q_sb, a.q_sh, a.q_ss, a.q_sd);
+    strides_of(eff[kK], a.k_sb, a.k_sh, a.k_ss, a.k_sd);
+    strides_of(eff[kV], a.v_sb, a.v_sh, a.v_ss, a.v_sd);
+    strides_of(eff[kO], a.o_sb, a.o_sh, a.o_ss, a.o_sd);
     if(a.stats != nullptr)
     {
         a.st_sb = eff[kStats].s[0];
@@ -532,29 +789,7 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     a.scale_log2 = plan.scale * 1.4426950408889634f;
     a.mask_tl = plan.mask_tl ? 1 : 0;
     a.mask_br = plan.mask_br ? 1 : 0;
-
-    const bool tc = call.engine_id == kTensorCoreId;
-    const int slot = tc ? 1 : 0;
-    std::call_once(g_prepare_once[slot],
-                   [&] {
-                       g_prepare_status[slot] = prepare_kernels(tc ? Tier::TensorCore : Tier::Portable);
-                       if(tc && g_prepare_status[slot] == hipSuccess)
-                           g_prepare_status[slot] = prepare_decode_kernels();
-                   });
-    if(g_prepare_status[slot] != hipSuccess)
-        fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
-             std::string("kernel setup failed: ") + hipGetErrorString(g_prepare_status[slot]));
-
-    hipError_t e;
-    if(tc && tensor_core_accepts(a, plan.elem) && a.sq <= kDecodeMaxSq && decode_kernel_built() && decode_enabled())
-        e = launch_sdpa_decode(a, plan.elem, call.workspace, call.workspace_size, dev.sms, stream);
-    else if(tc && tensor_core_accepts(a, plan.elem))
-        e = launch_sdpa_tensor_core(a, plan.elem, stream);
-    else
-        e = launch_sdpa_portable(a, plan.elem, stream); // unaligned or strided head dim: portable path
-    if(e != hipSuccess)
-        fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
-             format("node '%s': kernel launch failed: %s", plan.node_name.c_str(), hipGetErrorString(e)));
+    plan.kind->launch(Launch{dev, stream, plan, call, a, ptr, eff});
 }
 
 // ============================================================== the plugin ====
@@ -592,7 +827,7 @@ public:
                 continue;
             sdk::DeclaredTensor d;
             d.uid = out.uid[r];
-            d.label = format("%s (uid %lld)", kRoleName[r], static_cast<long long>(out.uid[r]));
+            d.label = format("%s (uid %lld)", kRole[r].name, static_cast<long long>(out.uid[r]));
             d.dynamic = out.dynamic[r];
             d.shape.rank = 4;
             for(int i = 0; i < 4; ++i)
@@ -610,7 +845,7 @@ public:
         return "";
     }
 
-    size_t workspace_size(int64_t id, const Plan& p) const { return plan_workspace(p, id, device_); }
+    size_t workspace_size(int64_t id, const Plan& p) const { return p.kind->workspace(p, id, device_); }
 
     // Tensors and workspace are device memory: the host refuses host arrays before a kernel sees them.
     std::vector<int32_t> behavior_notes(int64_t) const { return {HIPDNN_BEHAVIOR_NOTE_DEVICE_MEMORY_EXT}; }
