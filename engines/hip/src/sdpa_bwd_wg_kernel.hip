@@ -13,9 +13,10 @@
 //   dV += P^T dO, dK += dS^T Q             (A from registers, B = the dO / Q tile read MN-major)
 //   dQ += dS K                             (dS^T stored to shared memory and read MN-major as A;
 //                                           K read MN-major as B), added to fp32 sums atomically.
-// At D = 128 each warpgroup computes dQ for half the head dim over all 128 keys (64 accumulator
-// registers would not fit beside dK and dV); at D = 64 each takes its own 64 keys and the whole
-// head dim. Q, dO, lse2 and delta of the next tile load (cp.async) while the current one computes.
+// dQ of a tile always sums over all 128 keys (one atomic per element and key block): at D = 128
+// each warpgroup computes half the head dim (64 accumulator registers would not fit beside dK and
+// dV); at D = 64 the tiles are 128 rows (twice the work per barrier and wait) and each warpgroup
+// computes 64 of them. Q, dO, lse2 and delta of the next tile load (cp.async) while the current one computes.
 // Tiles in shared memory use the 128-byte swizzle wgmma reads (sdpa_wgmma.h).
 #include "sdpa_bwd_internal.h"
 #include "sdpa_bwd_plan.h"
@@ -37,26 +38,33 @@ namespace
 using namespace mma_sync;
 
 constexpr int kBwdKeys = 128;   // keys per block, 64 per warpgroup
-constexpr int kBwdRows = 64;    // query rows per tile
 constexpr int kBwdThreads = 256;
 template <int D>
 constexpr uint32_t kKvBytes = kBwdKeys * D * 2;
-template <int D>
-constexpr uint32_t kTileBytes = kBwdRows * D * 2;
-constexpr uint32_t kDsBytes = kBwdKeys * kBwdRows * 2;
-constexpr uint32_t kStatBytes = 2 * kBwdRows * 4; // lse2 and delta of one tile
-template <int D>
-constexpr size_t kBwdSmem = 2 * kKvBytes<D> + 4 * kTileBytes<D> + kDsBytes + 2 * kStatBytes + 1024;
+template <int D, int BM>
+constexpr uint32_t kTileBytes = BM * D * 2;
+template <int BM>
+constexpr uint32_t kDsBytes = kBwdKeys * BM * 2;
+template <int BM>
+constexpr uint32_t kStatBytes = 2 * BM * 4; // lse2 and delta of one tile
+template <int D, int BM>
+constexpr size_t kBwdSmem = 2 * kKvBytes<D> + 4 * kTileBytes<D, BM> + kDsBytes<BM> + 2 * kStatBytes<BM> + 1024;
 
-template <ElemType T, int D>
+// BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
+// ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, bench/results/gpu_sdpa_bwd.json):
+// the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
+template <ElemType T, int D, int BM>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
 {
+    static_assert((D == 64 && BM == 128) || (D == 128 && BM == 64), "tile shapes with room in the register file");
     constexpr int BK = kBwdKeys;
-    constexpr int BM = kBwdRows;
     constexpr int CH = D / 8; // 16-byte chunks per row
     constexpr int NT = kBwdThreads;
     constexpr int KS = D / 16;  // 16-wide steps over the head dim
     constexpr int QS = BM / 16; // 16-wide steps over a query tile
+    constexpr int NJ = BM / 8;  // 8-column groups of an S^T accumulator
+    constexpr uint32_t TB = kTileBytes<D, BM>;
+    constexpr uint32_t SB = kStatBytes<BM>;
     constexpr int ND = D / 2;   // dK / dV accumulator registers per thread
 
     const SdpaBwdArgs& A = sl.a;
@@ -67,9 +75,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint32_t k_base = (raw + 1023u) & ~1023u;
     const uint32_t v_base = k_base + kKvBytes<D>;
     const uint32_t q_base = v_base + kKvBytes<D>;        // 2 stages
-    const uint32_t do_base = q_base + 2 * kTileBytes<D>; // 2 stages
-    const uint32_t ds_base = do_base + 2 * kTileBytes<D>;
-    const uint32_t st_base = ds_base + kDsBytes; // 2 stages of [lse2 64][delta 64]
+    const uint32_t do_base = q_base + 2 * TB; // 2 stages
+    const uint32_t ds_base = do_base + 2 * TB;
+    const uint32_t st_base = ds_base + kDsBytes<BM>; // 2 stages of [lse2 BM][delta BM]
     const float* st_ptr = reinterpret_cast<const float*>(smem_raw + (st_base - raw));
     unsigned char* ds_ptr = smem_raw + (ds_base - raw);
 
@@ -113,8 +121,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         const int hh = n / ntq;
         const int qt = qt0 + (n % ntq) * BM;
         const int h = hk * group + hh;
-        const uint32_t qs = q_base + (n & 1) * kTileBytes<D>;
-        const uint32_t dos = do_base + (n & 1) * kTileBytes<D>;
+        const uint32_t qs = q_base + (n & 1) * TB;
+        const uint32_t dos = do_base + (n & 1) * TB;
         const uint16_t* qp = static_cast<const uint16_t*>(f.q) + b * f.q_sb + h * f.q_sh;
         const uint16_t* dop = static_cast<const uint16_t*>(A.dout) + b * A.do_sb + h * A.do_sh;
 #pragma unroll
@@ -127,14 +135,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             cp_async_16(qs + woff<BM>(r, c), qp + src * f.q_ss + c * 8, bytes);
             cp_async_16(dos + woff<BM>(r, c), dop + src * A.do_ss + c * 8, bytes);
         }
-        if(tid < 32)
+        if(tid < BM / 2)
         {
-            // 16 chunks of 4 floats of lse2, then 16 of delta; each head's rows start 16-byte aligned.
-            const int c = tid & 15;
+            // BM / 4 chunks of 4 floats of lse2, then as many of delta; each head's rows start
+            // 16-byte aligned.
+            const int c = tid % (BM / 4);
             const int64_t w0 = (static_cast<int64_t>(z) * group + hh) * rows_per_head + qt;
-            const float* src = (tid < 16 ? sl.lse2 : sl.delta) + w0;
+            const float* src = (tid < BM / 4 ? sl.lse2 : sl.delta) + w0;
             const bool in = qt + 4 * c < rows_per_head;
-            cp_async_16(st_base + (n & 1) * kStatBytes + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
+            cp_async_16(st_base + (n & 1) * SB + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
         }
     };
 
@@ -166,13 +175,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
 
         const int hh = n / ntq;
         const int qt = qt0 + (n % ntq) * BM;
-        const uint32_t qs = q_base + (n & 1) * kTileBytes<D>;
-        const uint32_t dos = do_base + (n & 1) * kTileBytes<D>;
-        const float* lse_s = st_ptr + (n & 1) * (kStatBytes / 4);
+        const uint32_t qs = q_base + (n & 1) * TB;
+        const uint32_t dos = do_base + (n & 1) * TB;
+        const float* lse_s = st_ptr + (n & 1) * (SB / 4);
         const float* del_s = lse_s + BM;
 
-        // S^T and dP^T (64 keys x 64 rows per warpgroup).
-        float s[32], dp[32];
+        // S^T and dP^T (64 keys x BM rows per warpgroup).
+        float s[BM / 2], dp[BM / 2];
         const uint64_t q_desc = wg::desc(qs, 16, 1024);
         const uint64_t do_desc = wg::desc(dos, 16, 1024);
         wg::fence();
@@ -182,9 +191,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             const uint64_t ka = k_desc + (((kk >> 2) * BK * 128 + (kk & 3) * 32) >> 4);
             const uint64_t qb = q_desc + (((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
             if(kk == 0)
-                wg::ss<T, 64, 0>(s, ka, qb);
+                wg::ss<T, BM, 0>(s, ka, qb);
             else
-                wg::ss<T, 64, 1>(s, ka, qb);
+                wg::ss<T, BM, 1>(s, ka, qb);
         }
         wg::commit();
 #pragma unroll
@@ -193,9 +202,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             const uint64_t va = v_desc + (((kk >> 2) * BK * 128 + (kk & 3) * 32) >> 4);
             const uint64_t ob = do_desc + (((kk >> 2) * BM * 128 + (kk & 3) * 32) >> 4);
             if(kk == 0)
-                wg::ss<T, 64, 0>(dp, va, ob);
+                wg::ss<T, BM, 0>(dp, va, ob);
             else
-                wg::ss<T, 64, 1>(dp, va, ob);
+                wg::ss<T, BM, 1>(dp, va, ob);
         }
         wg::commit();
         wg::wait<1>();
@@ -204,7 +213,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         // P^T, masked only where the tile crosses the diagonal or a length.
         const bool edge = kw + 63 >= len.skv || kw + 63 > qt + len.diag || qt + BM > len.sq;
 #pragma unroll
-        for(int j = 0; j < 8; ++j)
+        for(int j = 0; j < NJ; ++j)
 #pragma unroll
             for(int e = 0; e < 4; ++e)
             {
@@ -234,7 +243,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         // dS^T = P^T (dP^T - delta): to registers (A of dK) and to shared memory (A of dQ).
         uint32_t dsa[QS][4];
 #pragma unroll
-        for(int j = 0; j < 8; ++j)
+        for(int j = 0; j < NJ; ++j)
 #pragma unroll
             for(int e = 0; e < 4; ++e)
                 dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - del_s[8 * j + 2 * t + (e & 1)]);
@@ -248,12 +257,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         }
         const int kr = wgi * 64 + 16 * w + g; // key row within the block
 #pragma unroll
-        for(int j = 0; j < 8; ++j)
+        for(int j = 0; j < NJ; ++j)
 #pragma unroll
             for(int h2 = 0; h2 < 2; ++h2)
                 *reinterpret_cast<uint32_t*>(ds_ptr + woff<BK>(kr + 8 * h2, j) + 4 * t) = dsa[j >> 1][(j & 1) * 2 + h2];
 
-        // dV += P^T dO and dK += dS^T Q (B: the tile read MN-major).
+        // dV += P^T dO and dK += dS^T Q (B: the tile read MN-major). (Issuing dV before dS^T is
+        // computed measured 2-7% slower: registers.)
         wg::fence();
 #pragma unroll
         for(int kk = 0; kk < QS; ++kk)
@@ -263,16 +273,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             wg::rs<T, D>(dk, dsa[kk], wg::desc(qs + kk * 16 * 128, BM * 128, 1024));
         wg::commit();
 
-        // dQ share: dS (A, MN-major from dS^T in shared memory) times K (B, MN-major).
+        // dQ share: dS (A, MN-major from dS^T in shared memory) times K (B, MN-major), over all
+        // 128 keys, so it reads both warpgroups' dS^T. At D = 128 each warpgroup takes half the
+        // head dim of the tile's 64 rows; with 128-row tiles (D = 64) each takes 64 of the rows.
         fence_proxy_async();
         __syncthreads(); // dS^T of both warpgroups stored
         float dq[32];
-        constexpr int DQ_STEPS = D == 128 ? BK / 16 : 4;
-        const uint32_t ds_a0 = D == 128 ? ds_base : ds_base + wgi * 64 * 128;
-        const uint32_t k_b0 = D == 128 ? k_base + wgi * BK * 128 : k_base + wgi * 64 * 128;
+        const uint32_t ds_a0 = BM == 128 ? ds_base + wgi * BK * 128 : ds_base;
+        const uint32_t k_b0 = D == 128 ? k_base + wgi * BK * 128 : k_base;
         wg::fence();
 #pragma unroll
-        for(int kk = 0; kk < DQ_STEPS; ++kk)
+        for(int kk = 0; kk < BK / 16; ++kk)
         {
             const uint64_t da = wg::desc(ds_a0 + kk * 16 * 128, BK * 128, 1024);
             const uint64_t db = wg::desc(k_b0 + kk * 16 * 128, BK * 128, 1024);
@@ -291,11 +302,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
 
         // Rows past the batch's length carry dS = 0: their sums are left alone.
         const int col0 = D == 128 ? wgi * 64 : 0;
+        const int row0 = BM == 128 ? qt + wgi * 64 : qt;
         float* acc = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head) * D + col0;
 #pragma unroll
         for(int h2 = 0; h2 < 2; ++h2)
         {
-            const int row = qt + 16 * w + g + 8 * h2;
+            const int row = row0 + 16 * w + g + 8 * h2;
             if(row >= len.sq)
                 continue;
             float* ar = acc + static_cast<int64_t>(row) * D + 2 * t;
@@ -326,19 +338,33 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     }
 }
 
-template <ElemType T, int D>
+template <ElemType T, int D, int BM>
 hipError_t set_attrs_typed()
 {
-    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D>),
-                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBwdSmem<D>));
+    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM>),
+                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBwdSmem<D, BM>));
 }
 
-template <ElemType T, int D>
+template <ElemType T, int D, int BM>
 hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
 {
     const dim3 grid(static_cast<unsigned>((s.a.f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
-    hipLaunchKernelGGL((sdpa_bwd_wg<T, D>), grid, dim3(kBwdThreads), kBwdSmem<D>, stream, s);
+    constexpr size_t smem = kBwdSmem<D, BM>; // (a comma inside the launch macro's arguments would split them)
+    hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM>), grid, dim3(kBwdThreads), smem, stream, s);
     return hipGetLastError();
+}
+
+template <ElemType T>
+hipError_t set_attrs_for()
+{
+    hipError_t e = set_attrs_typed<T, 64, 128>();
+    return e != hipSuccess ? e : set_attrs_typed<T, 128, 64>();
+}
+
+template <ElemType T>
+hipError_t launch_for(const BwdSlice& s, int pairs, hipStream_t stream)
+{
+    return s.a.f.d == 128 ? launch_typed<T, 128, 64>(s, pairs, stream) : launch_typed<T, 64, 128>(s, pairs, stream);
 }
 
 } // namespace
@@ -348,19 +374,14 @@ bool bwd_wg_built()
     return true;
 }
 
-hipError_t bwd_wg_set_attrs(ElemType t, int d)
+hipError_t bwd_wg_set_attrs(ElemType t, int)
 {
-    if(t == ElemType::Bf16)
-        return d == 64 ? set_attrs_typed<ElemType::Bf16, 64>() : set_attrs_typed<ElemType::Bf16, 128>();
-    return d == 64 ? set_attrs_typed<ElemType::Half, 64>() : set_attrs_typed<ElemType::Half, 128>();
+    return t == ElemType::Bf16 ? set_attrs_for<ElemType::Bf16>() : set_attrs_for<ElemType::Half>();
 }
 
 hipError_t bwd_wg_launch(const BwdSlice& s, int pairs, ElemType t, hipStream_t stream)
 {
-    const bool bf = t == ElemType::Bf16;
-    if(s.a.f.d == 64)
-        return bf ? launch_typed<ElemType::Bf16, 64>(s, pairs, stream) : launch_typed<ElemType::Half, 64>(s, pairs, stream);
-    return bf ? launch_typed<ElemType::Bf16, 128>(s, pairs, stream) : launch_typed<ElemType::Half, 128>(s, pairs, stream);
+    return t == ElemType::Bf16 ? launch_for<ElemType::Bf16>(s, pairs, stream) : launch_for<ElemType::Half>(s, pairs, stream);
 }
 
 #else // not the NVIDIA build: no Hopper kernel
