@@ -9,9 +9,9 @@
 //   2. tensor-core tier (sdpa_bwd_wg_kernel.hip): one block per 128 keys of a pair walks every
 //      visible query tile of the pair's query heads, keeps dK and dV in registers and adds its dQ
 //      share atomically to the fp32 sums; 3. a last kernel scales the sums into dQ.
-//   2'. portable tier: one thread per key computes its dK and dV rows, one thread per query row its
-//      dQ row, both recomputing the probabilities (scalar fp32, no shared memory, no cross-lane
-//      operations, so the same code runs on 32- and 64-wide wavefronts).
+//   2'. portable tier: 16 lanes per key compute its dK and dV rows, 16 lanes per query row its dQ
+//      row, both recomputing the probabilities (fp32, no shared memory; width-16 exchanges only, so
+//      the same code runs on 32- and 64-wide wavefronts).
 // Rows and keys past a batch's lengths (padding mask) get zero gradients; nothing past the call's
 // shape is written.
 #include "sdpa_bwd_internal.h"
@@ -99,124 +99,159 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int ze
             s.dq_accum[w * f.d + d] = 0.0f;
 }
 
-// Portable tier, dK and dV: one thread per key of one pair, every query row of the group that sees it.
-template <ElemType T, int D>
-__global__ void __launch_bounds__(64) sdpa_bwd_portable_dkdv(const BwdSlice s)
+// Portable tier. A row (a key for dK / dV, a query row for dQ) is served by 16 lanes, each holding
+// D / 16 of its head-dim entries in registers; the dot products over D are summed across the 16 with
+// width-16 exchanges, which mean the same on 32- and 64-wide wavefronts. Every lane of a wavefront
+// runs the same loop (the block's widest range, with out-of-range terms masked), so no exchange is
+// ever made by part of a wavefront.
+constexpr int kPortableRows = 16; // rows per block of 256 threads
+
+__device__ __forceinline__ float sum16(float v)
 {
+    for(int m = 8; m >= 1; m >>= 1)
+        v += HIPDNN_SHFL_XOR(v, m, 16);
+    return v;
+}
+
+// dK and dV: one key per 16 lanes, every query row of the group that sees it.
+template <ElemType T, int D>
+__global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
+{
+    constexpr int DL = D / 16;
     const SdpaBwdArgs& a = s.a;
     const SdpaArgs& f = a.f;
-    const int j = static_cast<int>(blockIdx.x) * 64 + static_cast<int>(threadIdx.x);
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int d0 = lane * DL;
+    const int j0 = static_cast<int>(blockIdx.x) * kPortableRows; // the block's first key
+    const int j = j0 + static_cast<int>(threadIdx.x >> 4);
     const int z = static_cast<int>(blockIdx.y);
-    if(j >= f.skv)
-        return;
     const Pair pr = pair_of(s, z);
     const int group = f.hq / f.hk;
     const BatchLengths len = batch_lengths(f, pr.b);
-    float kj[D], vj[D], dk[D], dv[D];
-    for(int d = 0; d < D; ++d)
-        dk[d] = dv[d] = 0.0f;
-    if(j < len.skv)
+    const bool live = j < len.skv; // (len.skv <= f.skv)
+    float kj[DL], vj[DL], dk[DL], dv[DL];
+    const uint16_t* kp = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh
+                         + static_cast<int64_t>(live ? j : 0) * f.k_ss;
+    const uint16_t* vp = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh
+                         + static_cast<int64_t>(live ? j : 0) * f.v_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
     {
-        const uint16_t* kp = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh
-                             + static_cast<int64_t>(j) * f.k_ss;
-        const uint16_t* vp = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh
-                             + static_cast<int64_t>(j) * f.v_ss;
-        for(int d = 0; d < D; ++d)
+        kj[e] = live ? load_as_float<T>(kp + (d0 + e) * f.k_sd) : 0.0f;
+        vj[e] = live ? load_as_float<T>(vp + (d0 + e) * f.v_sd) : 0.0f;
+        dk[e] = dv[e] = 0.0f;
+    }
+    const int first_j = max(0, j - len.diag);      // query i sees key j iff j <= i + diag
+    const int first = max(0, j0 - len.diag);       // the block's widest range starts here
+    for(int hh = 0; hh < group; ++hh)
+    {
+        const int h = pr.hk * group + hh;
+        const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
+        const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
+        for(int i = first; i < len.sq; ++i)
         {
-            kj[d] = load_as_float<T>(kp + d * f.k_sd);
-            vj[d] = load_as_float<T>(vp + d * f.v_sd);
-        }
-        const int first = max(0, j - len.diag); // query i sees key j iff j <= i + diag
-        for(int hh = 0; hh < group; ++hh)
-        {
-            const int h = pr.hk * group + hh;
-            const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
-            const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
-            for(int i = first; i < len.sq; ++i)
+            const int64_t w = ws_row(s, z, hh, i);
+            const uint16_t* qi = qh + static_cast<int64_t>(i) * f.q_ss;
+            const uint16_t* doi = doh + static_cast<int64_t>(i) * a.do_ss;
+            float qv[DL], dov[DL], sc = 0.0f, dp = 0.0f;
+#pragma unroll
+            for(int e = 0; e < DL; ++e)
             {
-                const int64_t w = ws_row(s, z, hh, i);
-                const float l2 = s.lse2[w];
-                if(l2 == INFINITY)
-                    continue;
-                const uint16_t* qi = qh + static_cast<int64_t>(i) * f.q_ss;
-                const uint16_t* doi = doh + static_cast<int64_t>(i) * a.do_ss;
-                float sc = 0.0f, dp = 0.0f;
-                for(int d = 0; d < D; ++d)
-                {
-                    sc += load_as_float<T>(qi + d * f.q_sd) * kj[d];
-                    dp += load_as_float<T>(doi + d * a.do_sd) * vj[d];
-                }
-                const float p = exp2f(sc * f.scale_log2 - l2);
-                const float ds = p * (dp - s.delta[w]);
-                for(int d = 0; d < D; ++d)
-                {
-                    dv[d] += p * load_as_float<T>(doi + d * a.do_sd);
-                    dk[d] += ds * load_as_float<T>(qi + d * f.q_sd);
-                }
+                qv[e] = load_as_float<T>(qi + (d0 + e) * f.q_sd);
+                dov[e] = load_as_float<T>(doi + (d0 + e) * a.do_sd);
+                sc += qv[e] * kj[e];
+                dp += dov[e] * vj[e];
+            }
+            sc = sum16(sc);
+            dp = sum16(dp);
+            const float l2 = s.lse2[w]; // +inf: a row that contributes nothing
+            const bool on = live && i >= first_j && l2 != INFINITY;
+            const float p = on ? exp2f(sc * f.scale_log2 - l2) : 0.0f;
+            const float ds = on ? p * (dp - s.delta[w]) : 0.0f;
+#pragma unroll
+            for(int e = 0; e < DL; ++e)
+            {
+                dv[e] += p * dov[e];
+                dk[e] += ds * qv[e];
             }
         }
     }
+    if(j >= f.skv)
+        return;
     uint16_t* dkp = static_cast<uint16_t*>(a.dk) + pr.b * a.dk_sb + pr.hk * a.dk_sh + static_cast<int64_t>(j) * a.dk_ss;
     uint16_t* dvp = static_cast<uint16_t*>(a.dv) + pr.b * a.dv_sb + pr.hk * a.dv_sh + static_cast<int64_t>(j) * a.dv_ss;
-    for(int d = 0; d < D; ++d)
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
     {
-        dkp[d * a.dk_sd] = float_to_bits<T>(dk[d] * a.scale);
-        dvp[d * a.dv_sd] = float_to_bits<T>(dv[d]);
+        dkp[(d0 + e) * a.dk_sd] = float_to_bits<T>(dk[e] * a.scale);
+        dvp[(d0 + e) * a.dv_sd] = float_to_bits<T>(dv[e]);
     }
 }
 
-// Portable tier, dQ: one thread per query row, every key it sees.
+// dQ: one query row per 16 lanes, every key it sees.
 template <ElemType T, int D>
-__global__ void __launch_bounds__(64) sdpa_bwd_portable_dq(const BwdSlice s)
+__global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
 {
+    constexpr int DL = D / 16;
     const SdpaBwdArgs& a = s.a;
     const SdpaArgs& f = a.f;
-    const int i = static_cast<int>(blockIdx.x) * 64 + static_cast<int>(threadIdx.x);
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int d0 = lane * DL;
+    const int i0 = static_cast<int>(blockIdx.x) * kPortableRows;
+    const int i = i0 + static_cast<int>(threadIdx.x >> 4);
     const int hh = static_cast<int>(blockIdx.y);
     const int z = static_cast<int>(blockIdx.z);
-    if(i >= f.sq)
-        return;
     const Pair pr = pair_of(s, z);
     const int h = pr.hk * (f.hq / f.hk) + hh;
     const BatchLengths len = batch_lengths(f, pr.b);
-    const int64_t w = ws_row(s, z, hh, i);
-    float dq[D];
-    for(int d = 0; d < D; ++d)
-        dq[d] = 0.0f;
-    const float l2 = i < len.sq ? s.lse2[w] : INFINITY;
-    if(l2 != INFINITY)
+    const bool live = i < len.sq; // (len.sq <= f.sq)
+    const int64_t w = ws_row(s, z, hh, live ? i : 0);
+    const float l2 = live ? s.lse2[w] : INFINITY;
+    const float delta = live ? s.delta[w] : 0.0f;
+    float qv[DL], dov[DL], dq[DL];
+    const uint16_t* qp = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh
+                         + static_cast<int64_t>(live ? i : 0) * f.q_ss;
+    const uint16_t* dop = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh
+                          + static_cast<int64_t>(live ? i : 0) * a.do_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
     {
-        float qi[D], doi[D];
-        const uint16_t* qp = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh + static_cast<int64_t>(i) * f.q_ss;
-        const uint16_t* dop = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh
-                              + static_cast<int64_t>(i) * a.do_ss;
-        for(int d = 0; d < D; ++d)
-        {
-            qi[d] = load_as_float<T>(qp + d * f.q_sd);
-            doi[d] = load_as_float<T>(dop + d * a.do_sd);
-        }
-        const float delta = s.delta[w];
-        const int end = min(len.skv, i + len.diag + 1);
-        const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
-        const uint16_t* vh = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh;
-        for(int j = 0; j < end; ++j)
-        {
-            const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
-            const uint16_t* vj = vh + static_cast<int64_t>(j) * f.v_ss;
-            float sc = 0.0f, dp = 0.0f;
-            for(int d = 0; d < D; ++d)
-            {
-                sc += qi[d] * load_as_float<T>(kj + d * f.k_sd);
-                dp += doi[d] * load_as_float<T>(vj + d * f.v_sd);
-            }
-            const float ds = exp2f(sc * f.scale_log2 - l2) * (dp - delta);
-            for(int d = 0; d < D; ++d)
-                dq[d] += ds * load_as_float<T>(kj + d * f.k_sd);
-        }
+        qv[e] = live ? load_as_float<T>(qp + (d0 + e) * f.q_sd) : 0.0f;
+        dov[e] = live ? load_as_float<T>(dop + (d0 + e) * a.do_sd) : 0.0f;
+        dq[e] = 0.0f;
     }
+    const int end_i = live ? min(len.skv, i + len.diag + 1) : 0;
+    // The block's widest range: its last row's (rows past the length see none).
+    const int last = min(i0 + kPortableRows, len.sq) - 1;
+    const int end = last < i0 ? 0 : max(0, min(len.skv, last + len.diag + 1));
+    const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
+    const uint16_t* vh = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh;
+    for(int j = 0; j < end; ++j)
+    {
+        const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
+        const uint16_t* vj = vh + static_cast<int64_t>(j) * f.v_ss;
+        float kv[DL], sc = 0.0f, dp = 0.0f;
+#pragma unroll
+        for(int e = 0; e < DL; ++e)
+        {
+            kv[e] = load_as_float<T>(kj + (d0 + e) * f.k_sd);
+            sc += qv[e] * kv[e];
+            dp += dov[e] * load_as_float<T>(vj + (d0 + e) * f.v_sd);
+        }
+        sc = sum16(sc);
+        dp = sum16(dp);
+        const bool on = j < end_i && l2 != INFINITY;
+        const float ds = on ? exp2f(sc * f.scale_log2 - l2) * (dp - delta) : 0.0f;
+#pragma unroll
+        for(int e = 0; e < DL; ++e)
+            dq[e] += ds * kv[e];
+    }
+    if(i >= f.sq)
+        return;
     uint16_t* dqp = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss;
-    for(int d = 0; d < D; ++d)
-        dqp[d * a.dq_sd] = float_to_bits<T>(dq[d] * a.scale);
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+        dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
 }
 
 // Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread).
@@ -252,14 +287,16 @@ template <ElemType T, int D>
 hipError_t launch_portable_typed(const BwdSlice& s, int pairs, hipStream_t stream)
 {
     const SdpaArgs& f = s.a.f;
-    hipLaunchKernelGGL((sdpa_bwd_portable_dkdv<T, D>), dim3(static_cast<unsigned>((f.skv + 63) / 64), pairs), dim3(64),
-                       0, stream, s);
+    hipLaunchKernelGGL((sdpa_bwd_portable_dkdv<T, D>),
+                       dim3(static_cast<unsigned>((f.skv + kPortableRows - 1) / kPortableRows), pairs), dim3(256), 0,
+                       stream, s);
     hipError_t e = hipGetLastError();
     if(e != hipSuccess)
         return e;
     hipLaunchKernelGGL((sdpa_bwd_portable_dq<T, D>),
-                       dim3(static_cast<unsigned>((f.sq + 63) / 64), static_cast<unsigned>(f.hq / f.hk), pairs),
-                       dim3(64), 0, stream, s);
+                       dim3(static_cast<unsigned>((f.sq + kPortableRows - 1) / kPortableRows),
+                            static_cast<unsigned>(f.hq / f.hk), pairs),
+                       dim3(256), 0, stream, s);
     return hipGetLastError();
 }
 
