@@ -1,6 +1,7 @@
 // Interface of the CPU engine's SDPA backward, normalization and reduction
 // kernels (sdpa_bwd.cpp, norms.cpp, reduction.cpp). Like cpu_kernels.hpp:
-// fp32 compute, nothing allocated; scratch comes from the caller's workspace.
+// fp32 compute, scratch from the caller's workspace; only the SDPA backward
+// allocates, per call (see run_sdpa_bwd).
 #pragma once
 
 #include "cpu_kernels.hpp"
@@ -27,7 +28,19 @@ struct SdpaBwdProblem
 };
 
 size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv);
-bool run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads);
+
+// Besides its per-thread scratch, a call allocates the query rows' statistics
+// (8 bytes a row) and, unless dQ is fp32 with unit last stride and whole-vector
+// head dims on enough heads, fp32 dQ accumulators: their size depends on the
+// call's shapes, which a dynamic graph does not bound at build time.
+enum class SdpaBwdStatus
+{
+    Ok,
+    ScratchTooSmall, // a sizing bug guard, never expected
+    AllocFailed      // *alloc_bytes: what could not be allocated (SIZE_MAX: past size_t)
+};
+SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads,
+                           size_t* alloc_bytes);
 
 // --------------------------------------------------------------- norms ----
 // Normalizes x over its last n axes; y = (x - mean) * inv * scale + bias

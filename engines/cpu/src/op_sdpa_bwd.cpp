@@ -130,7 +130,21 @@ bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
     bp.dqs = eff[node.out[0]];
     bp.dks = eff[node.out[1]];
     bp.dvs = eff[node.out[2]];
-    return run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads);
+    size_t bytes = 0;
+    const SdpaBwdStatus st = run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads, &bytes);
+    if(st == SdpaBwdStatus::AllocFailed)
+    {
+        if(bytes == SIZE_MAX)
+            fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
+                 format("node '%s' (sdpa_bwd): the dQ accumulators and row statistics of this call's shapes "
+                        "exceed the address space",
+                        node.name.c_str()));
+        fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
+             format("node '%s' (sdpa_bwd): cannot allocate %zu bytes for the dQ accumulators and row statistics",
+                    node.name.c_str(),
+                    bytes));
+    }
+    return st == SdpaBwdStatus::Ok;
 }
 
 } // namespace

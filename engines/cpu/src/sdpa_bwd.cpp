@@ -1,27 +1,44 @@
 // SDPA backward on the CPU, fp32 compute (fp16 / bf16 tensors are widened
-// while packed). Two passes, each embarrassingly parallel and free of atomics:
+// while packed). One pass over the (query block, key block) tiles, 5 tile
+// products each:
 //
-//   pass 1, one work item per (batch, kv head, block of 64 keys): dK and dV of
-//     those keys, summed over every query head of the GQA group and every
-//     query block the masks leave visible;
-//   pass 2, one work item per (batch, query head, block of 64 queries): dQ.
+//   pre-pass, per query row: lse in log2 units and delta = rowsum(dO o);
+//   main pass, one work item per (batch, kv head, chunk of key blocks): for
+//     each key block of the chunk, every query head of the GQA group and every
+//     query block the masks leave visible,
+//       S = Q K^T, dP = dO V^T, P = exp2(S' - lse), dS = scale P (dP - delta),
+//       dV += P^T dO, dK += dS^T Q (kept in per-thread scratch, written once
+//       per key block), dQ += dS K (into the item's dQ accumulator);
+//   post-pass (only when dQ was not accumulated in place): sum the chunks'
+//     accumulators and write dQ at its strides and type.
 //
-// Both recompute the tile's probabilities from the forward's LSE,
-//   P = exp2((scale S + bias + alibi) log2e - lse log2e) on visible keys,
-//   dP = dO V^T, dS = P (dP - delta) with delta = rowsum(dO o),
-// then pass 1 accumulates dV += P^T dO and dK += dS^T Q, pass 2 dQ += dS K.
-// Layouts: pass 1 puts keys along the vector lanes (K^T, V^T packed once per
-// item; Q and dO rows read in place when fp32 with unit last stride, else
-// widened into scratch); pass 2 puts queries along the lanes (Q^T, dO^T
-// packed once per item, K and V rows read in place), so the per-query lse and
-// delta are lane vectors there. Every product goes through one register-
-// blocked kernel: 6 rows broadcast from a strided source against 2 vectors
-// (12 accumulators), row tails by smaller instantiations. Tiles outside the
-// causal / window band or past the padded lengths are skipped whole. Scratch
-// per thread depends only on the tile sizes and the head dims, so dynamic
-// (wildcard batch / length) graphs size it at build time. The file is
-// compiled once and its item functions instantiated for the baseline ISA and,
-// on x86-64, for AVX2 + FMA (chosen at run time).
+// dQ is shared between the key blocks of a head. Each (batch, kv head) pair
+// is split into C chunks, key block kb going to chunk kb mod C (interleaved,
+// so that causal chunks carry equal work), and every chunk owns a whole fp32
+// dQ accumulator for its pair's query heads: no two threads ever write the
+// same dQ row, there are no atomics or locks, and the sums are made in a
+// fixed order, so results are deterministic. C = 1 whenever there are at
+// least 2 pairs per thread (B=1, H=8 on 2 cores: whole heads per item); then,
+// when dQ is fp32 with unit last stride and a head dim that fills whole
+// vectors, the accumulator is dQ itself and nothing is allocated beyond the
+// row statistics. Otherwise the accumulators (C x B x Hq x Sq x Dp floats,
+// C capped so that they stay below kChunkBudget unless C = 1) and the row
+// statistics are allocated per call; a failed allocation is reported, never
+// ignored (run_sdpa_bwd returns AllocFailed with the byte count).
+//
+// Layout: keys along the vector lanes. K^T and V^T [D][BK] are packed once
+// per key block (and K rows when K cannot be read in place); Q and dO rows are
+// read in place when fp32 with unit last stride and a width that fills whole
+// vectors, else widened into scratch per query block. S and dP are [q][key];
+// the softmax recompute runs per row with that row's lse and delta as
+// scalars; dV, dK read P / dS down their columns as the broadcast operand and
+// dQ reads dS along its rows, so nothing is transposed after the products.
+// Every product is one register-blocked kernel (rows of a strided source
+// broadcast against whole vectors of a row-major operand). Per-thread scratch
+// depends only on the tile sizes and the head dims, so dynamic (wildcard
+// batch / length) graphs size it at build time. The item functions are
+// instantiated for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
+// and AVX-512 (16 lanes), chosen at run time.
 
 #include "extra_ops.hpp"
 
@@ -30,6 +47,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <new>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -38,10 +57,11 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define HIPDNN_BWD_AVX2 1
+#define HIPDNN_BWD_X86 1
 #define HIPDNN_BWD_AVX2_FN __attribute__((target("avx2,fma"), flatten))
+#define HIPDNN_BWD_AVX512_FN __attribute__((target("avx512f,avx512dq,avx512vl,avx2,fma"), flatten))
 #else
-#define HIPDNN_BWD_AVX2 0
+#define HIPDNN_BWD_X86 0
 #endif
 
 namespace hipdnn_cpu
@@ -49,47 +69,70 @@ namespace hipdnn_cpu
 namespace
 {
 
-typedef float V __attribute__((vector_size(32)));
-typedef uint32_t VU __attribute__((vector_size(32)));
-constexpr int W = 8;
+template <int W>
+struct Vec;
+template <>
+struct Vec<8>
+{
+    typedef float F __attribute__((vector_size(32)));
+    typedef uint32_t U __attribute__((vector_size(32)));
+};
+template <>
+struct Vec<16>
+{
+    typedef float F __attribute__((vector_size(64)));
+    typedef uint32_t U __attribute__((vector_size(64)));
+};
+
+constexpr int kMaxW = 16;
 constexpr int64_t BQ = 64; // queries per tile
 constexpr int64_t BK = 64; // keys per tile
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+// Above this, dQ accumulators are not multiplied for parallelism (C stays 1).
+constexpr size_t kChunkBudget = size_t(256) << 20;
 
 inline int64_t round_to(int64_t n, int64_t m)
 {
     return (n + m - 1) / m * m;
 }
-inline V vload(const float* p)
+
+template <int W>
+inline typename Vec<W>::F vload(const float* p)
 {
-    V v;
+    typename Vec<W>::F v;
     std::memcpy(&v, p, sizeof(v));
     return v;
 }
-inline void vstore(float* p, V v)
+template <int W>
+inline void vstore(float* p, typename Vec<W>::F v)
 {
     std::memcpy(p, &v, sizeof(v));
 }
-// (written as a vector-scalar op so that the AVX2 instantiations get a
-// vbroadcastss rather than a chain of lane inserts)
-inline V vset(float x)
+// (a vector-scalar op: a braced initializer becomes a chain of lane inserts
+// under the target attributes; hot loops multiply by the scalar instead, which
+// becomes one broadcast from memory)
+template <int W>
+inline typename Vec<W>::F vset(float x)
 {
-    return V{} + x;
+    return typename Vec<W>::F{} + x;
 }
 
 // 2^x for x <= ~127: x = n + f, |f| <= 1/2, 2^f by its degree-7 Taylor
 // polynomial in f ln 2, 2^n added to the exponent; x < -126 (and -inf) gives 0.
-inline V exp2v(V x)
+template <int W>
+inline typename Vec<W>::F exp2v(typename Vec<W>::F x)
 {
-    const V lo = vset(-126.0f), hi = vset(127.0f);
+    typedef typename Vec<W>::F V;
+    typedef typename Vec<W>::U VU;
+    const V lo = vset<W>(-126.0f), hi = vset<W>(127.0f);
     V xc = x < lo ? lo : x;
     xc = xc > hi ? hi : xc;
-    const V magic = vset(12582912.0f);
+    const V magic = vset<W>(12582912.0f);
     const V t = xc + magic;
     const V n = t - magic;
     const V f = xc - n;
-    V p = vset(1.5252734e-05f);
+    V p = vset<W>(1.5252734e-05f);
     p = p * f + 1.5403530e-04f;
     p = p * f + 1.3333558e-03f;
     p = p * f + 9.6181291e-03f;
@@ -203,16 +246,17 @@ inline void st(void* base, int64_t i, DType t, float x)
 }
 
 // ------------------------------------------------------------------ GEMM ----
-// c[R rows][NV*8] (+)= sum_k a[r*ars + k*aks] * b[k*ldb + 0..NV*8): R rows of
+// c[R rows][NV*W] (+)= sum_k a[r*ars + k*aks] * b[k*ldb + 0..NV*W): R rows of
 // a strided source broadcast one element at a time against NV vectors of b.
-template <int R, int NV>
+template <int W, int R, int NV>
 inline void mk(int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb, float* c,
                int64_t ldc, bool acc_in)
 {
+    typedef typename Vec<W>::F V;
     V acc[R][NV];
     for(int r = 0; r < R; ++r)
         for(int v = 0; v < NV; ++v)
-            acc[r][v] = acc_in ? vload(c + r * ldc + v * W) : V{};
+            acc[r][v] = acc_in ? vload<W>(c + r * ldc + v * W) : V{};
     const float* ar[R];
     for(int r = 0; r < R; ++r)
         ar[r] = a + r * ars;
@@ -223,41 +267,43 @@ inline void mk(int64_t kn, const float* a, int64_t ars, int64_t aks, const float
         const float* bk = b + k * ldb;
         V bv[NV];
         for(int v = 0; v < NV; ++v)
-            bv[v] = vload(bk + v * W);
+            bv[v] = vload<W>(bk + v * W);
         for(int r = 0; r < R; ++r)
         {
-            const V av = vset(ar[r][off]);
+            // a scalar operand: GCC broadcasts it straight from memory (vbroadcastss m32, a load-port
+            // uop), where splatting it first cost an add and a shuffle-port uop per row
+            const float av = ar[r][off];
             for(int v = 0; v < NV; ++v)
                 acc[r][v] += av * bv[v];
         }
     }
     for(int r = 0; r < R; ++r)
         for(int v = 0; v < NV; ++v)
-            vstore(c + r * ldc + v * W, acc[r][v]);
+            vstore<W>(c + r * ldc + v * W, acc[r][v]);
 }
 
-// Main tile 6 rows x 16 columns (12 accumulators, 2 vector loads and 6
-// broadcasts per 12 FMAs); row tails by the smaller instantiations.
-template <int NV>
+// The main tile keeps 12 (8 lanes) or 24 (16 lanes) accumulators: MR rows
+// against NV vectors; row tails by smaller instantiations.
+template <int W, int NV>
 inline void rows(int64_t m, int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
                  float* c, int64_t ldc, bool acc_in)
 {
-    constexpr int MR = NV == 2 ? 6 : 8;
+    constexpr int MR = W == 16 ? (NV == 4 ? 6 : NV == 2 ? 12 : 8) : (NV == 2 ? 6 : 8);
     int64_t i = 0;
     for(; i + MR <= m; i += MR)
-        mk<MR, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, MR, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
     for(; i + 4 <= m; i += 4)
-        mk<4, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 4, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
     switch(m - i)
     {
     case 3:
-        mk<3, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 3, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
         break;
     case 2:
-        mk<2, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 2, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
         break;
     case 1:
-        mk<1, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 1, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
         break;
     default:
         break;
@@ -265,15 +311,22 @@ inline void rows(int64_t m, int64_t kn, const float* a, int64_t ars, int64_t aks
 }
 
 // C[m][n] (+)= A[m][kn] B[kn][n]; A element (i, k) at a[i*ars + k*aks], B row k
-// at b + k*ldb (vector loads: n a multiple of 8).
+// at b + k*ldb (vector loads: n a multiple of W).
+template <int W>
 inline void gemm(int64_t m, int64_t n, int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b,
                  int64_t ldb, float* c, int64_t ldc, bool acc_in)
 {
+    constexpr int NV = W == 16 ? 4 : 2;
     int64_t j = 0;
-    for(; j + 2 * W <= n; j += 2 * W)
-        rows<2>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+    for(; j + NV * W <= n; j += NV * W)
+        rows<W, NV>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+    if(NV == 4 && j + 2 * W <= n)
+    {
+        rows<W, 2>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+        j += 2 * W;
+    }
     if(j < n)
-        rows<1>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+        rows<W, 1>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
 }
 
 // ---------------------------------------------------------------- setup ----
@@ -281,38 +334,40 @@ struct Run
 {
     const SdpaBwdProblem* p = nullptr;
     int64_t b = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0, group = 1, dp = 0, dvp = 0;
-    int64_t nqb = 0, nkb = 0;
-    // q, dO, k, v read in place (fp32, unit last stride, width a multiple of 8)
-    bool q_in = false, do_in = false, k_in = false, v_in = false;
-    // Pass 1 (keys along lanes): Kt [dp][BK], Vt [dvp][BK] per item; Q / dO
-    // rows (packed to qb / dob unless read in place); S, dP [BQ][BK];
-    // dK, dV accumulators [BK][dp|dvp].
-    // Pass 2 (queries along lanes): Qt [dp][BQ], dOt [dvp][BQ] per item; K / V
-    // rows (packed to kb / vb unless in place); St, dPt [BK][BQ]; dQ [BQ][dp].
-    int64_t off_t1 = 0, off_t2 = 0, off_r1 = 0, off_r2 = 0, off_s = 0, off_dp = 0, off_a1 = 0, off_a2 = 0,
-            off_lse = 0, off_del = 0, total = 0;
+    int64_t nkb = 0, chunks = 1;
+    // q, dO, k read in place (fp32, unit last stride, width a multiple of W)
+    bool q_in = false, do_in = false, k_in = false;
+    // Per call: lse (log2 units, +inf on dead rows) and delta, [b][hq][sq].
+    float* lse = nullptr;
+    float* del = nullptr;
+    // dQ accumulators: chunk c's row (b, h, i) at dqa + c*dq_part + ((b*hq + h)*sq + i)*dq_ld;
+    // null when dQ itself accumulates (dq_ld is then its row stride).
+    float* dqa = nullptr;
+    int64_t dq_ld = 0, dq_part = 0;
+    // Per-thread scratch (floats): Kt [dp][BK], Vt [dvp][BK], K rows [BK][dp],
+    // Q rows [BQ][dp], dO rows [BQ][dvp], S and dP [BQ][BK], dK [BK][dp], dV [BK][dvp].
+    int64_t off_kt = 0, off_vt = 0, off_kr = 0, off_qr = 0, off_dor = 0, off_s = 0, off_dp = 0, off_dk = 0,
+            off_dv = 0, total = 0;
 };
 
-void layout(Run& r)
+void layout(Run& r, int w)
 {
-    r.dp = round_to(std::max<int64_t>(r.d, 1), W);
-    r.dvp = round_to(std::max<int64_t>(r.dv, 1), W);
+    r.dp = round_to(std::max<int64_t>(r.d, 1), w);
+    r.dvp = round_to(std::max<int64_t>(r.dv, 1), w);
     int64_t o = 0;
     auto take = [&](int64_t& off, int64_t n) {
         off = o;
         o += round_to(n, 16);
     };
-    constexpr int64_t T = BQ > BK ? BQ : BK;
-    take(r.off_t1, r.dp * T);  // Kt or Qt
-    take(r.off_t2, r.dvp * T); // Vt or dOt
-    take(r.off_r1, T * r.dp);  // Q or K rows
-    take(r.off_r2, T * r.dvp); // dO or V rows
+    take(r.off_kt, r.dp * BK);
+    take(r.off_vt, r.dvp * BK);
+    take(r.off_kr, BK * r.dp);
+    take(r.off_qr, BQ * r.dp);
+    take(r.off_dor, BQ * r.dvp);
     take(r.off_s, BQ * BK);
     take(r.off_dp, BQ * BK);
-    take(r.off_a1, T * r.dp);  // dK or dQ
-    take(r.off_a2, T * r.dvp); // dV
-    take(r.off_lse, T);
-    take(r.off_del, T);
+    take(r.off_dk, BK * r.dp);
+    take(r.off_dv, BK * r.dvp);
     r.total = o;
 }
 
@@ -352,9 +407,9 @@ inline float alibi_slope(int64_t h, int64_t nh)
     return std::pow(2.0f, -4.0f * static_cast<float>(2 * (h - n) + 1) / static_cast<float>(n));
 }
 
-inline bool in_place(const void* base, DType t, const Shape& s, int64_t width)
+inline bool in_place(const void* base, DType t, const Shape& s, int64_t width, int w)
 {
-    return base != nullptr && t == DType::F32 && s.strides[3] == 1 && width % W == 0;
+    return base != nullptr && t == DType::F32 && s.strides[3] == 1 && width % w == 0;
 }
 
 // Rows [r0, r0 + n) of head slice `off` of a [.., rows, width] tensor as
@@ -407,289 +462,234 @@ inline void transposed(const void* base, DType t, const Shape& s, int64_t off, i
     }
 }
 
-// lse (log2 units; `dead` where the row has no visible key or is padding) and
-// delta = rowsum(dO o) of queries [q0, q0 + nq) of head h.
-inline void row_stats(const Run& r, const Band& bd, int64_t b, int64_t h, int64_t q0, int64_t nq, float dead,
-                      float* lse, float* del)
+// Pre-pass over the query rows [i0, i1) of head (b, h): lse in log2 units
+// (+inf where the row has no visible key, is padding, or its stats are -inf or
+// NaN), delta = rowsum(dO o), and the row's dQ accumulators zeroed.
+void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
 {
     const SdpaBwdProblem& P = *r.p;
     const SdpaProblem& p = P.fwd;
+    const Band bd = band_of(p, b, r.sq, r.skv);
     const int64_t ooff = b * p.os.strides[0] + h * p.os.strides[1];
     const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
     const int64_t soff = b * p.ss.strides[0] + h * p.ss.strides[1];
-    const bool vec = in_place(p.o, p.ot, p.os, r.dv) && in_place(P.dout, P.dout_t, P.dos, r.dv);
-    for(int64_t i = 0; i < nq; ++i)
+    const bool f32 = p.ot == DType::F32 && P.dout_t == DType::F32;
+    const int64_t base = (b * r.hq + h) * r.sq;
+    for(int64_t i = i0; i < i1; ++i)
     {
-        const int64_t qi = q0 + i;
-        const int64_t orow = ooff + qi * p.os.strides[2];
-        const int64_t drow = dooff + qi * P.dos.strides[2];
-        float dsum;
-        if(vec)
+        const int64_t orow = ooff + i * p.os.strides[2];
+        const int64_t drow = dooff + i * P.dos.strides[2];
+        double s = 0.0;
+        if(f32)
         {
             const float* o = static_cast<const float*>(p.o) + orow;
             const float* g = static_cast<const float*>(P.dout) + drow;
-            V acc{};
-            for(int64_t e = 0; e < r.dv; e += W)
-                acc += vload(o + e) * vload(g + e);
-            dsum = 0.0f;
-            for(int l = 0; l < W; ++l)
-                dsum += acc[l];
+            for(int64_t e = 0; e < r.dv; ++e)
+                s += static_cast<double>(o[e * p.os.strides[3]]) * g[e * P.dos.strides[3]];
         }
         else
-        {
-            double s = 0.0;
             for(int64_t e = 0; e < r.dv; ++e)
                 s += static_cast<double>(ld(P.dout, drow + e * P.dos.strides[3], P.dout_t))
                      * ld(p.o, orow + e * p.os.strides[3], p.ot);
-            dsum = static_cast<float>(s);
+        const float sv = p.stats[soff + i * p.ss.strides[2]];
+        const bool live = i < bd.sq_b && sv > -kInf && sv == sv;
+        r.lse[base + i] = live ? sv * kLog2e : kInf;
+        r.del[base + i] = static_cast<float>(s);
+        if(r.dqa == nullptr)
+        {
+            float* q = static_cast<float*>(P.dq) + b * P.dqs.strides[0] + h * P.dqs.strides[1] + i * P.dqs.strides[2];
+            std::memset(q, 0, sizeof(float) * static_cast<size_t>(r.d));
         }
-        const float st = p.stats[soff + qi * p.ss.strides[2]];
-        const bool live = qi < bd.sq_b && st > -kInf && st == st;
-        lse[i] = live ? st * kLog2e : dead;
-        del[i] = dsum;
+        else
+            for(int64_t c = 0; c < r.chunks; ++c)
+                std::memset(r.dqa + c * r.dq_part + (base + i) * r.dq_ld,
+                            0,
+                            sizeof(float) * static_cast<size_t>(r.dp));
     }
 }
 
-// Pass 1: dK, dV of keys [k0, k0 + BK) of kv head hk. Keys along lanes:
-// S [q][key] = Q Kt, dP = dO Vt, then dV += P^T dO, dK += dS^T Q.
-inline void item_kv(const Run& r, int64_t w, float* ws)
+// Post-pass: dQ rows [i0, i1) of head (b, h) = sum of the chunks' accumulators.
+void dq_rows(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
 {
     const SdpaBwdProblem& P = *r.p;
-    const SdpaProblem& p = P.fwd;
-    const int64_t kb = w % r.nkb;
-    const int64_t hk = (w / r.nkb) % r.hk;
-    const int64_t b = w / (r.nkb * r.hk);
-    const int64_t k0 = kb * BK;
-    const int64_t nk = std::min(BK, r.skv - k0);
-    const Band bd = band_of(p, b, r.sq, r.skv);
-    float* kt = ws + r.off_t1;
-    float* vt = ws + r.off_t2;
-    float* s = ws + r.off_s;
-    float* dpm = ws + r.off_dp;
-    float* dk = ws + r.off_a1; // [nk][dp]
-    float* dv = ws + r.off_a2; // [nk][dvp]
-    float* lse = ws + r.off_lse;
-    float* del = ws + r.off_del;
-    std::memset(dk, 0, sizeof(float) * static_cast<size_t>(nk * r.dp));
-    std::memset(dv, 0, sizeof(float) * static_cast<size_t>(nk * r.dvp));
-    const int64_t klast = std::min(k0 + nk, bd.skv_b) - 1; // last live key
-    // queries that see some key of [k0, klast]: j - hi <= i <= j - lo
-    const int64_t i0 = std::max<int64_t>(0, k0 - bd.hi);
-    const int64_t i1 = std::min<int64_t>(bd.sq_b - 1, klast - bd.lo);
-    if(klast >= k0 && i0 <= i1)
+    const int64_t base = (b * r.hq + h) * r.sq;
+    const int64_t qoff = b * P.dqs.strides[0] + h * P.dqs.strides[1];
+    for(int64_t i = i0; i < i1; ++i)
     {
-        const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
-        const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
-        transposed(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
-        transposed(p.v, p.vt, p.vs, voff, k0, nk, r.dv, vt, BK);
-        const V c = vset(p.scale * kLog2e);
-        V lane;
-        for(int l = 0; l < W; ++l)
-            lane[l] = static_cast<float>(l);
-        for(int64_t g = 0; g < r.group; ++g)
+        const float* a = r.dqa + (base + i) * r.dq_ld;
+        const int64_t qr = qoff + i * P.dqs.strides[2];
+        for(int64_t e = 0; e < r.d; ++e)
         {
-            const int64_t h = hk * r.group + g;
-            const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
-            const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
-            const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
-            const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
-            for(int64_t q0 = i0; q0 <= i1; q0 += BQ)
-            {
-                const int64_t nq = std::min(BQ, i1 + 1 - q0);
-                int64_t qrs, dors;
-                const float* qm =
-                    rows_of(p.q, p.qt, p.qs, qoff, q0, nq, r.d, r.dp, r.q_in, ws + r.off_r1, qrs);
-                const float* dom =
-                    rows_of(P.dout, P.dout_t, P.dos, dooff, q0, nq, r.dv, r.dvp, r.do_in, ws + r.off_r2, dors);
-                row_stats(r, bd, b, h, q0, nq, -kInf, lse, del);
-                gemm(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false);
-                gemm(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false);
-                for(int64_t i = 0; i < nq; ++i)
-                {
-                    const int64_t qi = q0 + i;
-                    float* sr = s + i * BK;
-                    float* dr = dpm + i * BK;
-                    // visible columns [c0, c1) of this row
-                    const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
-                    const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
-                    if(lse[i] == -kInf || c1 <= c0)
-                    {
-                        std::memset(sr, 0, sizeof(float) * BK);
-                        std::memset(dr, 0, sizeof(float) * BK);
-                        continue;
-                    }
-                    if(p.bias)
-                    {
-                        const int64_t brow = boff + qi * p.bias_st[2];
-                        for(int64_t j = c0; j < c1; ++j)
-                            sr[j] = sr[j] * p.scale + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
-                    }
-                    const V l2 = vset(lse[i]);
-                    const V dl = vset(del[i]);
-                    const V base = vset(static_cast<float>(k0 - qi)) * slope;
-                    for(int64_t j = 0; j < BK; j += W)
-                    {
-                        V x = vload(sr + j);
-                        x = p.bias ? x * kLog2e : x * c;
-                        if(p.alibi)
-                            x += base + (lane + static_cast<float>(j)) * slope;
-                        const V pv = exp2v(x - l2);
-                        vstore(sr + j, pv);
-                        vstore(dr + j, pv * (vload(dr + j) - dl));
-                    }
-                    for(int64_t j = 0; j < c0; ++j)
-                        sr[j] = dr[j] = 0.0f;
-                    for(int64_t j = c1; j < BK; ++j)
-                        sr[j] = dr[j] = 0.0f;
-                }
-                // dV += P^T dO ; dK += dS^T Q
-                gemm(nk, r.dvp, nq, s, 1, BK, dom, dors, dv, r.dvp, true);
-                gemm(nk, r.dp, nq, dpm, 1, BK, qm, qrs, dk, r.dp, true);
-            }
+            float x = a[e];
+            for(int64_t c = 1; c < r.chunks; ++c)
+                x += a[c * r.dq_part + e];
+            st(P.dq, qr + e * P.dqs.strides[3], P.dq_t, x);
         }
     }
+}
+
+// One work item: the key blocks kb = c, c + C, ... of kv head hk of batch b.
+template <int W>
+inline void item(const Run& r, int64_t w, float* ws)
+{
+    typedef typename Vec<W>::F V;
+    const SdpaBwdProblem& P = *r.p;
+    const SdpaProblem& p = P.fwd;
+    const int64_t c = w % r.chunks;
+    const int64_t hk = (w / r.chunks) % r.hk;
+    const int64_t b = w / (r.chunks * r.hk);
+    const Band bd = band_of(p, b, r.sq, r.skv);
+    float* kt = ws + r.off_kt;
+    float* vt = ws + r.off_vt;
+    float* s = ws + r.off_s;
+    float* dpm = ws + r.off_dp;
+    float* dk = ws + r.off_dk; // [nk][dp]
+    float* dv = ws + r.off_dv; // [nk][dvp]
+    const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
-    for(int64_t j = 0; j < nk; ++j)
+    const V c2 = vset<W>(p.scale * kLog2e);
+    const float scale = p.scale;
+    V lane;
+    for(int l = 0; l < W; ++l)
+        lane[l] = static_cast<float>(l);
+    for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
     {
-        const int64_t kr = dkoff + (k0 + j) * P.dks.strides[2];
-        for(int64_t e = 0; e < r.d; ++e)
-            st(P.dk, kr + e * P.dks.strides[3], P.dk_t, dk[j * r.dp + e] * p.scale);
-        const int64_t vr = dvoff + (k0 + j) * P.dvs.strides[2];
-        for(int64_t e = 0; e < r.dv; ++e)
-            st(P.dv, vr + e * P.dvs.strides[3], P.dv_t, dv[j * r.dvp + e]);
+        const int64_t k0 = kb * BK;
+        const int64_t nk = std::min(BK, r.skv - k0);
+        std::memset(dk, 0, sizeof(float) * static_cast<size_t>(nk * r.dp));
+        std::memset(dv, 0, sizeof(float) * static_cast<size_t>(nk * r.dvp));
+        const int64_t klast = std::min(k0 + nk, bd.skv_b) - 1; // last live key
+        // queries that see some key of [k0, klast]: j - hi <= i <= j - lo
+        const int64_t i0 = std::max<int64_t>(0, k0 - bd.hi);
+        const int64_t i1 = std::min<int64_t>(bd.sq_b - 1, klast - bd.lo);
+        if(klast >= k0 && i0 <= i1)
+        {
+            transposed(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
+            transposed(p.v, p.vt, p.vs, voff, k0, nk, r.dv, vt, BK);
+            int64_t krs;
+            const float* km = rows_of(p.k, p.kt, p.ks, koff, k0, nk, r.d, r.dp, r.k_in, ws + r.off_kr, krs);
+            for(int64_t g = 0; g < r.group; ++g)
+            {
+                const int64_t h = hk * r.group + g;
+                const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
+                const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
+                const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
+                const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
+                const float* lse = r.lse + (b * r.hq + h) * r.sq;
+                const float* del = r.del + (b * r.hq + h) * r.sq;
+                float* dqh = r.dqa != nullptr
+                                 ? r.dqa + c * r.dq_part + (b * r.hq + h) * r.sq * r.dq_ld
+                                 : static_cast<float*>(P.dq) + b * P.dqs.strides[0] + h * P.dqs.strides[1];
+                for(int64_t q0 = i0; q0 <= i1; q0 += BQ)
+                {
+                    const int64_t nq = std::min(BQ, i1 + 1 - q0);
+                    int64_t qrs, dors;
+                    const float* qm =
+                        rows_of(p.q, p.qt, p.qs, qoff, q0, nq, r.d, r.dp, r.q_in, ws + r.off_qr, qrs);
+                    const float* dom =
+                        rows_of(P.dout, P.dout_t, P.dos, dooff, q0, nq, r.dv, r.dvp, r.do_in, ws + r.off_dor, dors);
+                    gemm<W>(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false);
+                    gemm<W>(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false);
+                    for(int64_t i = 0; i < nq; ++i)
+                    {
+                        const int64_t qi = q0 + i;
+                        float* sr = s + i * BK;
+                        float* dr = dpm + i * BK;
+                        // visible columns [c0, c1) of this row
+                        const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
+                        const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
+                        if(!(lse[qi] < kInf) || c1 <= c0)
+                        {
+                            std::memset(sr, 0, sizeof(float) * BK);
+                            std::memset(dr, 0, sizeof(float) * BK);
+                            continue;
+                        }
+                        if(p.bias)
+                        {
+                            const int64_t brow = boff + qi * p.bias_st[2];
+                            for(int64_t j = c0; j < c1; ++j)
+                                sr[j] = sr[j] * scale + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
+                        }
+                        const V l2 = vset<W>(lse[qi]);
+                        const V dl = vset<W>(del[qi]);
+                        const V base = vset<W>(static_cast<float>(k0 - qi)) * slope;
+                        for(int64_t j = 0; j < BK; j += W)
+                        {
+                            V x = vload<W>(sr + j);
+                            x = p.bias ? x * kLog2e : x * c2;
+                            if(p.alibi)
+                                x += base + (lane + static_cast<float>(j)) * slope;
+                            const V pv = exp2v<W>(x - l2);
+                            vstore<W>(sr + j, pv);
+                            vstore<W>(dr + j, pv * (vload<W>(dr + j) - dl) * scale);
+                        }
+                        for(int64_t j = 0; j < c0; ++j)
+                            sr[j] = dr[j] = 0.0f;
+                        for(int64_t j = c1; j < BK; ++j)
+                            sr[j] = dr[j] = 0.0f;
+                    }
+                    // dV += P^T dO ; dK += dS^T Q ; dQ += dS K (dS already carries the scale)
+                    gemm<W>(nk, r.dvp, nq, s, 1, BK, dom, dors, dv, r.dvp, true);
+                    gemm<W>(nk, r.dp, nq, dpm, 1, BK, qm, qrs, dk, r.dp, true);
+                    gemm<W>(nq, r.dp, nk, dpm, BK, 1, km, krs, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                }
+            }
+        }
+        for(int64_t j = 0; j < nk; ++j)
+        {
+            const int64_t kr = dkoff + (k0 + j) * P.dks.strides[2];
+            for(int64_t e = 0; e < r.d; ++e)
+                st(P.dk, kr + e * P.dks.strides[3], P.dk_t, dk[j * r.dp + e]);
+            const int64_t vr = dvoff + (k0 + j) * P.dvs.strides[2];
+            for(int64_t e = 0; e < r.dv; ++e)
+                st(P.dv, vr + e * P.dvs.strides[3], P.dv_t, dv[j * r.dvp + e]);
+        }
     }
 }
 
-// Pass 2: dQ of queries [q0, q0 + BQ) of head h. Queries along lanes:
-// St [key][q] = K Qt, dPt = V dOt, then dQ += dS K (dS read transposed).
-inline void item_q(const Run& r, int64_t w, float* ws)
+void item_base(const Run& r, int64_t w, float* ws)
 {
-    const SdpaBwdProblem& P = *r.p;
-    const SdpaProblem& p = P.fwd;
-    const int64_t qb = r.nqb - 1 - w % r.nqb; // later (heavier under causal) blocks first
-    const int64_t h = (w / r.nqb) % r.hq;
-    const int64_t b = w / (r.nqb * r.hq);
-    const int64_t hk = h / r.group;
-    const int64_t q0 = qb * BQ;
-    const int64_t nq = std::min(BQ, r.sq - q0);
-    const Band bd = band_of(p, b, r.sq, r.skv);
-    float* qt = ws + r.off_t1;
-    float* dot = ws + r.off_t2;
-    float* s = ws + r.off_s;
-    float* dpm = ws + r.off_dp;
-    float* dq = ws + r.off_a1; // [nq][dp]
-    float* lse = ws + r.off_lse;
-    float* del = ws + r.off_del;
-    std::memset(dq, 0, sizeof(float) * static_cast<size_t>(nq * r.dp));
-    const int64_t nlive = std::min(nq, bd.sq_b - q0);
-    const int64_t j0 = std::max<int64_t>(0, q0 + bd.lo);
-    const int64_t j1 = nlive > 0 ? std::min<int64_t>(bd.skv_b - 1, q0 + nlive - 1 + bd.hi) : -1;
-    if(nlive > 0 && j0 <= j1)
-    {
-        const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
-        const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
-        const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
-        const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
-        transposed(p.q, p.qt, p.qs, qoff, q0, nlive, r.d, qt, BQ);
-        transposed(P.dout, P.dout_t, P.dos, dooff, q0, nlive, r.dv, dot, BQ);
-        row_stats(r, bd, b, h, q0, nlive, kInf, lse, del);
-        for(int64_t i = nlive; i < BQ; ++i)
-        {
-            lse[i] = kInf; // dead lanes: exp2(x - inf) = 0
-            del[i] = 0.0f;
-        }
-        constexpr int NL = static_cast<int>(BQ / W);
-        V lsev[NL], delv[NL], qv[NL];
-        V lane;
-        for(int l = 0; l < W; ++l)
-            lane[l] = static_cast<float>(l);
-        for(int v = 0; v < NL; ++v)
-        {
-            lsev[v] = vload(lse + v * W);
-            delv[v] = vload(del + v * W);
-            qv[v] = lane + static_cast<float>(q0 + v * W);
-        }
-        const V c = vset(p.scale * kLog2e);
-        const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
-        const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
-        const int64_t qlast = q0 + nlive - 1;
-        for(int64_t k0 = j0; k0 <= j1; k0 += BK)
-        {
-            const int64_t nk = std::min(BK, j1 + 1 - k0);
-            int64_t krs, vrs;
-            const float* km = rows_of(p.k, p.kt, p.ks, koff, k0, nk, r.d, r.dp, r.k_in, ws + r.off_r1, krs);
-            const float* vm = rows_of(p.v, p.vt, p.vs, voff, k0, nk, r.dv, r.dvp, r.v_in, ws + r.off_r2, vrs);
-            gemm(nk, BQ, r.d, km, krs, 1, qt, BQ, s, BQ, false);
-            gemm(nk, BQ, r.dv, vm, vrs, 1, dot, BQ, dpm, BQ, false);
-            for(int64_t jr = 0; jr < nk; ++jr)
-            {
-                const int64_t j = k0 + jr;
-                float* sr = s + jr * BQ;
-                float* dr = dpm + jr * BQ;
-                if(p.bias)
-                {
-                    const int64_t bcol = boff + j * p.bias_st[3];
-                    for(int64_t i = 0; i < nlive; ++i)
-                        sr[i] = sr[i] * p.scale + ld(p.bias, bcol + (q0 + i) * p.bias_st[2], p.bias_t);
-                }
-                // queries that see key j: j - hi <= i <= j - lo
-                const bool full = j - bd.hi <= q0 && qlast <= j - bd.lo;
-                const V ilo = vset(static_cast<float>(std::max<int64_t>(j - bd.hi, -(int64_t(1) << 24))));
-                const V ihi = vset(static_cast<float>(std::min<int64_t>(j - bd.lo, int64_t(1) << 24)));
-                const V jj = vset(static_cast<float>(j)) * slope;
-                for(int v = 0; v < NL; ++v)
-                {
-                    V x = vload(sr + v * W);
-                    x = p.bias ? x * kLog2e : x * c;
-                    if(p.alibi)
-                        x += jj - qv[v] * slope;
-                    V pv = exp2v(x - lsev[v]);
-                    if(!full)
-                        pv = (qv[v] >= ilo && qv[v] <= ihi) ? pv : V{};
-                    vstore(sr + v * W, pv);
-                    vstore(dr + v * W, pv * (vload(dr + v * W) - delv[v]));
-                }
-            }
-            // dQ += dS K, dS (i, j) at dpm[j * BQ + i]
-            gemm(nlive, r.dp, nk, dpm, 1, BQ, km, krs, dq, r.dp, true);
-        }
-    }
-    const int64_t dqoff = b * P.dqs.strides[0] + h * P.dqs.strides[1];
-    for(int64_t i = 0; i < nq; ++i)
-    {
-        const int64_t qr = dqoff + (q0 + i) * P.dqs.strides[2];
-        for(int64_t e = 0; e < r.d; ++e)
-            st(P.dq, qr + e * P.dqs.strides[3], P.dq_t, dq[i * r.dp + e] * p.scale);
-    }
+    item<8>(r, w, ws);
 }
-void item_kv_base(const Run& r, int64_t w, float* ws)
+#if HIPDNN_BWD_X86
+HIPDNN_BWD_AVX2_FN void item_avx2(const Run& r, int64_t w, float* ws)
 {
-    item_kv(r, w, ws);
+    item<8>(r, w, ws);
 }
-void item_q_base(const Run& r, int64_t w, float* ws)
+HIPDNN_BWD_AVX512_FN void item_avx512(const Run& r, int64_t w, float* ws)
 {
-    item_q(r, w, ws);
-}
-#if HIPDNN_BWD_AVX2
-HIPDNN_BWD_AVX2_FN void item_kv_avx2(const Run& r, int64_t w, float* ws)
-{
-    item_kv(r, w, ws);
-}
-HIPDNN_BWD_AVX2_FN void item_q_avx2(const Run& r, int64_t w, float* ws)
-{
-    item_q(r, w, ws);
+    item<16>(r, w, ws);
 }
 #endif
 
-bool use_avx2()
+// Vector width of the instantiation this CPU runs: 16 (AVX-512), 8 (AVX2 or
+// the baseline). HIPDNN_CPU_ENGINE_BASELINE=1 forces the baseline build and
+// HIPDNN_CPU_ENGINE_NO_AVX512=1 the AVX2 one (to measure and test each).
+enum class Isa
 {
-#if HIPDNN_BWD_AVX2
-    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                            && std::getenv("HIPDNN_CPU_ENGINE_BASELINE") == nullptr;
-    return has;
+    Base,
+    Avx2,
+    Avx512
+};
+
+Isa isa()
+{
+#if HIPDNN_BWD_X86
+    static const Isa v = [] {
+        if(std::getenv("HIPDNN_CPU_ENGINE_BASELINE") != nullptr)
+            return Isa::Base;
+        if(!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+            return Isa::Base;
+        if(std::getenv("HIPDNN_CPU_ENGINE_NO_AVX512") == nullptr && __builtin_cpu_supports("avx512f")
+           && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+            return Isa::Avx512;
+        return Isa::Avx2;
+    }();
+    return v;
 #else
-    return false;
+    return Isa::Base;
 #endif
 }
 
@@ -703,16 +703,31 @@ inline int thread_id()
 }
 
 template <class F>
-void parallel_items(int64_t total, int nthreads, char* scratch, size_t per_thread, F f)
+void parallel_items(int64_t total, int nthreads, F f)
 {
     const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
 #endif
     for(int64_t w = 0; w < total; ++w)
-        f(w, reinterpret_cast<float*>(scratch + static_cast<size_t>(thread_id()) * per_thread));
+        f(w, thread_id());
     (void)nt;
 }
+
+// a * b * ..., or 0 on overflow of size_t.
+size_t mul_or_zero(std::initializer_list<size_t> xs)
+{
+    size_t r = 1;
+    for(size_t x : xs)
+        if(__builtin_mul_overflow(r, x, &r))
+            return 0;
+    return r;
+}
+
+struct FreeDeleter
+{
+    void operator()(float* p) const { std::free(p); }
+};
 
 } // namespace
 
@@ -721,12 +736,15 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
     Run r;
     r.d = d;
     r.dv = dv;
-    layout(r);
+    layout(r, kMaxW); // the widest padding covers every instantiation
     return align_up(static_cast<size_t>(r.total) * sizeof(float));
 }
 
-bool run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads)
+SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads,
+                           size_t* alloc_bytes)
 {
+    const Isa which = isa();
+    const int w = which == Isa::Avx512 ? 16 : 8;
     Run r;
     r.p = &p;
     r.b = p.fwd.qs.dims[0];
@@ -737,27 +755,80 @@ bool run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int
     r.skv = p.fwd.ks.dims[2];
     r.dv = p.fwd.vs.dims[3];
     r.group = r.hq / r.hk;
-    layout(r);
+    layout(r, w);
     if(static_cast<size_t>(r.total) * sizeof(float) > per_thread)
-        return false;
-    r.q_in = in_place(p.fwd.q, p.fwd.qt, p.fwd.qs, r.d);
-    r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d);
-    r.v_in = in_place(p.fwd.v, p.fwd.vt, p.fwd.vs, r.dv);
-    r.do_in = in_place(p.dout, p.dout_t, p.dos, r.dv);
+        return SdpaBwdStatus::ScratchTooSmall;
+    r.q_in = in_place(p.fwd.q, p.fwd.qt, p.fwd.qs, r.d, w);
+    r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d, w);
+    r.do_in = in_place(p.dout, p.dout_t, p.dos, r.dv, w);
     r.nkb = (r.skv + BK - 1) / BK;
-    r.nqb = (r.sq + BQ - 1) / BQ;
-    void (*kv)(const Run&, int64_t, float*) = item_kv_base;
-    void (*q)(const Run&, int64_t, float*) = item_q_base;
-#if HIPDNN_BWD_AVX2
-    if(use_avx2())
+    const int64_t pairs = r.b * r.hk;
+    const int64_t rows = r.b * r.hq * r.sq;
+    // Chunks: about 2 items per thread, fewer when their accumulators would pass the budget.
+    const size_t acc1 = mul_or_zero({static_cast<size_t>(rows), static_cast<size_t>(r.dp), sizeof(float)});
+    int64_t chunks = std::min<int64_t>(std::max<int64_t>(1, r.nkb),
+                                       (2 * nthreads + pairs - 1) / std::max<int64_t>(1, pairs));
+    if(chunks > 1 && (acc1 == 0 || acc1 > kChunkBudget / static_cast<size_t>(chunks)))
+        chunks = std::max<int64_t>(1, acc1 == 0 ? 1 : static_cast<int64_t>(kChunkBudget / acc1));
+    r.chunks = std::max<int64_t>(1, chunks);
+    const bool direct = r.chunks == 1 && p.dq_t == DType::F32 && p.dqs.strides[3] == 1 && r.d % w == 0;
+    // One allocation: lse and delta [rows] each, then (unless direct) the accumulators.
+    const size_t stat_bytes = mul_or_zero({static_cast<size_t>(rows), 2, sizeof(float)});
+    const size_t acc_bytes = direct ? 0 : mul_or_zero({acc1, static_cast<size_t>(r.chunks)});
+    size_t bytes = 0;
+    if(rows > 0
+       && (stat_bytes == 0 || (!direct && acc_bytes == 0) || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes)))
     {
-        kv = item_kv_avx2;
-        q = item_q_avx2;
+        *alloc_bytes = std::numeric_limits<size_t>::max();
+        return SdpaBwdStatus::AllocFailed;
     }
+    std::unique_ptr<float, FreeDeleter> mem;
+    if(bytes > 0)
+    {
+        mem.reset(static_cast<float*>(std::aligned_alloc(kAlign, align_up(bytes))));
+        if(!mem)
+        {
+            *alloc_bytes = bytes;
+            return SdpaBwdStatus::AllocFailed;
+        }
+    }
+    r.lse = mem.get();
+    r.del = r.lse + rows;
+    if(direct)
+        r.dq_ld = p.dqs.strides[2];
+    else
+    {
+        r.dqa = r.del + rows;
+        r.dq_ld = r.dp;
+        r.dq_part = rows * r.dp;
+    }
+
+    // Pre-pass (and post-pass) work: blocks of up to 256 rows of one head.
+    constexpr int64_t RB = 256;
+    const int64_t rblocks = (r.sq + RB - 1) / RB;
+    auto row_items = [&](auto fn) {
+        parallel_items(r.b * r.hq * rblocks, nthreads, [&](int64_t it, int) {
+            const int64_t rb = it % rblocks;
+            const int64_t h = (it / rblocks) % r.hq;
+            const int64_t b = it / (rblocks * r.hq);
+            fn(r, b, h, rb * RB, std::min(r.sq, (rb + 1) * RB));
+        });
+    };
+    row_items(row_stats);
+
+    void (*fn)(const Run&, int64_t, float*) = item_base;
+#if HIPDNN_BWD_X86
+    if(which == Isa::Avx512)
+        fn = item_avx512;
+    else if(which == Isa::Avx2)
+        fn = item_avx2;
 #endif
-    parallel_items(r.b * r.hk * r.nkb, nthreads, scratch, per_thread, [&](int64_t w, float* ws) { kv(r, w, ws); });
-    parallel_items(r.b * r.hq * r.nqb, nthreads, scratch, per_thread, [&](int64_t w, float* ws) { q(r, w, ws); });
-    return true;
+    parallel_items(pairs * r.chunks, nthreads, [&](int64_t it, int tid) {
+        fn(r, it, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
+    });
+    if(!direct)
+        row_items(dq_rows);
+    return SdpaBwdStatus::Ok;
 }
 
 } // namespace hipdnn_cpu
