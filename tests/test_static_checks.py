@@ -20,9 +20,9 @@ def run_tool(*args: str) -> subprocess.CompletedProcess[str]:
     shutil.which("ruff") is None and not (Path(sys.prefix) / "bin" / "ruff").exists(), reason="ruff not installed"
 )
 def test_ruff_lint_and_format() -> None:
-    lint = run_tool("ruff", "check", "hipdnn", "tools", "bench", "tests")
+    lint = run_tool("ruff", "check", "hipdnn", "tools", "bench", "tests", "engines/hip/tools")
     assert lint.returncode == 0, lint.stdout + lint.stderr
-    fmt = run_tool("ruff", "format", "--check", "hipdnn", "tools", "bench", "tests")
+    fmt = run_tool("ruff", "format", "--check", "hipdnn", "tools", "bench", "tests", "engines/hip/tools")
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
@@ -30,3 +30,10 @@ def test_mypy_strict() -> None:
     pytest.importorskip("mypy")
     result = run_tool("mypy")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_wgmma_header_is_what_its_generator_writes() -> None:
+    """engines/hip/src/sdpa_wgmma.h is generated; a hand edit would be lost on the next run."""
+    script = REPO / "engines" / "hip" / "tools" / "gen_wgmma.py"
+    gen = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
