@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
@@ -335,6 +337,49 @@ def test_dynamic_heads(handle: hipdnn.Handle, engine: int) -> None:
     gen = torch.Generator(device="cuda").manual_seed(23)
     for b, hq, hk, sq, skv in ((1, 8, 1, 1, 300), (2, 4, 4, 129, 64), (1, 8, 2, 300, 300)):
         run_backward(handle, g, t, HALF, Call(b, hq, hk, sq, skv, 128, "bshd", "br", scale=0.1), gen, override=True)
+
+
+# ------------------------------------------------------------------ drawn shapes (hypothesis)
+_DRAWN_PLANS: dict[tuple[int, int, str, str, bool], tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]] = {}
+
+
+@st.composite
+def drawn_calls(draw: st.DrawFn) -> tuple[int, Call, bool]:
+    engine = draw(st.sampled_from([TENSOR_CORE, PORTABLE]))
+    d = draw(st.sampled_from([64, 128]))
+    mask = draw(st.sampled_from(list(MASKS)))
+    layout = draw(st.sampled_from(["bhsd", "bshd"]))
+    b = draw(st.integers(1, 3))
+    sq = draw(st.integers(1, 300))
+    skv = draw(st.integers(1, 300))
+    padded = draw(st.booleans())
+    seq_q = seq_kv = None
+    if padded:
+        seq_q = [draw(st.integers(0, sq)) for _ in range(b)]
+        seq_kv = [draw(st.integers(0, skv)) for _ in range(b)]
+    return engine, Call(b, 8, 2, sq, skv, d, layout, mask, scale=0.11, seq_q=seq_q, seq_kv=seq_kv), padded
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(drawn=drawn_calls())
+def test_drawn_shapes_through_one_plan(handle: hipdnn.Handle, drawn: tuple[int, Call, bool]) -> None:
+    """Random (B, Sq, Skv), masks, layouts and per-sequence lengths, each served through overrides by the
+    one plan (B = 3, Hq = 8, Hk = 2, S = 300) of its engine, head dim, mask, layout and padding."""
+    engine, c, padded = drawn
+    if engine not in engines_here(handle):
+        return
+    key = (engine, c.d, c.mask, c.layout, padded)
+    if key not in _DRAWN_PLANS:
+        tl, br = MASKS[c.mask]
+        g, t = sdpa_backward_graph(
+            BF16, [3, 8, 300, c.d], [3, 2, 300, c.d], c.layout, causal=tl or br, bottom_right=br,
+            overridable=True, scale=c.scale, padding=padded, engine=engine,
+        )  # fmt: skip
+        g.build(handle)
+        _DRAWN_PLANS[key] = (g, t)
+    g, t = _DRAWN_PLANS[key]
+    gen = torch.Generator(device="cuda").manual_seed(c.b * 100003 + c.sq * 331 + c.skv)
+    run_backward(handle, g, t, BF16, c, gen, override=True)
 
 
 # ------------------------------------------------------------------ workspace slices
