@@ -2,24 +2,30 @@
 
     python bench/cpu_sdpa.py                      # full sweep, writes bench/results/cpu_sdpa.{json,png}
     python bench/cpu_sdpa.py --quick              # S = 512, 1024 only
+    python bench/cpu_sdpa.py --backward-only      # backward rows at S = 512, 1024, 2048: cpu_sdpa_bwd.{json,png}
+    python bench/cpu_sdpa.py --engine-dir DIR     # the CPU engine built in DIR (e.g. an older commit's)
 
 fp32, B=1, H=8, D in (64, 128), S in (512 ... 4096), causal and not. Each case is built once through
 ``hipdnn.Graph`` and executed repeatedly; the three implementations are timed interleaved (one run of
 each per round) so that load from other processes on a shared machine hits all of them alike, and the
-best round of each is kept. GFLOP/s counts 4*B*H*S*S*D flops, half of that under a causal mask (the
-work a causal kernel must do). The backward is timed in the same run on the same inputs: hipdnn's
-``sdpa_backward`` graph (fed o and stats from the engine's forward), PyTorch autograd of
-``scaled_dot_product_attention`` (``torch.autograd.grad`` of a retained forward graph, so only the
-backward is timed) and a numpy version that materialises P. Backward flops are counted as 2.5x
-the forward's (five S x S x D products -- the recomputed scores Q K^T, dP = dO V^T, dV = P^T dO,
-dQ = dS K and dK = dS^T Q -- against the forward's two), i.e. 10*B*H*S*S*D, halved under a causal
-mask; an implementation that recomputes more (ours does 7 products in its two passes) gets no credit
-for it. PyTorch is optional (the engine and numpy still run without it); it is
-a benchmark-only dependency, never a runtime or test one.
+best round of each is kept. Every timed call starts after a short sleep (``--settle``, 0.15 s): numpy's
+OpenBLAS threads keep spinning for ~0.1 s after a matmul returns, and without the sleep whichever
+implementation came next in the round (hipdnn's) lost 20-45 % of the 2 cores to them. GFLOP/s counts
+4*B*H*S*S*D flops, half of that under a causal mask (the work a causal kernel must do). The backward is
+timed in the same run on the same inputs: hipdnn's ``sdpa_backward`` graph (fed o and stats from the
+engine's forward), PyTorch autograd of ``scaled_dot_product_attention`` (``torch.autograd.grad`` of a
+retained forward graph, so only the backward is timed) and a numpy version that materialises P. Backward
+flops are counted as 2.5x the forward's (five S x S x D products -- the recomputed scores Q K^T, dP = dO
+V^T, dV = P^T dO, dQ = dS K and dK = dS^T Q -- against the forward's two), i.e. 10*B*H*S*S*D, halved
+under a causal mask (the engine's single pass does exactly these five; its earlier two-pass kernel did 7
+and got no credit for the extra two). ``--backward-only`` still runs the forward once per case (the
+backward needs its o and stats) but times only the backward. PyTorch is optional (the engine and numpy
+still run without it); it is a benchmark-only dependency, never a runtime or test one.
 
-The fraction of peak uses the cores' fp32 FMA peak: cores x 2 FMA pipes x 8 lanes (AVX2) x 2 flops x
-clock, with the clock read from /proc/cpuinfo ("cpu MHz"; under a hypervisor that is the nominal
-clock, so turbo can push measured fractions a little above what the formula says).
+The fraction of peak uses the cores' fp32 FMA peak: cores x 2 FMA pipes x 8 lanes (AVX2; 16 where the
+CPU has AVX-512) x 2 flops x clock, with the clock read from /proc/cpuinfo ("cpu MHz"; under a
+hypervisor that is the nominal clock, so turbo can push measured fractions a little above what the
+formula says).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import hipdnn  # noqa: E402
+from hipdnn.plugins.discovery import PluginLoadingMode  # noqa: E402
 
 F32 = hipdnn.DataType.FLOAT
 
@@ -172,11 +179,16 @@ def numpy_sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.
     return np.matmul(s, v)
 
 
-def time_interleaved(impls: dict, rounds: int, seconds: float) -> dict:
+def time_interleaved(impls: dict, rounds: int, seconds: float, settle: float = 0.0) -> dict:
+    """Best time of each implementation over interleaved rounds. ``settle`` seconds of sleep before every
+    call let the previous implementation's worker threads go idle: OpenBLAS's (numpy's matmul) keep
+    spinning for ~0.1 s after a call returns and took 20-45 % of the 2 cores from whatever ran next."""
     best = {name: float("inf") for name in impls}
     t_case = time.perf_counter()
     for rnd in range(rounds):
         for name, fn in impls.items():
+            if settle > 0:
+                time.sleep(settle)
             t0 = time.perf_counter()
             fn()
             best[name] = min(best[name], time.perf_counter() - t0)
@@ -207,7 +219,7 @@ def bench_backward(handle, eng, b, h, s, d, causal, q, k, v, rng, torch, args, i
     if ref is not None:
         mine, theirs = ours(), ref()
         err = max(float(np.abs(a - r).max() / max(1e-30, float(np.abs(r).max()))) for a, r in zip(mine, theirs))
-    best = time_interleaved(impls, args.rounds, args.seconds)
+    best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
     fl = bwd_flops(b, h, s, d, causal)
     row = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "flops": fl, "rel_err_vs_ref": err}
     for name, t in best.items():
@@ -235,9 +247,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seconds", type=float, default=6.0, help="time budget per case (rounds stop early)")
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=0.15,
+        help="seconds of sleep before each timed call (lets another library's spinning threads park)",
+    )
     ap.add_argument("--no-numpy-above", type=int, default=4096, help="skip numpy for S above this")
     ap.add_argument("--no-numpy-bwd-above", type=int, default=2048, help="skip the numpy backward above this S")
     ap.add_argument("--no-backward", action="store_true")
+    ap.add_argument(
+        "--backward-only",
+        action="store_true",
+        help="time only the backward (S = 512, 1024, 2048 unless --seqs); writes bench/results/cpu_sdpa_bwd",
+    )
+    ap.add_argument("--engine-dir", default=None, help="load the CPU engine from this directory only")
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqs", default=None, help="comma-separated S values (default 512..4096)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa"))
@@ -252,9 +276,12 @@ def main() -> None:
     except ImportError:
         torch, torch_version = None, None
 
-    handle = hipdnn.Handle()
+    if args.engine_dir:
+        handle = hipdnn.Handle(plugin_paths=[args.engine_dir], plugin_loading_mode=PluginLoadingMode.ABSOLUTE)
+    else:
+        handle = hipdnn.Handle()
     b, h = 1, 8
-    seqs = (512, 1024) if args.quick else (512, 1024, 2048, 4096)
+    seqs = (512, 1024) if args.quick else (512, 1024, 2048) if args.backward_only else (512, 1024, 2048, 4096)
     if args.seqs:
         seqs = tuple(int(x) for x in args.seqs.split(","))
     rows, brows = [], []
@@ -264,6 +291,10 @@ def main() -> None:
             for s in seqs:
                 q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
                 eng = Engine(handle, b, h, s, d, causal, q, k, v)
+                if args.backward_only:
+                    brows.append(bench_backward(handle, eng, b, h, s, d, causal, q, k, v, rng, torch, args, info))
+                    del eng
+                    continue
                 impls = {"hipdnn": eng}
                 if torch is not None:
                     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
@@ -281,15 +312,7 @@ def main() -> None:
                 if ref is not None:
                     r = np.asarray(ref())
                     err = float(np.abs(eng() - r).max() / max(1e-30, float(np.abs(r).max())))
-                best = {name: float("inf") for name in impls}
-                t_case = time.perf_counter()
-                for rnd in range(args.rounds):
-                    for name, fn in impls.items():
-                        t0 = time.perf_counter()
-                        fn()
-                        best[name] = min(best[name], time.perf_counter() - t0)
-                    if rnd >= 2 and time.perf_counter() - t_case > args.seconds:
-                        break
+                best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
                 fl = flops(b, h, s, d, causal)
                 row = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "flops": fl, "rel_err_vs_ref": err}
                 for name, t in best.items():
@@ -326,16 +349,27 @@ def main() -> None:
             "loadavg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
         },
         "engine_plugins": [p.name for p in handle.loaded_plugins()],
-        "method": "best of interleaved rounds; GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time",
+        "engine_paths": [str(p.path) for p in handle.loaded_plugins()],
+        # the backward's instantiation follows the CPU (AVX-512, else AVX2, else the baseline) unless one of
+        # these is set
+        "isa_env": {
+            k: os.environ[k] for k in ("HIPDNN_CPU_ENGINE_BASELINE", "HIPDNN_CPU_ENGINE_NO_AVX512") if k in os.environ
+        },
+        "method": "best of interleaved rounds, each call after a settle sleep (seconds: settle); "
+        "GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time",
+        "settle": args.settle,
         "results": rows,
-        "backward_method": "best of interleaved rounds; GFLOP/s = 2.5 x forward flops = 10*B*H*S*S*D (x0.5 causal) "
+        "backward_method": "best of interleaved rounds (settle sleep as above); "
+        "GFLOP/s = 2.5 x forward flops = 10*B*H*S*S*D (x0.5 causal) "
         "/ time; torch = torch.autograd.grad of a retained scaled_dot_product_attention graph (backward only); "
         "numpy materialises P",
         "backward_results": brows,
     }
     out = Path(args.out)
-    if args.quick and out == ROOT / "bench" / "results" / "cpu_sdpa":
-        out = out.with_name("cpu_sdpa_quick")  # a quick run never replaces the full results
+    if args.backward_only and out == ROOT / "bench" / "results" / "cpu_sdpa":
+        out = out.with_name("cpu_sdpa_bwd")
+    if args.quick and out.parent == ROOT / "bench" / "results" and out.name in ("cpu_sdpa", "cpu_sdpa_bwd"):
+        out = out.with_name(out.name + "_quick")  # a quick run never replaces the full results
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     print("wrote", out.with_suffix(".json"))
@@ -347,11 +381,12 @@ def main() -> None:
     except ImportError:
         print("matplotlib not installed: no plot")
         return
-    nrow = 2 if brows else 1
+    kinds = [kind for kind in (("forward", rows), ("backward", brows)) if kind[1]]
+    nrow = len(kinds)
     fig, axes2 = plt.subplots(nrow, 4, figsize=(18, 4.2 * nrow), sharey=True, squeeze=False)
     for (ax, (d, causal)), (kind, src) in (
         (pair, kind)
-        for r_i, kind in enumerate([("forward", rows), ("backward", brows)][:nrow])
+        for r_i, kind in enumerate(kinds)
         for pair in zip(axes2[r_i], [(64, False), (64, True), (128, False), (128, True)])
     ):
         sel = [r for r in src if r["D"] == d and r["causal"] == causal]
