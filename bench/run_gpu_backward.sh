@@ -7,15 +7,9 @@
 # Python in place. Writes logs and results to $OUT (default bench/results). SKIP_TESTS=1 or
 # SKIP_BENCH=1 leave a part out; TESTS names the test files (default tests/gpu).
 set -uo pipefail
-out=${OUT:-bench/results}
 plugin=${1:-hipdnn/engines/libhipdnn_hip_engine.so}
 shift || true
-python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
-inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
-  hipdnn/backend/native/execute_core.cpp -o "hipdnn/backend/_execute_core$suffix" || exit 1
-export PYTHONPATH=$PWD HIPDNN_HIP_ENGINE=$PWD/$plugin
+source "$(dirname "$0")/gpu_run_env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/gpu_backward_device.txt" 2>&1
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout 480 python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/gpu} > "$out/gpu_tests_backward.log" 2>&1

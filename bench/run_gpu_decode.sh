@@ -5,15 +5,9 @@
 # reach an index, the cffi and pycparser wheels in .whl/. Builds the execute core for that
 # machine's Python in place. Writes logs and results to $OUT (default bench/results).
 set -uo pipefail
-out=${OUT:-bench/results}
 plugin=${1:-hipdnn/engines/libhipdnn_hip_engine.so}
 shift || true
-python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
-inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
-  hipdnn/backend/native/execute_core.cpp -o "hipdnn/backend/_execute_core$suffix" || exit 1
-export PYTHONPATH=$PWD HIPDNN_HIP_ENGINE=$PWD/$plugin
+source "$(dirname "$0")/gpu_run_env.sh"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv > "$out/gpu_decode_device.txt" 2>&1
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout 420 python3 -m pytest -q -p no:cacheprovider ${TESTS:-tests/gpu} > "$out/gpu_tests_decode.log" 2>&1

@@ -48,6 +48,31 @@ def layout_strides(layout: str, b: int, h: int, s: int, d: int) -> list[int]:
     return compact([b, h, s, d])
 
 
+def gpu_graph(name: str, dtype: hipdnn.DataType, *, overridable: bool, engine: int | None) -> hipdnn.Graph:
+    """A graph of bf16 / fp16 io with fp32 intermediates and compute, as the GPU engine takes them."""
+    return hipdnn.Graph(
+        name=name,
+        io_data_type=dtype,
+        intermediate_data_type=hipdnn.DataType.FLOAT,
+        compute_data_type=hipdnn.DataType.FLOAT,
+        is_override_shape_enabled=overridable,
+        preferred_engine_id=engine,
+    )
+
+
+def seq_len_tensors(g: hipdnn.Graph, b: int) -> dict[str, hipdnn.TensorAttributes]:
+    """The padding mask's INT32 [B, 1, 1, 1] seq_len_q and seq_len_kv, keyed as the sdpa calls take them."""
+    i32 = hipdnn.DataType.INT32
+    return {
+        "seq_len_q": g.tensor(name="seq_q", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32),
+        "seq_len_kv": g.tensor(name="seq_kv", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32),
+    }
+
+
+def alignment(bottom_right: bool) -> hipdnn.DiagonalAlignment:
+    return hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT
+
+
 def sdpa_graph(
     dtype: hipdnn.DataType,
     q_dims: list[int],
@@ -64,23 +89,12 @@ def sdpa_graph(
 ) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
     b, hq, sq, d = q_dims
     _, hk, skv, _ = kv_dims
-    g = hipdnn.Graph(
-        name="gpu_sdpa",
-        io_data_type=dtype,
-        intermediate_data_type=hipdnn.DataType.FLOAT,
-        compute_data_type=hipdnn.DataType.FLOAT,
-        is_override_shape_enabled=overridable,
-        preferred_engine_id=engine,
-    )
+    g = gpu_graph("gpu_sdpa", dtype, overridable=overridable, engine=engine)
     qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
     q = g.tensor(name="q", dim=q_dims, stride=qs, data_type=dtype)
     k = g.tensor(name="k", dim=kv_dims, stride=kvs, data_type=dtype)
     v = g.tensor(name="v", dim=kv_dims, stride=kvs, data_type=dtype)
-    extra: dict[str, Any] = {}
-    if padding:
-        i32 = hipdnn.DataType.INT32
-        extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
-        extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
+    extra: dict[str, Any] = seq_len_tensors(g, b) if padding else {}
     o, lse = g.sdpa(
         q,
         k,
@@ -88,7 +102,7 @@ def sdpa_graph(
         attn_scale=scale,
         use_causal_mask=causal,
         generate_stats=stats,
-        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+        diagonal_alignment=alignment(bottom_right),
         use_padding_mask=padding,
         **extra,
     )
@@ -118,14 +132,7 @@ def dynamic_sdpa_graph(
 ) -> tuple[hipdnn.Graph, dict[str, hipdnn.TensorAttributes]]:
     """q, k, v declared [-1, h, -1, d] / [-1, hk, -1, d] and marked dynamic, in the axis order of
     ``layout``; o and stats inferred (dynamic, o in q's order). -1 heads are allowed too."""
-    g = hipdnn.Graph(
-        name="gpu_sdpa_dynamic",
-        io_data_type=dtype,
-        intermediate_data_type=hipdnn.DataType.FLOAT,
-        compute_data_type=hipdnn.DataType.FLOAT,
-        is_override_shape_enabled=True,
-        preferred_engine_id=engine,
-    )
+    g = gpu_graph("gpu_sdpa_dynamic", dtype, overridable=True, engine=engine)
     dyn, order = hipdnn.DYNAMIC_DIM, AXIS_ORDER[layout]
     q = g.tensor(name="q", dim=[dyn, h, dyn, d], stride=order, data_type=dtype).mark_dynamic()
     k = g.tensor(name="k", dim=[dyn, hk, dyn, d], stride=order, data_type=dtype).mark_dynamic()
@@ -157,14 +164,7 @@ def sdpa_backward_graph(
     (and seq_len_q / seq_len_kv with ``padding``)."""
     b, hq, sq, d = q_dims
     _, hk, skv, _ = kv_dims
-    g = hipdnn.Graph(
-        name="gpu_sdpa_backward",
-        io_data_type=dtype,
-        intermediate_data_type=hipdnn.DataType.FLOAT,
-        compute_data_type=hipdnn.DataType.FLOAT,
-        is_override_shape_enabled=overridable,
-        preferred_engine_id=engine,
-    )
+    g = gpu_graph("gpu_sdpa_backward", dtype, overridable=overridable, engine=engine)
     qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
     t: dict[str, hipdnn.TensorAttributes] = {}
     for name in ("q", "o", "dO"):
@@ -174,11 +174,7 @@ def sdpa_backward_graph(
     t["stats"] = g.tensor(
         name="stats", dim=[b, hq, sq, 1], stride=compact([b, hq, sq, 1]), data_type=hipdnn.DataType.FLOAT
     )
-    extra: dict[str, Any] = {}
-    if padding:
-        i32 = hipdnn.DataType.INT32
-        extra["seq_len_q"] = g.tensor(name="seq_q", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
-        extra["seq_len_kv"] = g.tensor(name="seq_kv", dim=[b, 1, 1, 1], stride=[1, 1, 1, 1], data_type=i32)
+    extra: dict[str, Any] = seq_len_tensors(g, b) if padding else {}
     dq, dk, dv = g.sdpa_backward(
         t["q"],
         t["k"],
@@ -188,7 +184,7 @@ def sdpa_backward_graph(
         t["stats"],
         attn_scale=scale,
         use_causal_mask=causal,
-        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+        diagonal_alignment=alignment(bottom_right),
         use_padding_mask=padding,
         **extra,
     )
@@ -214,14 +210,7 @@ def dynamic_sdpa_backward_graph(
     """The backward node with q, o, dO declared [-1, h, -1, d], k, v [-1, hk, -1, d] (dynamic, in the
     axis order of ``layout``) and stats [-1, h, -1, 1]; dQ, dK, dV inferred dynamic. -1 heads are
     allowed too."""
-    g = hipdnn.Graph(
-        name="gpu_sdpa_backward_dynamic",
-        io_data_type=dtype,
-        intermediate_data_type=hipdnn.DataType.FLOAT,
-        compute_data_type=hipdnn.DataType.FLOAT,
-        is_override_shape_enabled=True,
-        preferred_engine_id=engine,
-    )
+    g = gpu_graph("gpu_sdpa_backward_dynamic", dtype, overridable=True, engine=engine)
     dyn, order = hipdnn.DYNAMIC_DIM, AXIS_ORDER[layout]
     t: dict[str, hipdnn.TensorAttributes] = {}
     for name, heads in (("q", h), ("o", h), ("dO", h), ("k", hk), ("v", hk)):
@@ -238,7 +227,7 @@ def dynamic_sdpa_backward_graph(
         t["stats"],
         attn_scale=scale,
         use_causal_mask=causal,
-        diagonal_alignment=hipdnn.DiagonalAlignment.BOTTOM_RIGHT if bottom_right else hipdnn.DiagonalAlignment.TOP_LEFT,
+        diagonal_alignment=alignment(bottom_right),
     )
     for x in (dq, dk, dv):
         x.set_output(True)

@@ -1,0 +1,11 @@
+# Sourced by bench/run_gpu_*.sh: readies a CUDA machine to run the GPU tests and benchmarks from this
+# checkout. Installs cffi (from the wheels in .whl/ when pip cannot reach an index), builds the execute
+# core for this machine's Python in place, and exports PYTHONPATH and HIPDNN_HIP_ENGINE (the plugin at
+# $plugin, relative to the repository root). Sets $out (default bench/results).
+out=${OUT:-bench/results}
+python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
+inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
+suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
+g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
+  hipdnn/backend/native/execute_core.cpp -o "hipdnn/backend/_execute_core$suffix" || exit 1
+export PYTHONPATH=$PWD HIPDNN_HIP_ENGINE=$PWD/$plugin
