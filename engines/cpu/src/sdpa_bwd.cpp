@@ -457,12 +457,16 @@ inline const float* rows_of(const void* base, DType t, const Shape& s, int64_t o
         rs = s.strides[2];
         return static_cast<const float*>(base) + off + r0 * s.strides[2];
     }
+    const bool copy = t == DType::F32 && s.strides[3] == 1;
     for(int64_t i = 0; i < n; ++i)
     {
         const int64_t row = off + (r0 + i) * s.strides[2];
         float* d = dst + i * wp;
-        for(int64_t e = 0; e < width; ++e)
-            d[e] = ld(base, row + e * s.strides[3], t);
+        if(copy)
+            std::memcpy(d, static_cast<const float*>(base) + row, sizeof(float) * static_cast<size_t>(width));
+        else
+            for(int64_t e = 0; e < width; ++e)
+                d[e] = ld(base, row + e * s.strides[3], t);
         for(int64_t e = width; e < wp; ++e)
             d[e] = 0.0f;
     }
