@@ -357,7 +357,11 @@ OOM_SCRIPT = textwrap.dedent(
 def test_accumulator_allocation_failure_is_reported() -> None:
     """Where the call's dQ accumulator cannot be allocated, the execute fails with ALLOC_FAILED naming the
     node and the size, and nothing crashes."""
-    run = subprocess.run([sys.executable, "-c", OOM_SCRIPT], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # two OpenMP threads, both started by the small call: a thread started under the limit could not get a stack
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    run = subprocess.run(
+        [sys.executable, "-c", OOM_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "ERROR" in run.stdout and "NO ERROR" not in run.stdout, run.stdout + run.stderr
     assert "ALLOC_FAILED" in run.stdout and "cannot allocate" in run.stdout and "sdpa_bwd" in run.stdout, run.stdout
