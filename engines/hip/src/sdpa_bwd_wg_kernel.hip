@@ -15,9 +15,19 @@
 //                                           K read MN-major as B), added to fp32 sums atomically.
 // dQ of a tile always sums over all 128 keys (one atomic per element and key block): at D = 128
 // each warpgroup computes half the head dim (64 accumulator registers would not fit beside dK and
-// dV); at D = 64 the tiles are 128 rows (twice the work per barrier and wait) and each warpgroup
-// computes 64 of them. Q, dO, lse2 and delta of the next tile load (cp.async) while the current one computes.
-// Tiles in shared memory use the 128-byte swizzle wgmma reads (sdpa_wgmma.h).
+// dV); at D = 64 the tiles are 128 rows (twice the work per wait) and each warpgroup computes 64
+// of them. Tiles in shared memory use the 128-byte swizzle wgmma reads (sdpa_wgmma.h).
+//
+// The two warpgroups never meet at a block barrier inside the walk, so one's softmax and dS^T can
+// run while the other's products do. mbarriers carry what they share:
+//   - three stages of Q, dO, lse2 and delta: every thread copies its part of tile n + 2 (cp.async)
+//     into the stage of tile n - 1 once both warpgroups have released that stage, and its copies
+//     arrive on the stage's "full" barrier, which the tile's consumers wait on;
+//   - two dS^T buffers: a warpgroup stores its half of tile n's dS^T and arrives on "full"; it
+//     computes the dQ share of tile n - 1 (which needs the other half) during tile n, by when the
+//     other warpgroup has normally stored it long ago, and releases the buffer on "empty".
+// Measured against the same kernel with two block barriers per tile: +3-5% at D = 128, even at
+// D = 64 (bench/results/gpu_sdpa_backward.json; RFC 0006 lists the variants tried).
 #include "sdpa_bwd_internal.h"
 #include "sdpa_bwd_plan.h"
 #include "sdpa_device_common.h"
@@ -47,11 +57,39 @@ template <int BM>
 constexpr uint32_t kDsBytes = kBwdKeys * BM * 2;
 template <int BM>
 constexpr uint32_t kStatBytes = 2 * BM * 4; // lse2 and delta of one tile
+constexpr int kStages = 3; // Q / dO / lse2 / delta tiles: one computing, two loading
+constexpr int kMbars = 2 * kStages + 4; // full and empty per stage; dS^T full and empty per buffer
 template <int D, int BM>
-constexpr size_t kBwdSmem = 2 * kKvBytes<D> + 4 * kTileBytes<D, BM> + kDsBytes<BM> + 2 * kStatBytes<BM> + 1024;
+constexpr size_t kBwdSmem
+    = 2 * kKvBytes<D> + 2 * kStages * kTileBytes<D, BM> + 2 * kDsBytes<BM> + kStages * kStatBytes<BM> + 8 * kMbars + 1024;
+
+__device__ __forceinline__ void mbar_init(uint32_t mb, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mb), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t mb)
+{
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(mb) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive_on_copies(uint32_t mb)
+{
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(mb) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t mb, uint32_t parity)
+{
+    uint32_t done = 0;
+    while(!done)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(mb), "r"(parity)
+                     : "memory");
+}
 
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
-// ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, bench/results/gpu_sdpa_bwd.json):
+// ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
 // the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
 template <ElemType T, int D, int BM>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
@@ -74,12 +112,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint32_t raw = smem_addr(smem_raw);
     const uint32_t k_base = (raw + 1023u) & ~1023u;
     const uint32_t v_base = k_base + kKvBytes<D>;
-    const uint32_t q_base = v_base + kKvBytes<D>;        // 2 stages
-    const uint32_t do_base = q_base + 2 * TB; // 2 stages
-    const uint32_t ds_base = do_base + 2 * TB;
-    const uint32_t st_base = ds_base + kDsBytes<BM>; // 2 stages of [lse2 BM][delta BM]
+    const uint32_t q_base = v_base + kKvBytes<D>;
+    const uint32_t do_base = q_base + kStages * TB;
+    const uint32_t ds_base = do_base + kStages * TB;          // 2 buffers
+    const uint32_t st_base = ds_base + 2 * kDsBytes<BM>;     // stages of [lse2 BM][delta BM]
+    const uint32_t mb_full = st_base + kStages * SB;         // per stage: its tile landed
+    const uint32_t mb_empty = mb_full + 8 * kStages;         // per stage: both warpgroups done with it
+    const uint32_t mb_ds_full = mb_empty + 8 * kStages;      // per dS^T buffer: both warpgroups stored
+    const uint32_t mb_ds_empty = mb_ds_full + 16;            // per dS^T buffer: both warpgroups' dQ read it
     const float* st_ptr = reinterpret_cast<const float*>(smem_raw + (st_base - raw));
-    unsigned char* ds_ptr = smem_raw + (ds_base - raw);
 
     const int tid = static_cast<int>(threadIdx.x);
     const int wgi = __shfl_sync(0xffffffffu, tid >> 7, 0); // warp-uniform
@@ -121,8 +162,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         const int hh = n / ntq;
         const int qt = qt0 + (n % ntq) * BM;
         const int h = hk * group + hh;
-        const uint32_t qs = q_base + (n & 1) * TB;
-        const uint32_t dos = do_base + (n & 1) * TB;
+        const uint32_t qs = q_base + (n % kStages) * TB;
+        const uint32_t dos = do_base + (n % kStages) * TB;
         const uint16_t* qp = static_cast<const uint16_t*>(f.q) + b * f.q_sb + h * f.q_sh;
         const uint16_t* dop = static_cast<const uint16_t*>(A.dout) + b * A.do_sb + h * A.do_sh;
 #pragma unroll
@@ -143,7 +184,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             const int64_t w0 = (static_cast<int64_t>(z) * group + hh) * rows_per_head + qt;
             const float* src = (tid < BM / 4 ? sl.lse2 : sl.delta) + w0;
             const bool in = qt + 4 * c < rows_per_head;
-            cp_async_16(st_base + (n & 1) * SB + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
+            cp_async_16(st_base + (n % kStages) * SB + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
         }
     };
 
@@ -152,11 +193,20 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     for(int i = 0; i < ND; ++i)
         dk[i] = dv[i] = 0.0f;
 
+    if(tid == 0)
+        for(int i = 0; i < kMbars; ++i)
+            mbar_init(mb_full + 8 * i, NT);
+    __syncthreads();
     if(nsteps > 0)
     {
         load_kv();
         load_tile(0);
-        cp_async_commit();
+        mbar_arrive_on_copies(mb_full);
+        if(nsteps > 1)
+        {
+            load_tile(1);
+            mbar_arrive_on_copies(mb_full + 8);
+        }
     }
     const float sl2 = f.scale_log2;
     const int key_row0 = kw + 16 * w + g; // this thread's keys: key_row0 and key_row0 + 8
@@ -164,20 +214,50 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint64_t k_desc = wg::desc(k_base + wgi * 64 * 128, 16, 1024);
     const uint64_t v_desc = wg::desc(v_base + wgi * 64 * 128, 16, 1024);
 
+    auto issue_dq = [&](int m, float (&acc)[32]) {
+        const uint32_t dsb = ds_base + (m & 1) * kDsBytes<BM>;
+        const uint32_t ds_a0 = BM == 128 ? dsb + wgi * BK * 128 : dsb;
+        const uint32_t k_b0 = D == 128 ? k_base + wgi * BK * 128 : k_base;
+        wg::fence();
+#pragma unroll
+        for(int kk = 0; kk < BK / 16; ++kk)
+        {
+            const uint64_t da = wg::desc(ds_a0 + kk * 16 * 128, BK * 128, 1024);
+            const uint64_t db = wg::desc(k_b0 + kk * 16 * 128, BK * 128, 1024);
+            if(kk == 0)
+                wg::ss<T, 64, 0, 1, 1>(acc, da, db);
+            else
+                wg::ss<T, 64, 1, 1, 1>(acc, da, db);
+        }
+    };
+    auto flush_dq_acc = [&](int m, const float (&acc)[32]) {
+        const int hh = m / ntq;
+        const int qt = qt0 + (m % ntq) * BM;
+        const int col0 = D == 128 ? wgi * 64 : 0;
+        const int row0 = BM == 128 ? qt + wgi * 64 : qt;
+        float* base = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head) * D + col0;
+#pragma unroll
+        for(int h2 = 0; h2 < 2; ++h2)
+        {
+            const int row = row0 + 16 * w + g + 8 * h2;
+            if(row >= len.sq)
+                continue; // rows past the batch's length carry dS = 0
+            float* ar = base + static_cast<int64_t>(row) * D + 2 * t;
+#pragma unroll
+            for(int j = 0; j < 8; ++j)
+                atomicAdd(reinterpret_cast<float2*>(ar + 8 * j), make_float2(acc[4 * j + 2 * h2], acc[4 * j + 2 * h2 + 1]));
+        }
+    };
+
     for(int n = 0; n < nsteps; ++n)
     {
-        cp_async_wait<0>();
+        mbar_wait(mb_full + 8 * (n % kStages), (n / kStages) & 1); // tile n landed
         fence_proxy_async();
-        __syncthreads(); // tile n landed; every thread is past tile n - 1 (its stage and dS are free)
-        if(n + 1 < nsteps)
-            load_tile(n + 1);
-        cp_async_commit();
 
-        const int hh = n / ntq;
         const int qt = qt0 + (n % ntq) * BM;
-        const uint32_t qs = q_base + (n & 1) * TB;
-        const uint32_t dos = do_base + (n & 1) * TB;
-        const float* lse_s = st_ptr + (n & 1) * (SB / 4);
+        const uint32_t qs = q_base + (n % kStages) * TB;
+        const uint32_t dos = do_base + (n % kStages) * TB;
+        const float* lse_s = st_ptr + (n % kStages) * (SB / 4);
         const float* del_s = lse_s + BM;
 
         // S^T and dP^T (64 keys x BM rows per warpgroup).
@@ -255,12 +335,19 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             dsa[kk][2] = pack2<T>(dp[8 * kk + 4], dp[8 * kk + 5]);
             dsa[kk][3] = pack2<T>(dp[8 * kk + 6], dp[8 * kk + 7]);
         }
+        if(n >= 2)
+            mbar_wait(mb_ds_empty + 8 * (n & 1), ((n - 2) >> 1) & 1); // both dQ of tile n - 2 read this buffer
+        const uint32_t dsb = ds_base + (n & 1) * kDsBytes<BM>;
+        unsigned char* ds_ptr = smem_raw + (dsb - raw);
         const int kr = wgi * 64 + 16 * w + g; // key row within the block
 #pragma unroll
         for(int j = 0; j < NJ; ++j)
 #pragma unroll
             for(int h2 = 0; h2 < 2; ++h2)
                 *reinterpret_cast<uint32_t*>(ds_ptr + woff<BK>(kr + 8 * h2, j) + 4 * t) = dsa[j >> 1][(j & 1) * 2 + h2];
+
+        fence_proxy_async();
+        mbar_arrive(mb_ds_full + 8 * (n & 1));
 
         // dV += P^T dO and dK += dS^T Q (B: the tile read MN-major). (Issuing dV before dS^T is
         // computed measured 2-7% slower: registers.)
@@ -273,50 +360,47 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             wg::rs<T, D>(dk, dsa[kk], wg::desc(qs + kk * 16 * 128, BM * 128, 1024));
         wg::commit();
 
-        // dQ share: dS (A, MN-major from dS^T in shared memory) times K (B, MN-major), over all
-        // 128 keys, so it reads both warpgroups' dS^T. At D = 128 each warpgroup takes half the
-        // head dim of the tile's 64 rows; with 128-row tiles (D = 64) each takes 64 of the rows.
-        fence_proxy_async();
-        __syncthreads(); // dS^T of both warpgroups stored
+        // dQ of tile n - 1 (both warpgroups' dS^T of it are stored by now unless one lags), so that
+        // neither warpgroup waits for the other within a tile.
         float dq[32];
-        const uint32_t ds_a0 = BM == 128 ? ds_base + wgi * BK * 128 : ds_base;
-        const uint32_t k_b0 = D == 128 ? k_base + wgi * BK * 128 : k_base;
-        wg::fence();
-#pragma unroll
-        for(int kk = 0; kk < BK / 16; ++kk)
+        if(n >= 1)
         {
-            const uint64_t da = wg::desc(ds_a0 + kk * 16 * 128, BK * 128, 1024);
-            const uint64_t db = wg::desc(k_b0 + kk * 16 * 128, BK * 128, 1024);
-            if(kk == 0)
-                wg::ss<T, 64, 0, 1, 1>(dq, da, db);
-            else
-                wg::ss<T, 64, 1, 1, 1>(dq, da, db);
+            mbar_wait(mb_ds_full + 8 * ((n - 1) & 1), ((n - 1) >> 1) & 1);
+            issue_dq(n - 1, dq);
+            wg::commit();
         }
-        wg::commit();
         wg::wait<0>();
-        wg::pin(dq);
         wg::pin(dk);
         wg::pin(dv);
         wg::pin(pa);
         wg::pin(dsa);
-
-        // Rows past the batch's length carry dS = 0: their sums are left alone.
-        const int col0 = D == 128 ? wgi * 64 : 0;
-        const int row0 = BM == 128 ? qt + wgi * 64 : qt;
-        float* acc = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head) * D + col0;
-#pragma unroll
-        for(int h2 = 0; h2 < 2; ++h2)
+        mbar_arrive(mb_empty + 8 * (n % kStages)); // this thread is done with tile n's stage
+        if(n >= 1)
         {
-            const int row = row0 + 16 * w + g + 8 * h2;
-            if(row >= len.sq)
-                continue;
-            float* ar = acc + static_cast<int64_t>(row) * D + 2 * t;
-#pragma unroll
-            for(int j = 0; j < 8; ++j)
-                atomicAdd(reinterpret_cast<float2*>(ar + 8 * j), make_float2(dq[4 * j + 2 * h2], dq[4 * j + 2 * h2 + 1]));
+            wg::pin(dq);
+            mbar_arrive(mb_ds_empty + 8 * ((n - 1) & 1));
+            flush_dq_acc(n - 1, dq);
+        }
+        // Tile n + 2 into the stage of tile n - 1, once both warpgroups are done with it.
+        if(n + 2 < nsteps)
+        {
+            if(n >= 1)
+                mbar_wait(mb_empty + 8 * ((n + 2) % kStages), ((n - 1) / kStages) & 1);
+            load_tile(n + 2);
+            mbar_arrive_on_copies(mb_full + 8 * ((n + 2) % kStages));
         }
     }
     cp_async_wait<0>();
+    if(nsteps > 0)
+    {
+        float dq[32];
+        mbar_wait(mb_ds_full + 8 * ((nsteps - 1) & 1), ((nsteps - 1) >> 1) & 1);
+        issue_dq(nsteps - 1, dq);
+        wg::commit();
+        wg::wait<0>();
+        wg::pin(dq);
+        flush_dq_acc(nsteps - 1, dq);
+    }
 
     // dK (times the scale) and dV of this thread's keys; zero for keys no query row sees.
     uint16_t* dkp = static_cast<uint16_t*>(A.dk) + b * A.dk_sb + hk * A.dk_sh;
