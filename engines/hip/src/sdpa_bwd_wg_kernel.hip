@@ -26,7 +26,7 @@
 //   - two dS^T buffers: a warpgroup stores its half of tile n's dS^T and arrives on "full"; it
 //     computes the dQ share of tile n - 1 (which needs the other half) during tile n, by when the
 //     other warpgroup has normally stored it long ago, and releases the buffer on "empty".
-// Measured against the same kernel with two block barriers per tile: +3-5% at D = 128, even at
+// Measured against the same kernel with two block barriers per tile: +3-5% at D = 128, -2..+1% at
 // D = 64 (bench/results/gpu_sdpa_backward.json; RFC 0006 lists the variants tried).
 #include "sdpa_bwd_internal.h"
 #include "sdpa_bwd_plan.h"
