@@ -183,6 +183,7 @@ struct KindInfo
     std::string (*read)(const wire::Node& n, Plan& p); // options and tensor uids; "" or why not
     size_t (*workspace)(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
     void (*launch)(const Launch& l);
+    std::string (*check)(const Plan& p); // planning rules of this kind beyond the shared ones (or null)
 };
 
 // The layer binds buffers and checks overrides on `declared` (the node's tensors, in role order);
@@ -432,13 +433,15 @@ std::string read_backward(const wire::Node& n, Plan& plan)
 
 size_t forward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
 size_t backward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev);
+std::string check_backward_fits(const Plan& p);
 void launch_forward(const Launch& l);
 void launch_backward(const Launch& l);
 
 const KindInfo kKinds[] = {
-    {wire::NodeAttributes::SdpaAttributes, "sdpa_fwd", "sdpa", read_forward, forward_workspace, launch_forward},
+    {wire::NodeAttributes::SdpaAttributes, "sdpa_fwd", "sdpa", read_forward, forward_workspace, launch_forward,
+     nullptr},
     {wire::NodeAttributes::SdpaBackwardAttributes, "sdpa_bwd", "sdpa_backward", read_backward, backward_workspace,
-     launch_backward},
+     launch_backward, check_backward_fits},
 };
 
 // The backward's workspace for its maximum shape (wildcards: the cap), whichever engine runs it.
@@ -452,7 +455,7 @@ size_t backward_workspace(const Plan& p, int64_t, const DeviceInfo&)
 // one (batch, kv head) pair in the workspace it reports; else every call would fail.
 std::string check_backward_fits(const Plan& p)
 {
-    if(p.kind->type != wire::NodeAttributes::SdpaBackwardAttributes || p.override_enabled || p.has_dynamic)
+    if(p.override_enabled || p.has_dynamic)
         return "";
     const Dims4 &q = p.shape4[kQ], &k = p.shape4[kK];
     const size_t ws = backward_workspace(p, 0, DeviceInfo{});
@@ -586,7 +589,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         plan.scale = 1.0f / std::sqrt(static_cast<float>(d));
     if(!std::isfinite(plan.scale))
         return format("node '%s': attn_scale is not finite", nm);
-    return check_backward_fits(plan);
+    return plan.kind->check != nullptr ? plan.kind->check(plan) : "";
 }
 
 std::string describe(const Plan& p, int64_t engine)

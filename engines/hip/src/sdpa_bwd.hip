@@ -356,12 +356,8 @@ hipError_t prepare_bwd_kernels(Tier tier)
 {
     if(tier != Tier::TensorCore || !bwd_wg_built())
         return hipSuccess;
-    hipError_t e;
-    for(ElemType t : {ElemType::Bf16, ElemType::Half})
-        for(int d : {64, 128})
-            if((e = bwd_wg_set_attrs(t, d)) != hipSuccess)
-                return e;
-    return hipSuccess;
+    const hipError_t e = bwd_wg_set_attrs(ElemType::Bf16);
+    return e != hipSuccess ? e : bwd_wg_set_attrs(ElemType::Half);
 }
 
 hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* workspace, size_t workspace_bytes,

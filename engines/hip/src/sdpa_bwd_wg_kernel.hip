@@ -458,7 +458,7 @@ bool bwd_wg_built()
     return true;
 }
 
-hipError_t bwd_wg_set_attrs(ElemType t, int)
+hipError_t bwd_wg_set_attrs(ElemType t)
 {
     return t == ElemType::Bf16 ? set_attrs_for<ElemType::Bf16>() : set_attrs_for<ElemType::Half>();
 }
@@ -475,7 +475,7 @@ bool bwd_wg_built()
     return false;
 }
 
-hipError_t bwd_wg_set_attrs(ElemType, int)
+hipError_t bwd_wg_set_attrs(ElemType)
 {
     return hipSuccess;
 }
