@@ -115,12 +115,20 @@ def run_case(
     override: bool = False,
     seq_q: list[int] | None = None,
     seq_kv: list[int] | None = None,
+    nan_past_lengths: bool = False,
 ) -> None:
     tdt = TORCH[dtype]
     qs, kvs = layout_strides(layout, b, hq, sq, d), layout_strides(layout, b, hk, skv, d)
     q = random_view([b, hq, sq, d], qs, tdt, gen)
     k = random_view([b, hk, skv, d], kvs, tdt, gen)
     v = random_view([b, hk, skv, d], kvs, tdt, gen)
+    if nan_past_lengths:
+        # what a caller leaves in the padding: no kernel may let it reach a result
+        assert seq_q is not None and seq_kv is not None
+        for bi in range(b):
+            q[bi, :, seq_q[bi] :] = float("nan")
+            k[bi, :, seq_kv[bi] :] = float("nan")
+            v[bi, :, seq_kv[bi] :] = float("nan")
     o = Guarded([b, hq, sq, d], qs, tdt)
     st_strides = compact([b, hq, sq, 1])
     lse = Guarded([b, hq, sq, 1], st_strides, torch.float32)
@@ -468,7 +476,7 @@ KERNEL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "wg", "serial", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "ws_cp", "ws_cp_early", "wg", "serial", "mma"])
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), KERNEL_CASES)
 def test_tensor_core_kernel_variants(
@@ -521,7 +529,7 @@ def test_tensor_core_kernel_variants(
     )
 
 
-@pytest.mark.parametrize("kernel", ["ws", "wg", "mma"])
+@pytest.mark.parametrize("kernel", ["ws", "ws_cp", "wg", "mma"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_core_kernels_padding_and_scale(
     handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, d: int
@@ -568,3 +576,53 @@ def test_tensor_core_kernels_padding_and_scale(
     g2, t2 = sdpa_graph(BF16, [1, 2, 300, d], [1, 2, 300, d], "bhsd", scale=-0.05, engine=TENSOR_CORE)
     g2.build(handle)
     run_case(handle, g2, t2, BF16, "bhsd", 1, 2, 2, 300, 300, d, scale=-0.05, causal_tl=False, causal_br=False, gen=gen)
+
+
+@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "ws_cp", "ws_cp_early", "wg", "mma"])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("causal", [None, "br"])
+def test_padding_never_reads_past_the_lengths(
+    handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, d: int, layout: str, causal: str | None
+) -> None:
+    """NaN in every q row past seq_len_q and every k / v row past seq_len_kv: each Hopper kernel's
+    output must match the reference of the valid rows. The copy-engine kernels load whole tiles
+    (the tensor's rows, not the batch's), so this is what proves they clear the tail of V."""
+    if TENSOR_CORE not in engines_here(handle):
+        pytest.skip("engine 202 does not run on this device")
+    if kernel != "default":
+        monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
+    b, hq, hk, s = 4, 4, 2, 517
+    g, t = sdpa_graph(
+        BF16,
+        [b, hq, s, d],
+        [b, hk, s, d],
+        layout,
+        causal=causal is not None,
+        bottom_right=causal == "br",
+        padding=True,
+        scale=0.09,
+        engine=TENSOR_CORE,
+    )
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(5 + d)
+    run_case(
+        handle,
+        g,
+        t,
+        BF16,
+        layout,
+        b,
+        hq,
+        hk,
+        s,
+        s,
+        d,
+        scale=0.09,
+        causal_tl=False,
+        causal_br=causal == "br",
+        gen=gen,
+        seq_q=[517, 1, 200, 130],
+        seq_kv=[300, 517, 1, 129],
+        nan_past_lengths=True,
+    )

@@ -3,6 +3,7 @@
 // setup. The kernel families live in sdpa_mma_kernel.hip (mma.sync), sdpa_wg_kernel.hip (wgmma)
 // and sdpa_ws_kernel.hip (warp-specialized wgmma). Only the NVIDIA build has them; elsewhere the
 // tier reports itself absent and launches fall back to the portable kernel.
+#include "sdpa_async.h"
 #include "sdpa_kernels.h"
 #include "sdpa_tc_families.h"
 
@@ -19,15 +20,18 @@ namespace
 
 // Which Hopper kernel engine 202 launches. HIPDNN_HIP_202_KERNEL (read per launch, so a
 // benchmark or test can compare them in one process) forces one: "ws" (warp-specialized,
-// P converted after the previous P V), "ws_early" (the same converting P while that P V runs),
-// "wg" (the wgmma kernel without specialization), "serial" (wg without the softmax / P V
-// overlap), "mma" (the earlier mma.sync kernel). Unset (or "auto"): chosen per launch from the
-// call's effective shapes (tc_auto_choice), so overridden shapes get the right kernel too.
+// K and V by the copy engine, P converted after the previous P V), "ws_early" (the same
+// converting P while that P V runs), "ws_cp" / "ws_cp_early" (those two with K and V copied by
+// cp.async), "wg" (the wgmma kernel without specialization), "serial" (wg without the softmax /
+// P V overlap), "mma" (the earlier mma.sync kernel). Unset (or "auto"): chosen per launch from
+// the call's effective shapes (tc_auto_choice), so overridden shapes get the right kernel too.
 enum class TcKernel
 {
     Auto,
     Ws,
     WsEarlyPack,
+    WsCp,
+    WsCpEarlyPack,
     Wgmma,
     WgmmaSerial,
     MmaSync
@@ -42,6 +46,10 @@ TcKernel tc_kernel_choice()
         return TcKernel::Ws;
     if(std::strcmp(e, "ws_early") == 0)
         return TcKernel::WsEarlyPack;
+    if(std::strcmp(e, "ws_cp") == 0)
+        return TcKernel::WsCp;
+    if(std::strcmp(e, "ws_cp_early") == 0)
+        return TcKernel::WsCpEarlyPack;
     if(std::strcmp(e, "wg") == 0)
         return TcKernel::Wgmma;
     if(std::strcmp(e, "mma") == 0)
@@ -51,25 +59,15 @@ TcKernel tc_kernel_choice()
     return TcKernel::Auto;
 }
 
-// Per-shape choice, from the H200 measurements (bf16, H = 16, B * S = 32768;
-// bench/results/gpu_sdpa_ws1.json and gpu_sdpa_ws2_latepack.json, RFC 0006). The choice is made
-// per launch from the call's effective shapes, so a plan executed through shape overrides gets
-// the choice of its actual shape, with no host synchronisation.
-//  * keys <= 1024: warp-specialized, P converted late (no wgmma serialization): 4-10% faster
-//    than converting early at S = 512, about even at 1024;
-//  * D = 64 without a causal mask: the plain wgmma kernel (3 warpgroups of 64 rows, every warp
-//    computing), 1-2% ahead of the warp-specialized one from S = 2048 in both runs;
-//  * otherwise warp-specialized, P converted while P V runs: 2-5% faster than late conversion
-//    from S = 4096.
-// Before the warp-specialized kernel existed, D = 64 with keys <= 1024 went to the mma.sync
-// kernel; it is now slower than the warp-specialized one at every measured shape.
-TcKernel tc_auto_choice(const SdpaArgs& a)
+// The default, from the H200 measurements (bf16, H = 16, B * S = 32768, S = 512 / 2048 / 8192,
+// every variant in one run; bench/results/gpu_sdpa_tma.json, RFC 0006): the warp-specialized
+// kernel with K and V brought by the copy engine and P converted late is the fastest at every
+// measured shape, by 14-40% over the cp.async build and 16-50% over the plain wgmma kernel.
+// (With cp.async the late conversion had won only at short sequences; with the producer no longer
+// the bottleneck, the early conversion's serialized wgmma costs 0-27% everywhere.)
+TcKernel tc_auto_choice(const SdpaArgs&)
 {
-    if(a.skv <= 1024)
-        return TcKernel::Ws;
-    if(a.d == 64 && !a.mask_tl && !a.mask_br)
-        return TcKernel::Wgmma;
-    return TcKernel::WsEarlyPack;
+    return TcKernel::Ws;
 }
 
 bool aligned16(const void* p)
@@ -77,7 +75,58 @@ bool aligned16(const void* p)
     return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
 }
 
+// The driver's tensor-map encoder, looked up once through the runtime (the engine links the
+// static runtime only, not libcuda). A CUDA-only facility with no HIP counterpart, so it is
+// called here directly rather than through hip_portability.h. Null when the driver lacks it.
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn tensor_map_encoder()
+{
+    static const EncodeTiledFn fn = [] {
+        void* p = nullptr;
+        cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+        if(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found)
+               != cudaSuccess
+           || found != cudaDriverEntryPointSuccess)
+        {
+            (void)cudaGetLastError();
+            return static_cast<EncodeTiledFn>(nullptr);
+        }
+        return reinterpret_cast<EncodeTiledFn>(p);
+    }();
+    return fn;
+}
+
 } // namespace
+
+bool tma_tile_map(CUtensorMap& map, const void* base, int64_t d, int64_t rows, int64_t heads, int64_t batch,
+                  int64_t row_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_rows)
+{
+    const EncodeTiledFn encode = tensor_map_encoder();
+    if(encode == nullptr || !aligned16(base) || d % 64 != 0 || rows <= 0 || heads <= 0 || batch <= 0)
+        return false;
+    const int64_t extent[3] = {rows, heads, batch};
+    const int64_t stride[3] = {row_stride, head_stride, batch_stride};
+    cuuint64_t dims[4] = {static_cast<cuuint64_t>(d), 0, 0, 0};
+    cuuint64_t strides[3] = {0, 0, 0}; // bytes, dimensions 1..3
+    for(int i = 0; i < 3; ++i)
+    {
+        // A dimension of extent 1 is never stepped over: any legal stride describes it.
+        const int64_t bytes = extent[i] == 1 ? 16 : stride[i] * 2;
+        if(bytes <= 0 || bytes % 16 != 0 || bytes >= (int64_t(1) << 40))
+            return false;
+        dims[i + 1] = static_cast<cuuint64_t>(extent[i]);
+        strides[i] = static_cast<cuuint64_t>(bytes);
+    }
+    const cuuint32_t box[4] = {64, box_rows, 1, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    return encode(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, const_cast<void*>(base), dims, strides, box, unit,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+           == CUDA_SUCCESS;
+}
 
 bool tensor_core_tier_built()
 {
@@ -135,9 +184,13 @@ hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t st
     switch(choice)
     {
     case TcKernel::Ws:
-        return ws_launch(a, t, true, stream);
+        return ws_launch(a, t, true, true, stream);
     case TcKernel::WsEarlyPack:
-        return ws_launch(a, t, false, stream);
+        return ws_launch(a, t, false, true, stream);
+    case TcKernel::WsCp:
+        return ws_launch(a, t, true, false, stream);
+    case TcKernel::WsCpEarlyPack:
+        return ws_launch(a, t, false, false, stream);
     case TcKernel::Wgmma:
         return wg_launch(a, t, true, stream);
     case TcKernel::WgmmaSerial:

@@ -3,6 +3,7 @@
 #include "sdpa_device_common.h"
 #include "sdpa_tc_families.h"
 #if defined(HIPDNN_HIP_ON_NVIDIA)
+#include "sdpa_async.h"
 #include "sdpa_mma_sync.h"
 #include "sdpa_wg_softmax.h"
 #include "sdpa_wgmma.h"
@@ -17,19 +18,34 @@ namespace
 {
 
 using namespace mma_sync;
+using namespace async;
 
 // Warp-specialized Hopper kernel ("ws"): one producer warpgroup streams K and V through
 // shared-memory rings guarded by mbarriers; two consumer warpgroups (64 query rows each) run
 // the wgmma / softmax loop of sdpa_fwd_wg and take turns issuing their MMAs (ping-pong).
 //
-// Producer (warpgroup 0, registers lowered to kWsProducerRegs by setmaxnreg): for each tile n it
-// waits until the consumers have released the K stage n % KS (mbarrier empty_k), copies K n
-// with 16-byte cp.async (zero-filled past the batch's last key), then does the same for V n.
-// Its copy groups alternate K0 V0 K1 V1 ...; after issuing one it waits for the group before
-// (cp.async.wait_group 1), makes those writes visible to the tensor cores' async proxy
-// (fence.proxy.async), and one lane per warp arrives on that group's full barrier (4 arrivals
-// complete a phase). The order guarantees progress: K n is announced after V n is issued, which
-// waits for V n - VS, released in consumer iteration n - VS + 1 < n.
+// Producer (warpgroup 0, registers lowered to kWsProducerRegs by setmaxnreg), two builds:
+//  * Tma (the default): one thread. For each tile n it waits until the consumers have released
+//    the K stage n % KS (mbarrier empty_k), announces the stage's byte count on full_k
+//    (arrive.expect_tx) and has the copy engine bring K n as D / 64 boxes of 64 columns x BN
+//    rows (tensor maps built per launch by the host; rows past the tensor's keys arrive as
+//    zeros), then the same for V n. The copies complete on the full barrier by byte count.
+//    ncu on the cp.async build (D = 128, S = 4096) showed why: its four producer warps issued
+//    more instructions than the eight consumer warps (address arithmetic for 32 16-byte copies
+//    per thread per tile), and the consumers spent 28% of their time waiting for K.
+//    The copy engine does not know a batch's padded length: V rows past it but inside the
+//    tensor hold whatever the caller left there, and P = 0 times a NaN is NaN. So a consumer
+//    zeroes those rows of the one tile that crosses the length before its P V (both consumers
+//    write the same zeros; each fences and syncs its own warpgroup before its MMA reads them).
+//    K rows there need nothing: their scores are replaced by -inf.
+//  * cp.async (when the driver cannot describe the tensors): all 128 threads copy K n with
+//    16-byte cp.async (zero-filled past the batch's last key), then V n; copy groups alternate
+//    K0 V0 K1 V1 ...; after issuing one a thread waits for the group before
+//    (cp.async.wait_group 1), makes those writes visible to the tensor cores' async proxy
+//    (fence.proxy.async), and one lane per warp arrives on that group's full barrier (4 arrivals
+//    complete a phase).
+// Either way the order guarantees progress: K n is announced after V n is issued, which waits for
+// V n - VS, released in consumer iteration n - VS + 1 < n.
 //
 // Consumers (warpgroups 1, 2; registers raised to kWsConsumerRegs): each loads its own Q rows,
 // then per tile n waits on full_k[n] and full_v[n - 1], issues S = Q K_n^T and O += P_{n-1} V_{n-1},
@@ -57,45 +73,15 @@ constexpr size_t kWsSmemBytes = 1024 + size_t(kWsBlockM) * D * 2 + size_t(kWsKSt
                                 + 8 * 2 * (kWsKStages + kWsVStages);
 static_assert(kWsSmemBytes<128> <= 227 * 1024, "shared memory");
 
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+// The copy engine's view of K and V for one launch (unused by the cp.async build).
+struct WsMaps
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
+    CUtensorMap k;
+    CUtensorMap v;
+};
 
-__device__ __forceinline__ void mbar_arrive(uint32_t bar)
-{
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t parity)
-{
-    uint32_t ok;
-    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                 : "=r"(ok)
-                 : "r"(bar), "r"(parity)
-                 : "memory");
-    return ok != 0;
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
-{
-    while(!mbar_try_wait(bar, parity))
-    {
-    }
-}
-
-__device__ __forceinline__ void named_sync(int id, int threads)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void named_arrive(int id, int threads)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-template <ElemType T, int D, bool LatePack>
-__global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
+template <ElemType T, int D, bool LatePack, bool Tma>
+__global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a, const __grid_constant__ WsMaps maps)
 {
     constexpr int BN = kWsBlockN;
     constexpr int BM = kWsBlockM;
@@ -136,16 +122,16 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
 #pragma unroll
         for(int i = 0; i < KS; ++i)
         {
-            mbar_init(full_k + 8 * i, 4);
+            mbar_init(full_k + 8 * i, Tma ? 1 : 4);
             mbar_init(empty_k + 8 * i, 4 * kWsConsumers);
         }
 #pragma unroll
         for(int i = 0; i < VS; ++i)
         {
-            mbar_init(full_v + 8 * i, 4);
+            mbar_init(full_v + 8 * i, Tma ? 1 : 4);
             mbar_init(empty_v + 8 * i, 4 * kWsConsumers);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 
@@ -154,6 +140,28 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
         if(ntiles == 0)
             return;
+        if constexpr(Tma)
+        {
+            if(tid != 0)
+                return;
+            for(int n = 0; n < ntiles; ++n)
+            {
+                const int ks = n % KS, vs = n % VS;
+                if(n >= KS)
+                    mbar_wait(empty_k + 8 * ks, ((n / KS) - 1) & 1);
+                mbar_arrive_expect_tx(full_k + 8 * ks, KT);
+#pragma unroll
+                for(int blk = 0; blk < D / 64; ++blk)
+                    tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN, hk, b);
+                if(n >= VS)
+                    mbar_wait(empty_v + 8 * vs, ((n / VS) - 1) & 1);
+                mbar_arrive_expect_tx(full_v + 8 * vs, KT);
+#pragma unroll
+                for(int blk = 0; blk < D / 64; ++blk)
+                    tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN, hk, b);
+            }
+            return;
+        }
         const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
         const uint16_t* vp = static_cast<const uint16_t*>(a.v) + b * a.v_sb + hk * a.v_sh;
         auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0) {
@@ -283,6 +291,28 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
             wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
         };
 
+        // V tile nv crossing a padded batch's key length: zero its rows from the length on
+        // (copy-engine build only; cp.async zero-fills them itself).
+        auto zero_v_tail = [&](int nv) {
+            if constexpr(Tma)
+            {
+                const int valid = len.skv - nv * BN;
+                if(a.padding && valid < BN && len.skv < a.skv)
+                {
+                    const uint32_t vt = v_base + (nv % VS) * KT;
+                    for(int i = wtid; i < BN * CH; i += 128)
+                    {
+                        const int r = i / CH, c = i % CH;
+                        if(r >= valid)
+                            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vt + woff<BN>(r, c)), "r"(0)
+                                         : "memory");
+                    }
+                    fence_proxy_async();
+                    named_sync(wg_bar, 128);
+                }
+            }
+        };
+
         if(cw == 1)
             named_arrive(1, 256); // consumer 0 issues first
 
@@ -304,6 +334,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
         {
             mbar_wait(full_k + 8 * (n % KS), (n / KS) & 1);
             mbar_wait(full_v + 8 * ((n - 1) % VS), ((n - 1) / VS) & 1);
+            zero_v_tail(n - 1);
             plan_qk(n);
             plan_pv(n - 1);
             wg::pin(o);
@@ -349,6 +380,7 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
             }
         }
         mbar_wait(full_v + 8 * ((ntiles - 1) % VS), ((ntiles - 1) / VS) & 1);
+        zero_v_tail(ntiles - 1);
         plan_pv(ntiles - 1);
         wg::pin(o);
         stage_p();
@@ -405,16 +437,29 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a)
 template <ElemType T, int D, bool LatePack>
 hipError_t set_attrs_ws()
 {
-    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack>),
+    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack, true>),
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmemBytes<D>));
+    if(e != hipSuccess)
+        return e;
+    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack, false>),
                                hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmemBytes<D>));
 }
 
 template <ElemType T, int D, bool LatePack>
-hipError_t launch_ws_typed(const SdpaArgs& a, hipStream_t stream)
+hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, hipStream_t stream)
 {
     const dim3 grid(static_cast<unsigned>((a.sq + kWsBlockM - 1) / kWsBlockM), static_cast<unsigned>(a.hq),
                     static_cast<unsigned>(a.batch));
-    hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a);
+    WsMaps maps{};
+    const bool tma = copy_engine
+                     && tma_tile_map(maps.k, a.k, D, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
+                     && tma_tile_map(maps.v, a.v, D, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
+    if(tma)
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack, true>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a,
+                           maps);
+    else
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack, false>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a,
+                           maps);
     return hipGetLastError();
 }
 
@@ -427,14 +472,14 @@ hipError_t ws_set_attrs_for(ElemType t, int d)
 }
 
 template <bool LatePack>
-hipError_t ws_launch_for(const SdpaArgs& a, ElemType t, hipStream_t stream)
+hipError_t ws_launch_for(const SdpaArgs& a, ElemType t, bool copy_engine, hipStream_t stream)
 {
     const bool bf = t == ElemType::Bf16;
     if(a.d == 64)
-        return bf ? launch_ws_typed<ElemType::Bf16, 64, LatePack>(a, stream)
-                  : launch_ws_typed<ElemType::Half, 64, LatePack>(a, stream);
-    return bf ? launch_ws_typed<ElemType::Bf16, 128, LatePack>(a, stream)
-              : launch_ws_typed<ElemType::Half, 128, LatePack>(a, stream);
+        return bf ? launch_ws_typed<ElemType::Bf16, 64, LatePack>(a, copy_engine, stream)
+                  : launch_ws_typed<ElemType::Half, 64, LatePack>(a, copy_engine, stream);
+    return bf ? launch_ws_typed<ElemType::Bf16, 128, LatePack>(a, copy_engine, stream)
+              : launch_ws_typed<ElemType::Half, 128, LatePack>(a, copy_engine, stream);
 }
 
 } // namespace
@@ -444,9 +489,10 @@ hipError_t ws_set_attrs(ElemType t, int d, bool late_pack)
     return late_pack ? ws_set_attrs_for<true>(t, d) : ws_set_attrs_for<false>(t, d);
 }
 
-hipError_t ws_launch(const SdpaArgs& a, ElemType t, bool late_pack, hipStream_t stream)
+hipError_t ws_launch(const SdpaArgs& a, ElemType t, bool late_pack, bool copy_engine, hipStream_t stream)
 {
-    return late_pack ? ws_launch_for<true>(a, t, stream) : ws_launch_for<false>(a, t, stream);
+    return late_pack ? ws_launch_for<true>(a, t, copy_engine, stream)
+                     : ws_launch_for<false>(a, t, copy_engine, stream);
 }
 
 #endif // HIPDNN_HIP_ON_NVIDIA
