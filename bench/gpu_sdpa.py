@@ -16,10 +16,14 @@ once with requires_grad under the backend, and torch.autograd.grad(out, (q, k, v
 retain_graph=True) is what is timed. TFLOP/s count the backward as 2.5x the forward's flops (as the
 PyTorch anchors do). o and stats for ours come from our own forward.
 
-Results go to bench/results/<tag>.json (and .png when matplotlib exists); --backward-only writes
-the backward rows alone (tag gpu_sdpa_backward by default).
+Roofline: the same run measures the card's dense bf16 GEMM rate (torch.matmul, the best of a few
+large square sizes) and reports every hipdnn rate as a fraction of it ("roofline_fraction"), drawn as
+a line in the plot.
 
-    python bench/gpu_sdpa.py [--plugin PATH] [--quick] [--backward-only] [--out bench/results]
+Results go to bench/results/<tag>.json (and .png when matplotlib exists); --backward-only writes
+the backward rows alone (tag gpu_sdpa_backward by default), --forward-only the forward rows alone.
+
+    python bench/gpu_sdpa.py [--plugin PATH] [--quick] [--forward-only | --backward-only] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -92,6 +96,18 @@ def host_us(fn: Callable[[], Any], reps: int = 50) -> float:
         ts.append(time.perf_counter() - t0)
     torch.cuda.synchronize()
     return statistics.median(ts) * 1e6
+
+
+def gemm_bf16_tflops() -> dict[str, float]:
+    """The card's measured dense bf16 matmul rate (TFLOP/s) at a few square sizes; "best" is the max."""
+    rates: dict[str, float] = {}
+    for n in (4096, 8192, 16384):
+        x, y = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        ms = gpu_ms(lambda x=x, y=y: x @ y, reps=max(3, int(2e13 / (2 * n**3))))
+        rates[str(n)] = 2 * n**3 / (ms * 1e-3) / 1e12
+        del x, y
+    rates["best"] = max(rates.values())
+    return rates
 
 
 def rel(a: Any, b: Any) -> float:
@@ -245,6 +261,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--tag", default=None, help="output name (default gpu_sdpa, or gpu_sdpa_backward)")
     ap.add_argument("--backward-only", action="store_true", help="only the backward rows")
+    ap.add_argument("--forward-only", action="store_true", help="only the forward rows")
     ap.add_argument(
         "--variants",
         default="",
@@ -291,6 +308,8 @@ def main() -> None:
             )
         torch.cuda.synchronize()
         return
+    gemm = gemm_bf16_tflops()
+    print(f"dense bf16 GEMM: {gemm['best']:.0f} TFLOP/s (roofline of the fractions below)", flush=True)
     results: list[dict[str, Any]] = []
     max_plans: dict[tuple[int, bool], tuple[Any, Any]] = {}
 
@@ -407,12 +426,15 @@ def main() -> None:
                         row["ratio_vs_cudnn"] = row["ours"] / row["cudnn"]
                     if row.get("ours") and row.get("ours_smax_override"):
                         row["max_shape_penalty"] = row["ours_smax_override_ms"] / row["ours_ms"] - 1.0
+                    if row.get("ours"):
+                        row["roofline_fraction"] = row["ours"] / gemm["best"]
                     results.append(row)
                     print(
                         f"d={d:3d} causal={causal!s:5} S={s:5d} B={b:3d}  ours {row.get('ours') or 0:6.1f}  "
                         f"smax {row.get('ours_smax_override') or 0:6.1f}  flash {row.get('flash') or 0:6.1f}  "
                         f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  "
-                        f"host {row['host_us_execute']:.0f} us"
+                        f"host {row['host_us_execute']:.0f} us  "
+                        f"{100 * (row.get('roofline_fraction') or 0):.0f}% of GEMM"
                         + "".join(f"  {k} {row.get('ours_' + k) or 0:6.1f}" for k in variants),
                         flush=True,
                     )
@@ -443,7 +465,10 @@ def main() -> None:
         except Exception as exc:
             portable = {"error": f"{type(exc).__name__}: {exc}"[:300]}
 
-    backward = backward_rows(handle, bwd_s_list, args.quick)
+    backward = [] if args.forward_only else backward_rows(handle, bwd_s_list, args.quick)
+    for r in backward:
+        if r.get("ours"):
+            r["roofline_fraction"] = r["ours"] / gemm["best"]
 
     out = {
         "command": " ".join([Path(sys.executable).name] + sys.argv),
@@ -454,6 +479,8 @@ def main() -> None:
         "cudnn": torch.backends.cudnn.version(),
         "plugin": str(plugin),
         "flops": "4*B*H*S*S*D, halved for causal",
+        "gemm_bf16_tflops": gemm,
+        "roofline": "roofline_fraction = ours / gemm_bf16_tflops['best'] (dense bf16 torch.matmul, same run)",
         "timing": "CUDA events around N calls queued behind torch.cuda._sleep; median of 3 batches",
         "results": results,
         "portable": portable,
@@ -507,6 +534,7 @@ def main() -> None:
                 xs = [r["s"] for r in rows]
                 for key, label in curves:
                     ax.plot(xs, [r.get(key) or float("nan") for r in rows], marker="o", label=label)
+                ax.axhline(gemm["best"], color="grey", linestyle="--", linewidth=1, label="dense bf16 GEMM (roofline)")
                 ax.set_xscale("log", base=2)
                 ax.set_title(f"{kind} d={d} {'causal' if causal else 'full'}")
                 ax.set_xlabel("S (B*S = 32768, H = 16)")

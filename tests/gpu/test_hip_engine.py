@@ -455,11 +455,12 @@ def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
         h0.close()
 
 
-# Engine 202 has five Hopper kernel variants, picked per launch from the shapes ("default") or forced by
-# HIPDNN_HIP_202_KERNEL: the warp-specialized wgmma kernel ("ws": producer warpgroup, mbarrier
-# rings, two ping-ponged consumer warpgroups; "ws_early": the same converting P while the previous
-# P V runs), the wgmma kernel without specialization ("wg"), the
-# same without the softmax / P V overlap ("serial"), and the earlier mma.sync kernel ("mma").
+# Engine 202 has six Hopper kernel variants, picked per launch from the shapes ("default") or forced by
+# HIPDNN_HIP_202_KERNEL: the warp-specialized wgmma kernel ("ws": a producer warpgroup feeding
+# mbarrier rings through the copy engine, consumer warpgroups taking turns: 3 at D = 64, 2 at
+# D = 128; "ws_2wg": 2 at D = 64 too; "ws_cp": K and V by cp.async), the wgmma kernel without
+# specialization ("wg"), the same without the softmax / P V overlap ("serial"), and the earlier
+# mma.sync kernel ("mma").
 # Lengths straddle the 64-row warpgroup and 128/192-row block / 128-key tile boundaries, and the
 # K/V stage rotations (2-3 stages, several passes round the rings).
 KERNEL_CASES = [
@@ -476,7 +477,7 @@ KERNEL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "ws_cp", "ws_cp_early", "wg", "serial", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "ws", "ws_2wg", "ws_cp", "wg", "serial", "mma"])
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), KERNEL_CASES)
 def test_tensor_core_kernel_variants(
@@ -529,7 +530,7 @@ def test_tensor_core_kernel_variants(
     )
 
 
-@pytest.mark.parametrize("kernel", ["ws", "ws_cp", "wg", "mma"])
+@pytest.mark.parametrize("kernel", ["ws", "ws_2wg", "ws_cp", "wg", "mma"])
 @pytest.mark.parametrize("d", [64, 128])
 def test_tensor_core_kernels_padding_and_scale(
     handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, kernel: str, d: int
@@ -578,7 +579,7 @@ def test_tensor_core_kernels_padding_and_scale(
     run_case(handle, g2, t2, BF16, "bhsd", 1, 2, 2, 300, 300, d, scale=-0.05, causal_tl=False, causal_br=False, gen=gen)
 
 
-@pytest.mark.parametrize("kernel", ["default", "ws", "ws_early", "ws_cp", "ws_cp_early", "wg", "mma"])
+@pytest.mark.parametrize("kernel", ["default", "ws", "ws_2wg", "ws_cp", "wg", "mma"])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
 @pytest.mark.parametrize("causal", [None, "br"])
@@ -624,5 +625,117 @@ def test_padding_never_reads_past_the_lengths(
         gen=gen,
         seq_q=[517, 1, 200, 130],
         seq_kv=[300, 517, 1, 129],
+        nan_past_lengths=True,
+    )
+
+
+# Shapes for the warp-specialized kernel's schedule: odd and even counts of query blocks (128 rows
+# at D = 128, 192 at D = 64), Sq > Skv and Sq < Skv, bottom-right rows that see no key, GQA.
+SCHEDULE_CASES = [
+    # b, hq, hk, sq, skv, d, causal, bottom_right
+    (2, 4, 2, 1000, 1000, 64, True, False),
+    (1, 2, 2, 1500, 700, 128, True, True),
+    (3, 2, 1, 777, 1200, 64, False, False),
+    (1, 4, 4, 1100, 1100, 128, True, False),
+    (2, 2, 2, 2049, 333, 64, True, True),
+]
+
+
+@pytest.mark.parametrize("pairs", [1, 2, 3, 7])
+@pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), SCHEDULE_CASES)
+def test_warp_specialized_schedules(
+    handle: hipdnn.Handle,
+    monkeypatch: pytest.MonkeyPatch,
+    pairs: int,
+    b: int,
+    hq: int,
+    hk: int,
+    sq: int,
+    skv: int,
+    d: int,
+    causal: bool,
+    bottom_right: bool,
+) -> None:
+    """One block of the grid walks several pairs of query blocks back to back (HIPDNN_HIP_202_PAIRS
+    forces how many; the launcher picks 1-4 by itself): K / V ring and Q buffers carried across items,
+    the turn-taking of the consumers restarted per item, items with no visible key."""
+    if TENSOR_CORE not in engines_here(handle):
+        pytest.skip("engine 202 does not run on this device")
+    monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", "ws")
+    monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
+    gen = torch.Generator(device="cuda").manual_seed(sq + skv + d + pairs)
+    scale = 0.9 / math.sqrt(d)
+    g, t = sdpa_graph(
+        BF16,
+        [b, hq, sq, d],
+        [b, hk, skv, d],
+        "bshd",
+        causal=causal,
+        bottom_right=bottom_right,
+        scale=scale,
+        engine=TENSOR_CORE,
+    )
+    g.build(handle)
+    run_case(
+        handle,
+        g,
+        t,
+        BF16,
+        "bshd",
+        b,
+        hq,
+        hk,
+        sq,
+        skv,
+        d,
+        scale=scale,
+        causal_tl=causal and not bottom_right,
+        causal_br=causal and bottom_right,
+        gen=gen,
+    )
+
+
+@pytest.mark.parametrize("pairs", [2, 5])
+@pytest.mark.parametrize("d", [64, 128])
+def test_warp_specialized_schedules_with_padding(
+    handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, pairs: int, d: int
+) -> None:
+    """Several items per block with per-batch lengths and NaN past them (Q rows of a later item land
+    while an earlier one is still in its epilogue)."""
+    if TENSOR_CORE not in engines_here(handle):
+        pytest.skip("engine 202 does not run on this device")
+    monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
+    b, hq, hk, s = 3, 2, 1, 1400
+    g, t = sdpa_graph(
+        HALF,
+        [b, hq, s, d],
+        [b, hk, s, d],
+        "bhsd",
+        causal=True,
+        bottom_right=True,
+        padding=True,
+        scale=0.1,
+        engine=TENSOR_CORE,
+    )
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(17 + d + pairs)
+    run_case(
+        handle,
+        g,
+        t,
+        HALF,
+        "bhsd",
+        b,
+        hq,
+        hk,
+        s,
+        s,
+        d,
+        scale=0.1,
+        causal_tl=False,
+        causal_br=True,
+        gen=gen,
+        seq_q=[1400, 900, 2],
+        seq_kv=[1200, 1400, 700],
         nan_past_lengths=True,
     )

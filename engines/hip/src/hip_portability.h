@@ -34,6 +34,7 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipDeviceAttributeComputeCapabilityMajor cudaDevAttrComputeCapabilityMajor
 #define hipDeviceAttributeComputeCapabilityMinor cudaDevAttrComputeCapabilityMinor
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
+#define hipDeviceAttributeL2CacheSize cudaDevAttrL2CacheSize
 #define hipGetLastError cudaGetLastError
 #define hipPeekAtLastError cudaPeekAtLastError
 #define hipGetErrorString cudaGetErrorString

@@ -20,18 +20,17 @@ namespace
 
 // Which Hopper kernel engine 202 launches. HIPDNN_HIP_202_KERNEL (read per launch, so a
 // benchmark or test can compare them in one process) forces one: "ws" (warp-specialized,
-// K and V by the copy engine, P converted after the previous P V), "ws_early" (the same
-// converting P while that P V runs), "ws_cp" / "ws_cp_early" (those two with K and V copied by
-// cp.async), "wg" (the wgmma kernel without specialization), "serial" (wg without the softmax /
-// P V overlap), "mma" (the earlier mma.sync kernel). Unset (or "auto"): chosen per launch from
-// the call's effective shapes (tc_auto_choice), so overridden shapes get the right kernel too.
+// K and V by the copy engine; 3 consumer warpgroups at D = 64), "ws_2wg" (the same with 2 at
+// D = 64), "ws_cp" (K and V copied by cp.async), "wg" (the wgmma kernel without
+// specialization), "serial" (wg without the softmax / P V overlap), "mma" (the earlier mma.sync
+// kernel). Unset (or "auto"): chosen per launch from the call's effective shapes
+// (tc_auto_choice), so overridden shapes get the right kernel too.
 enum class TcKernel
 {
     Auto,
     Ws,
-    WsEarlyPack,
+    WsTwoConsumers,
     WsCp,
-    WsCpEarlyPack,
     Wgmma,
     WgmmaSerial,
     MmaSync
@@ -44,12 +43,10 @@ TcKernel tc_kernel_choice()
         return TcKernel::Auto;
     if(std::strcmp(e, "ws") == 0)
         return TcKernel::Ws;
-    if(std::strcmp(e, "ws_early") == 0)
-        return TcKernel::WsEarlyPack;
+    if(std::strcmp(e, "ws_2wg") == 0)
+        return TcKernel::WsTwoConsumers;
     if(std::strcmp(e, "ws_cp") == 0)
         return TcKernel::WsCp;
-    if(std::strcmp(e, "ws_cp_early") == 0)
-        return TcKernel::WsCpEarlyPack;
     if(std::strcmp(e, "wg") == 0)
         return TcKernel::Wgmma;
     if(std::strcmp(e, "mma") == 0)
@@ -138,7 +135,7 @@ hipError_t prepare_kernels(Tier tier)
     if(tier != Tier::TensorCore)
         return hipSuccess;
     // One attribute per kernel instance, in a fixed order: the mma.sync kernel, the wgmma kernel
-    // with and without overlap, the warp-specialized one packing P late and early.
+    // with and without overlap, the warp-specialized one.
     const ElemType types[] = {ElemType::Bf16, ElemType::Half};
     const int dims[] = {64, 128};
     hipError_t e;
@@ -151,11 +148,10 @@ hipError_t prepare_kernels(Tier tier)
             for(int d : dims)
                 if((e = wg_set_attrs(t, d, flag)) != hipSuccess)
                     return e;
-    for(bool flag : {true, false})
-        for(ElemType t : types)
-            for(int d : dims)
-                if((e = ws_set_attrs(t, d, flag)) != hipSuccess)
-                    return e;
+    for(ElemType t : types)
+        for(int d : dims)
+            if((e = ws_set_attrs(t, d)) != hipSuccess)
+                return e;
     return hipSuccess;
 }
 
@@ -184,13 +180,11 @@ hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t st
     switch(choice)
     {
     case TcKernel::Ws:
-        return ws_launch(a, t, true, true, stream);
-    case TcKernel::WsEarlyPack:
-        return ws_launch(a, t, false, true, stream);
+        return ws_launch(a, t, 0, true, stream);
+    case TcKernel::WsTwoConsumers:
+        return ws_launch(a, t, 2, true, stream);
     case TcKernel::WsCp:
-        return ws_launch(a, t, true, false, stream);
-    case TcKernel::WsCpEarlyPack:
-        return ws_launch(a, t, false, false, stream);
+        return ws_launch(a, t, 0, false, stream);
     case TcKernel::Wgmma:
         return wg_launch(a, t, true, stream);
     case TcKernel::WgmmaSerial:

@@ -19,11 +19,12 @@ hipError_t mma_launch(const SdpaArgs& a, ElemType t, hipStream_t stream);
 hipError_t wg_set_attrs(ElemType t, int d, bool overlap);
 hipError_t wg_launch(const SdpaArgs& a, ElemType t, bool overlap, hipStream_t stream);
 
-// sdpa_ws_kernel.hip: warp-specialized wgmma (sdpa_fwd_ws); late_pack: P converted after the
-// previous P V rather than while it runs; copy_engine: K and V brought by the bulk tensor copy
-// engine (falls back to cp.async when the driver cannot describe the tensors), else by cp.async.
-hipError_t ws_set_attrs(ElemType t, int d, bool late_pack);
-hipError_t ws_launch(const SdpaArgs& a, ElemType t, bool late_pack, bool copy_engine, hipStream_t stream);
+// sdpa_ws_kernel.hip: warp-specialized wgmma (sdpa_fwd_ws). consumers: computing warpgroups per
+// block at D = 64, 2 or 3 (0: the default, 3); D = 128 always has 2. copy_engine: K and V brought
+// by the bulk tensor copy engine (falling back to cp.async when the driver cannot describe the
+// tensors), else by cp.async.
+hipError_t ws_set_attrs(ElemType t, int d);
+hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, hipStream_t stream);
 
 } // namespace hipdnn_hip
 

@@ -40,16 +40,18 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
 {
     if(edge)
     {
+        // Per row, the last visible column relative to this thread's first one, so that each
+        // score costs one compare with a constant and one select.
+        int lim[2];
+#pragma unroll
+        for(int hf = 0; hf < 2; ++hf)
+            lim[hf] = min(len.skv - 1, r0 + hf * 8 + len.diag) - (kv0 + 2 * t);
 #pragma unroll
         for(int j = 0; j < BN / 8; ++j)
 #pragma unroll
             for(int e = 0; e < 4; ++e)
-            {
-                const int col = kv0 + j * 8 + 2 * t + (e & 1);
-                const int row = r0 + (e >> 1) * 8;
-                if(col >= len.skv || col > row + len.diag)
+                if(j * 8 + (e & 1) > lim[e >> 1])
                     s[4 * j + e] = -INFINITY;
-            }
     }
 #pragma unroll
     for(int hf = 0; hf < 2; ++hf)

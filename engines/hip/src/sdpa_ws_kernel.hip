@@ -1,5 +1,5 @@
 // hipdnn HIP engine, engine 202: the warp-specialized wgmma flash-attention forward kernel
-// (sdpa_fwd_ws), P converted late or early. NVIDIA sm_90a only (inline PTX); a stub elsewhere.
+// (sdpa_fwd_ws). NVIDIA sm_90a only (inline PTX); a stub elsewhere.
 #include "sdpa_device_common.h"
 #include "sdpa_tc_families.h"
 #if defined(HIPDNN_HIP_ON_NVIDIA)
@@ -8,6 +8,10 @@
 #include "sdpa_wg_softmax.h"
 #include "sdpa_wgmma.h"
 #endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
 
 namespace hipdnn_hip
 {
@@ -21,8 +25,12 @@ using namespace mma_sync;
 using namespace async;
 
 // Warp-specialized Hopper kernel ("ws"): one producer warpgroup streams K and V through
-// shared-memory rings guarded by mbarriers; two consumer warpgroups (64 query rows each) run
-// the wgmma / softmax loop of sdpa_fwd_wg and take turns issuing their MMAs (ping-pong).
+// shared-memory rings guarded by mbarriers; NC consumer warpgroups (64 query rows each) run
+// the wgmma / softmax loop of sdpa_fwd_wg and take turns issuing their MMAs (round robin).
+// NC = 2 at D = 128 (232 registers each), 3 at D = 64 (160 each): at D = 64 a tile's MMAs take
+// half as long as at D = 128 while its softmax (one ex2 per score on the 16-per-clock
+// special-function units) takes as long, so two more warpgroups' MMAs are needed to cover one
+// warpgroup's softmax.
 //
 // Producer (warpgroup 0, registers lowered to kWsProducerRegs by setmaxnreg), two builds:
 //  * Tma (the default): one thread. For each tile n it waits until the consumers have released
@@ -47,75 +55,106 @@ using namespace async;
 // Either way the order guarantees progress: K n is announced after V n is issued, which waits for
 // V n - VS, released in consumer iteration n - VS + 1 < n.
 //
-// Consumers (warpgroups 1, 2; registers raised to kWsConsumerRegs): each loads its own Q rows,
+// Consumers (warpgroups 1..NC; registers raised by setmaxnreg): each loads its own Q rows,
 // then per tile n waits on full_k[n] and full_v[n - 1], issues S = Q K_n^T and O += P_{n-1} V_{n-1},
-// waits for S, releases K n (one lane per warp arrives on empty_k: 8 arrivals), computes the
-// softmax while P V runs, waits for P V, releases V n - 1, rescales O. The issue of each
-// consumer is bracketed by two named barriers (ids 1, 2; 256 threads): consumer c waits for
-// its turn, issues, then hands the turn to the other, so the tensor cores receive the two
-// warpgroups' MMAs alternately and one warpgroup's softmax runs under the other's MMAs.
-// Both consumers make ntiles + 1 issues; the second skips its last hand-over, so every
-// barrier phase that is opened is completed.
+// waits for S, releases K n (one lane per warp arrives on empty_k: 4 NC arrivals), computes the
+// softmax while P V runs, waits for P V, releases V n - 1, rescales O, and only then converts P
+// to the input type. (Converting it while P V runs, as sdpa_fwd_wg does, makes ptxas serialize
+// every wgmma of the loop, C7513; measured 0-27% slower once the copy engine fed the loop.)
+// The issue of each consumer is bracketed by named barriers (ids 1..NC; 256 threads): consumer
+// c waits for its turn on barrier 1 + c, issues, then hands the turn to consumer c + 1 (mod NC),
+// so the tensor cores receive the warpgroups' MMAs in turn and one warpgroup's softmax runs
+// under the others' MMAs. Every consumer makes ntiles + 1 issues; the last one opens the first
+// turn and skips its last hand-over, so every barrier phase that is opened is completed.
 //
 // Output: each consumer writes its normalised 64 x D tile into its own (no longer read) Q
 // rows of shared memory, then stores 16-byte chunks, whole rows per pair of warps.
-constexpr int kWsConsumers = 2;
-constexpr int kWsThreads = (kWsConsumers + 1) * 128;
-constexpr int kWsBlockM = kWsConsumers * 64;
 constexpr int kWsBlockN = 128;
-constexpr int kWsKStages = 3;
-constexpr int kWsVStages = 3;
-constexpr int kWsProducerRegs = 40;
-constexpr int kWsConsumerRegs = 232;
-static_assert(kWsProducerRegs * 128 + kWsConsumerRegs * 128 * kWsConsumers <= 65536, "register file");
+// Ring depths. At D = 128 two Q blocks (64 KiB) leave room for 3 K stages and 2 V stages
+// (225 KiB in all); at D = 64 (three consumers, 192-row Q blocks) 3 and 3 use 145 KiB.
 template <int D>
-constexpr size_t kWsSmemBytes = 1024 + size_t(kWsBlockM) * D * 2 + size_t(kWsKStages + kWsVStages) * kWsBlockN * D * 2
-                                + 8 * 2 * (kWsKStages + kWsVStages);
-static_assert(kWsSmemBytes<128> <= 227 * 1024, "shared memory");
+constexpr int kWsKStages = 3;
+template <int D>
+constexpr int kWsVStages = D == 128 ? 2 : 3;
+// The register split between the roles for NC consumer warpgroups.
+template <int NC>
+constexpr int kWsThreads = (NC + 1) * 128;
+template <int NC>
+constexpr int kWsProducerRegs = NC == 2 ? 40 : 24;
+template <int NC>
+constexpr int kWsConsumerRegs = NC == 2 ? 232 : 160;
+static_assert(kWsProducerRegs<2> * 128 + kWsConsumerRegs<2> * 128 * 2 <= 65536, "register file");
+static_assert(kWsProducerRegs<3> * 128 + kWsConsumerRegs<3> * 128 * 3 <= 65536, "register file");
+template <int D, int NC>
+constexpr size_t kWsSmemBytes = 1024 + 2 * size_t(NC * 64) * D * 2
+                                + size_t(kWsKStages<D> + kWsVStages<D>) * kWsBlockN * D * 2
+                                + 8 * (2 * (kWsKStages<D> + kWsVStages<D>) + 4);
+static_assert(kWsSmemBytes<128, 2> <= 227 * 1024, "shared memory");
+static_assert(kWsSmemBytes<64, 3> <= 227 * 1024, "shared memory");
 
-// The copy engine's view of K and V for one launch (unused by the cp.async build).
+// The copy engine's view of Q, K and V for one launch (unused by the cp.async build).
 struct WsMaps
 {
+    CUtensorMap q;
     CUtensorMap k;
     CUtensorMap v;
 };
 
-template <ElemType T, int D, bool LatePack, bool Tma>
-__global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a, const __grid_constant__ WsMaps maps)
+// Which query blocks a block of the grid computes: blockIdx.x names a group of `pairs` pairs of
+// query blocks of head blockIdx.y, batch blockIdx.z; pair p is the blocks nqb - 1 - p and p,
+// computed in that order (the longer first under a causal mask, so every pair, and every block
+// of the grid, has about the same work: causal balance without a work queue). One block walks
+// its items back to back: the producer streams item j + 1's Q, K and V while the consumers
+// finish item j, and Q has two buffers so item j + 1's can land during item j's epilogue.
+struct WsSchedule
+{
+    int nqb = 0;   // query blocks of BM rows
+    int pairs = 1; // pairs per block of the grid
+};
+
+template <ElemType T, int D, int NC, bool Tma>
+__global__ void __launch_bounds__(kWsThreads<NC>, 1)
+    sdpa_fwd_ws(const SdpaArgs a, const WsSchedule sched, const __grid_constant__ WsMaps maps)
 {
     constexpr int BN = kWsBlockN;
-    constexpr int BM = kWsBlockM;
-    constexpr int KS = kWsKStages;
-    constexpr int VS = kWsVStages;
+    constexpr int BM = NC * 64;
+    constexpr int KS = kWsKStages<D>;
+    constexpr int VS = kWsVStages<D>;
     constexpr int CH = D / 8;           // 16-byte chunks per row
     constexpr uint32_t KT = BN * D * 2; // bytes per K or V tile
+    constexpr uint32_t QT = BM * D * 2; // bytes per Q block
     constexpr int NSR = BN / 2;         // score registers per thread
     constexpr int NOR = D / 2;          // output registers per thread
     constexpr int KP = BN / 16;         // 16-key steps of P V
 
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw);
-    const uint32_t q_base = (raw + 1023u) & ~1023u;
-    const uint32_t k_base = q_base + BM * D * 2;
+    const uint32_t q_base = (raw + 1023u) & ~1023u; // two Q blocks: item j uses q_base + (j & 1) * QT
+    const uint32_t k_base = q_base + 2 * QT;
     const uint32_t v_base = k_base + KS * KT;
     const uint32_t bar_base = v_base + VS * KT;
     const uint32_t full_k = bar_base, empty_k = full_k + 8 * KS;
     const uint32_t full_v = empty_k + 8 * KS, empty_v = full_v + 8 * VS;
+    const uint32_t full_q = empty_v + 8 * VS, empty_q = full_q + 16;
 
     const int tid = static_cast<int>(threadIdx.x);
     const int role = __shfl_sync(0xffffffffu, tid >> 7, 0); // warp-uniform: 0 producer, 1.. consumers
     const int lane = tid & 31;
-    const int qblock = static_cast<int>(gridDim.x - 1 - blockIdx.x);
     const int h = static_cast<int>(blockIdx.y);
     const int b = static_cast<int>(blockIdx.z);
     const int hk = h / (a.hq / a.hk);
     const BatchLengths len = batch_lengths(a, b);
-    const int q0 = qblock * BM;
-
-    const int last_row = min(q0 + BM, len.sq) - 1;
-    int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
-    kv_end = max(kv_end, 0);
-    const int ntiles = (kv_end + BN - 1) / BN;
+    const int pair0 = static_cast<int>(blockIdx.x) * sched.pairs;
+    const int npairs = (sched.nqb + 1) / 2;
+    // Items of this block: 2 per pair (1 for the middle block of an odd count).
+    const int pair_end = min(pair0 + sched.pairs, npairs);
+    const int nitems = max(0, 2 * (pair_end - pair0) - ((sched.nqb & 1) && pair_end == npairs ? 1 : 0));
+    auto item_qblock = [&](int j) { return (j & 1) ? pair0 + j / 2 : sched.nqb - 1 - (pair0 + j / 2); };
+    // Key tiles the rows [q0, last_row] see.
+    auto tiles_for = [&](int q0, int last_row) {
+        const int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
+        return (max(kv_end, 0) + BN - 1) / BN;
+    };
 
     if(tid == 0)
     {
@@ -123,13 +162,19 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a, c
         for(int i = 0; i < KS; ++i)
         {
             mbar_init(full_k + 8 * i, Tma ? 1 : 4);
-            mbar_init(empty_k + 8 * i, 4 * kWsConsumers);
+            mbar_init(empty_k + 8 * i, 4 * NC);
         }
 #pragma unroll
         for(int i = 0; i < VS; ++i)
         {
             mbar_init(full_v + 8 * i, Tma ? 1 : 4);
-            mbar_init(empty_v + 8 * i, 4 * kWsConsumers);
+            mbar_init(empty_v + 8 * i, 4 * NC);
+        }
+#pragma unroll
+        for(int i = 0; i < 2; ++i)
+        {
+            mbar_init(full_q + 8 * i, 1);
+            mbar_init(empty_q + 8 * i, 4 * NC);
         }
         mbar_init_fence();
     }
@@ -137,362 +182,511 @@ __global__ void __launch_bounds__(kWsThreads, 1) sdpa_fwd_ws(const SdpaArgs a, c
 
     if(role == 0)
     {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs));
-        if(ntiles == 0)
-            return;
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kWsProducerRegs<NC>));
         if constexpr(Tma)
         {
             if(tid != 0)
                 return;
-            for(int n = 0; n < ntiles; ++n)
+            int it = 0; // K / V tiles issued so far (all items): stage it % KS, pass it / KS
+            for(int j = 0; j < nitems; ++j)
             {
-                const int ks = n % KS, vs = n % VS;
-                if(n >= KS)
-                    mbar_wait(empty_k + 8 * ks, ((n / KS) - 1) & 1);
-                mbar_arrive_expect_tx(full_k + 8 * ks, KT);
+                const int q0 = item_qblock(j) * BM;
+                const int ntiles = tiles_for(q0, min(q0 + BM, len.sq) - 1);
+                // Q of item j replaces that of item j - 2 once its output has left shared memory.
+                const uint32_t qb = j & 1;
+                if(j >= 2)
+                    mbar_wait(empty_q + 8 * qb, ((j >> 1) - 1) & 1);
+                mbar_arrive_expect_tx(full_q + 8 * qb, QT);
 #pragma unroll
                 for(int blk = 0; blk < D / 64; ++blk)
-                    tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN, hk, b);
-                if(n >= VS)
-                    mbar_wait(empty_v + 8 * vs, ((n / VS) - 1) & 1);
-                mbar_arrive_expect_tx(full_v + 8 * vs, KT);
+                    tma_load_4d(q_base + qb * QT + blk * BM * 128, &maps.q, full_q + 8 * qb, blk * 64, q0, h, b);
+                for(int n = 0; n < ntiles; ++n, ++it)
+                {
+                    const int ks = it % KS, vs = it % VS;
+                    if(it >= KS)
+                        mbar_wait(empty_k + 8 * ks, ((it / KS) - 1) & 1);
+                    mbar_arrive_expect_tx(full_k + 8 * ks, KT);
 #pragma unroll
-                for(int blk = 0; blk < D / 64; ++blk)
-                    tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN, hk, b);
+                    for(int blk = 0; blk < D / 64; ++blk)
+                        tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN, hk,
+                                    b);
+                    if(it >= VS)
+                        mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
+                    mbar_arrive_expect_tx(full_v + 8 * vs, KT);
+#pragma unroll
+                    for(int blk = 0; blk < D / 64; ++blk)
+                        tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN, hk,
+                                    b);
+                }
             }
             return;
         }
-        const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
-        const uint16_t* vp = static_cast<const uint16_t*>(a.v) + b * a.v_sb + hk * a.v_sh;
-        auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0) {
-#pragma unroll
-            for(int i = tid; i < BN * CH; i += 128)
-            {
-                const int r = i / CH, c = i % CH;
-                const int key = kv0 + r;
-                const int src_key = min(key, len.skv - 1);
-                cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < len.skv ? 16 : 0);
-            }
-            cp_async_commit();
-        };
-        // The group issued before the latest one has landed: publish it on bar.
-        auto publish_previous = [&](uint32_t bar) {
-            cp_async_wait<1>();
-            fence_proxy_async();
-            __syncwarp();
-            if(lane == 0)
-                mbar_arrive(bar);
-        };
-        for(int n = 0; n < ntiles; ++n)
+        else
         {
-            const int ks = n % KS, vs = n % VS;
-            if(n >= KS)
-                mbar_wait(empty_k + 8 * ks, ((n / KS) - 1) & 1);
-            copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN);
-            if(n > 0)
-                publish_previous(full_v + 8 * ((n - 1) % VS));
-            if(n >= VS)
-                mbar_wait(empty_v + 8 * vs, ((n / VS) - 1) & 1);
-            copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN);
-            publish_previous(full_k + 8 * ks);
+            const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
+            const uint16_t* vp = static_cast<const uint16_t*>(a.v) + b * a.v_sb + hk * a.v_sh;
+            auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0) {
+#pragma unroll
+                for(int i = tid; i < BN * CH; i += 128)
+                {
+                    const int r = i / CH, c = i % CH;
+                    const int key = kv0 + r;
+                    const int src_key = min(key, len.skv - 1);
+                    cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < len.skv ? 16 : 0);
+                }
+                cp_async_commit();
+            };
+            // The group issued before the latest one has landed: publish it on bar.
+            auto publish_previous = [&](uint32_t bar) {
+                cp_async_wait<1>();
+                fence_proxy_async();
+                __syncwarp();
+                if(lane == 0)
+                    mbar_arrive(bar);
+            };
+            int it = 0;
+            for(int j = 0; j < nitems; ++j)
+            {
+                const int q0 = item_qblock(j) * BM;
+                const int ntiles = tiles_for(q0, min(q0 + BM, len.sq) - 1);
+                for(int n = 0; n < ntiles; ++n, ++it)
+                {
+                    const int ks = it % KS, vs = it % VS;
+                    if(it >= KS)
+                        mbar_wait(empty_k + 8 * ks, ((it / KS) - 1) & 1);
+                    copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN);
+                    if(n > 0)
+                        publish_previous(full_v + 8 * ((it - 1) % VS));
+                    if(it >= VS)
+                        mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
+                    copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN);
+                    publish_previous(full_k + 8 * ks);
+                }
+                if(ntiles > 0)
+                {
+                    cp_async_wait<0>();
+                    fence_proxy_async();
+                    __syncwarp();
+                    if(lane == 0)
+                        mbar_arrive(full_v + 8 * ((it - 1) % VS));
+                }
+            }
+            return;
         }
-        cp_async_wait<0>();
-        fence_proxy_async();
-        __syncwarp();
-        if(lane == 0)
-            mbar_arrive(full_v + 8 * ((ntiles - 1) % VS));
-        return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs));
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kWsConsumerRegs<NC>));
     const int cw = role - 1; // consumer index
     const int wtid = tid & 127;
     const int g = lane >> 2, t = lane & 3;
-    const int wg_row0 = q0 + cw * 64;
     const int rw = ((tid >> 5) & 3) * 16 + g; // this thread's rows in the warpgroup: rw and rw + 8
-    const int r0 = wg_row0 + rw;
-    const int my_turn = 1 + cw, other_turn = 2 - cw;
-    const int wg_bar = 3 + cw;
-
-    float o[NOR];
-#pragma unroll
-    for(int i = 0; i < NOR; ++i)
-        o[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    const int my_turn = 1 + cw, next_turn = 1 + (cw + 1) % NC;
+    const int wg_bar = 1 + NC + cw;
     const float sl2 = a.scale_log2;
+    uint16_t* op = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh;
 
-    if(ntiles > 0)
+    int it0 = 0; // K / V tiles of the items before this one
+    for(int j = 0; j < nitems; ++j)
     {
-        const uint16_t* qp = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh;
+        const int q0 = item_qblock(j) * BM;
+        const int last_row = min(q0 + BM, len.sq) - 1;
+        const int ntiles = tiles_for(q0, last_row);
+        const int wg_row0 = q0 + cw * 64;
+        const int r0 = wg_row0 + rw;
+        const uint32_t qbuf = q_base + (j & 1) * QT;
+        // The block walks the keys its last row sees; a warpgroup's own rows may see fewer (under
+        // a causal mask the first warpgroup of a 192-row block needs up to two tiles less, and rows
+        // past a padded or final length need none). It computes only its own tiles and, for the
+        // rest, just takes its turns and releases the stages.
+        const int own_tiles = tiles_for(wg_row0, min(wg_row0 + 63, last_row));
+        // Every consumer takes ntiles + 1 turns; the last one opens the first turn of the item and
+        // does not hand over its final one.
+        if(cw == NC - 1 && ntiles > 0)
+            named_arrive(1, 256);
+
+        if constexpr(Tma)
+            mbar_wait(full_q + 8 * (j & 1), (j >> 1) & 1);
+        else
+        {
+            const uint16_t* qp = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh;
+#pragma unroll
+            for(int i = wtid; i < 64 * CH; i += 128)
+            {
+                const int r = i / CH, c = i % CH;
+                const int row = wg_row0 + r;
+                const int src_row = max(min(row, len.sq - 1), 0);
+                cp_async_16(qbuf + woff<BM>(cw * 64 + r, c), qp + src_row * a.q_ss + c * 8, row < len.sq ? 16 : 0);
+            }
+            cp_async_commit();
+            cp_async_wait<0>();
+            fence_proxy_async();
+            named_sync(wg_bar, 128);
+        }
+
+        float o[NOR];
+#pragma unroll
+        for(int i = 0; i < NOR; ++i)
+            o[i] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+        if(own_tiles > 0)
+        {
+            float s[NSR];
+            uint32_t p[KP][4], pu[KP][4];
+            float alpha[2];
+            uint64_t dq[D / 16], dk[D / 16], dv[KP];
+            const uint32_t qt = qbuf + cw * 64 * 128;
+#pragma unroll
+            for(int kk = 0; kk < D / 16; ++kk)
+                dq[kk] = wg::desc(qt + (kk >> 2) * BM * 128 + (kk & 3) * 32, 16, 1024);
+            auto plan_qk = [&](int n) {
+                const uint32_t kt = k_base + ((it0 + n) % KS) * KT;
+#pragma unroll
+                for(int kk = 0; kk < D / 16; ++kk)
+                {
+                    dk[kk] = wg::desc(kt + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024);
+                    asm volatile("" : "+l"(dk[kk]), "+l"(dq[kk]));
+                }
+            };
+            auto issue_qk = [&]() {
+#pragma unroll
+                for(int kk = 0; kk < D / 16; ++kk)
+                {
+                    if(kk == 0)
+                        wg::ss<T, BN, 0>(s, dq[kk], dk[kk]);
+                    else
+                        wg::ss<T, BN, 1>(s, dq[kk], dk[kk]);
+                }
+            };
+            auto stage_p = [&]() {
+#pragma unroll
+                for(int kk = 0; kk < KP; ++kk)
+#pragma unroll
+                    for(int e = 0; e < 4; ++e)
+                        asm volatile("mov.b32 %0, %1;\n" : "=r"(pu[kk][e]) : "r"(p[kk][e]));
+            };
+            auto plan_pv = [&](int n) {
+                const uint32_t vt = v_base + ((it0 + n) % VS) * KT;
+#pragma unroll
+                for(int kk = 0; kk < KP; ++kk)
+                {
+                    dv[kk] = wg::desc(vt + kk * 16 * 128, BN * 128, 1024);
+                    asm volatile("" : "+l"(dv[kk]));
+                }
+            };
+            auto issue_pv = [&]() {
+#pragma unroll
+                for(int kk = 0; kk < KP; ++kk)
+                    wg::rs<T, D>(o, pu[kk], dv[kk]);
+            };
+            auto softmax = [&](int n) {
+                const int kv0 = n * BN;
+                const bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
+                wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
+            };
+            auto wait_k = [&](int n) { mbar_wait(full_k + 8 * ((it0 + n) % KS), ((it0 + n) / KS) & 1); };
+            auto wait_v = [&](int n) { mbar_wait(full_v + 8 * ((it0 + n) % VS), ((it0 + n) / VS) & 1); };
+            auto release_k = [&](int n) {
+                if(lane == 0)
+                    mbar_arrive(empty_k + 8 * ((it0 + n) % KS));
+            };
+            auto release_v = [&](int n) {
+                if(lane == 0)
+                    mbar_arrive(empty_v + 8 * ((it0 + n) % VS));
+            };
+
+            // V tile nv crossing a padded batch's key length: zero its rows from the length on
+            // (copy-engine build only; cp.async zero-fills them itself).
+            auto zero_v_tail = [&](int nv) {
+                if constexpr(Tma)
+                {
+                    const int valid = len.skv - nv * BN;
+                    if(a.padding && valid < BN && len.skv < a.skv)
+                    {
+                        const uint32_t vt = v_base + ((it0 + nv) % VS) * KT;
+                        for(int i = wtid; i < BN * CH; i += 128)
+                        {
+                            const int r = i / CH, c = i % CH;
+                            if(r >= valid)
+                                asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vt + woff<BN>(r, c)),
+                                             "r"(0)
+                                             : "memory");
+                        }
+                        fence_proxy_async();
+                        named_sync(wg_bar, 128);
+                    }
+                }
+            };
+
+            wait_k(0);
+            plan_qk(0);
+            named_sync(my_turn, 256);
+            wg::fence();
+            issue_qk();
+            wg::commit();
+            named_arrive(next_turn, 256);
+            wg::wait<0>();
+            wg::pin(s);
+            release_k(0);
+            softmax(0);
+            wg_pack_p<T, BN>(s, p);
+
+            for(int n = 1; n < own_tiles; ++n)
+            {
+                wait_k(n);
+                wait_v(n - 1);
+                zero_v_tail(n - 1);
+                plan_qk(n);
+                plan_pv(n - 1);
+                wg::pin(o);
+                stage_p();
+                wg::pin(s);
+                named_sync(my_turn, 256);
+                wg::fence();
+                issue_qk();
+                wg::commit();
+                issue_pv();
+                wg::commit();
+                named_arrive(next_turn, 256);
+                wg::wait<1>(); // S of tile n is ready; P V of tile n - 1 may still run
+                wg::pin(s);
+                release_k(n);
+                softmax(n);
+                wg::wait<0>();
+                wg::pin(o);
+                wg::pin(pu);
+#pragma unroll
+                for(int kk = 0; kk < KP; ++kk)
+                    asm volatile("" : "+l"(dv[kk]));
+                release_v(n - 1);
+                wg_rescale<D>(o, alpha);
+                wg_pack_p<T, BN>(s, p); // after P V of tile n - 1 (see the consumers' note above)
+            }
+            wait_v(own_tiles - 1);
+            zero_v_tail(own_tiles - 1);
+            plan_pv(own_tiles - 1);
+            wg::pin(o);
+            stage_p();
+            named_sync(my_turn, 256);
+            wg::fence();
+            issue_pv();
+            wg::commit();
+            if(cw != NC - 1 || own_tiles < ntiles)
+                named_arrive(next_turn, 256);
+            wg::wait<0>();
+            wg::pin(o);
+            release_v(own_tiles - 1);
+        }
+        if(own_tiles < ntiles)
+        {
+            // The turns of issues own_tiles + 1 .. ntiles (and of issue 0 when there were none),
+            // each after the stage of its tile has landed and been released: the warpgroups whose
+            // turns come next need those stages refilled, which waits for this one's release.
+            if(own_tiles == 0)
+            {
+                named_sync(my_turn, 256);
+                named_arrive(next_turn, 256);
+            }
+            for(int n = own_tiles; n < ntiles; ++n)
+            {
+                const int g2 = it0 + n;
+                mbar_wait(full_k + 8 * (g2 % KS), (g2 / KS) & 1);
+                if(lane == 0)
+                    mbar_arrive(empty_k + 8 * (g2 % KS));
+                named_sync(my_turn, 256);
+                if(cw != NC - 1 || n + 1 < ntiles)
+                    named_arrive(next_turn, 256);
+                mbar_wait(full_v + 8 * (g2 % VS), (g2 / VS) & 1);
+                if(lane == 0)
+                    mbar_arrive(empty_v + 8 * (g2 % VS));
+            }
+        }
+        it0 += ntiles;
+
+        // Epilogue: normalise, stage in this warpgroup's (no longer read) Q rows, store whole
+        // rows. Rows past the batch's length are written as zeros (selected, not multiplied:
+        // the copy engine brings whatever the caller left in those Q rows, NaN included).
+#pragma unroll
+        for(int hf = 0; hf < 2; ++hf)
+        {
+            float lsum = l[hf];
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
+            lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
+            const int row = r0 + hf * 8;
+            const bool valid = row < len.sq && lsum > 0.0f;
+            const float inv = valid ? 1.0f / lsum : 0.0f;
+            const int srow = cw * 64 + rw + hf * 8;
+#pragma unroll
+            for(int c = 0; c < D / 8; ++c)
+            {
+                const uint32_t v = valid ? pack2<T>(o[4 * c + 2 * hf] * inv, o[4 * c + 2 * hf + 1] * inv) : 0u;
+                asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(qbuf + woff<BM>(srow, c) + 4 * t), "r"(v) : "memory");
+            }
+            if(a.stats != nullptr && t == 0 && row < a.sq)
+                a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
+                    = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+        }
+        named_sync(wg_bar, 128);
 #pragma unroll
         for(int i = wtid; i < 64 * CH; i += 128)
         {
             const int r = i / CH, c = i % CH;
             const int row = wg_row0 + r;
-            const int src_row = max(min(row, len.sq - 1), 0);
-            cp_async_16(q_base + woff<BM>(cw * 64 + r, c), qp + src_row * a.q_ss + c * 8, row < len.sq ? 16 : 0);
+            if(row < a.sq)
+            {
+                uint32_t x0, x1, x2, x3;
+                asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+                             : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                             : "r"(qbuf + woff<BM>(cw * 64 + r, c))
+                             : "memory");
+                *reinterpret_cast<uint4*>(op + row * a.o_ss + c * 8) = make_uint4(x0, x1, x2, x3);
+            }
         }
-        cp_async_commit();
-        cp_async_wait<0>();
-        fence_proxy_async();
-        named_sync(wg_bar, 128);
-
-        float s[NSR];
-        uint32_t p[KP][4], pu[KP][4];
-        float alpha[2];
-        uint64_t dq[D / 16], dk[D / 16], dv[KP];
-        const uint32_t qt = q_base + cw * 64 * 128;
-#pragma unroll
-        for(int kk = 0; kk < D / 16; ++kk)
-            dq[kk] = wg::desc(qt + (kk >> 2) * BM * 128 + (kk & 3) * 32, 16, 1024);
-        auto plan_qk = [&](int n) {
-            const uint32_t kt = k_base + (n % KS) * KT;
-#pragma unroll
-            for(int kk = 0; kk < D / 16; ++kk)
-            {
-                dk[kk] = wg::desc(kt + (kk >> 2) * BN * 128 + (kk & 3) * 32, 16, 1024);
-                asm volatile("" : "+l"(dk[kk]), "+l"(dq[kk]));
-            }
-        };
-        auto issue_qk = [&]() {
-#pragma unroll
-            for(int kk = 0; kk < D / 16; ++kk)
-            {
-                if(kk == 0)
-                    wg::ss<T, BN, 0>(s, dq[kk], dk[kk]);
-                else
-                    wg::ss<T, BN, 1>(s, dq[kk], dk[kk]);
-            }
-        };
-        auto stage_p = [&]() {
-#pragma unroll
-            for(int kk = 0; kk < KP; ++kk)
-#pragma unroll
-                for(int e = 0; e < 4; ++e)
-                    asm volatile("mov.b32 %0, %1;\n" : "=r"(pu[kk][e]) : "r"(p[kk][e]));
-        };
-        auto plan_pv = [&](int n) {
-            const uint32_t vt = v_base + (n % VS) * KT;
-#pragma unroll
-            for(int kk = 0; kk < KP; ++kk)
-            {
-                dv[kk] = wg::desc(vt + kk * 16 * 128, BN * 128, 1024);
-                asm volatile("" : "+l"(dv[kk]));
-            }
-        };
-        auto issue_pv = [&]() {
-#pragma unroll
-            for(int kk = 0; kk < KP; ++kk)
-                wg::rs<T, D>(o, pu[kk], dv[kk]);
-        };
-        auto softmax = [&](int n) {
-            const int kv0 = n * BN;
-            const bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
-            wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
-        };
-
-        // V tile nv crossing a padded batch's key length: zero its rows from the length on
-        // (copy-engine build only; cp.async zero-fills them itself).
-        auto zero_v_tail = [&](int nv) {
-            if constexpr(Tma)
-            {
-                const int valid = len.skv - nv * BN;
-                if(a.padding && valid < BN && len.skv < a.skv)
-                {
-                    const uint32_t vt = v_base + (nv % VS) * KT;
-                    for(int i = wtid; i < BN * CH; i += 128)
-                    {
-                        const int r = i / CH, c = i % CH;
-                        if(r >= valid)
-                            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(vt + woff<BN>(r, c)), "r"(0)
-                                         : "memory");
-                    }
-                    fence_proxy_async();
-                    named_sync(wg_bar, 128);
-                }
-            }
-        };
-
-        if(cw == 1)
-            named_arrive(1, 256); // consumer 0 issues first
-
-        mbar_wait(full_k, 0);
-        plan_qk(0);
-        named_sync(my_turn, 256);
-        wg::fence();
-        issue_qk();
-        wg::commit();
-        named_arrive(other_turn, 256);
-        wg::wait<0>();
-        wg::pin(s);
-        if(lane == 0)
-            mbar_arrive(empty_k);
-        softmax(0);
-        wg_pack_p<T, BN>(s, p);
-
-        for(int n = 1; n < ntiles; ++n)
+        if constexpr(Tma)
         {
-            mbar_wait(full_k + 8 * (n % KS), (n / KS) & 1);
-            mbar_wait(full_v + 8 * ((n - 1) % VS), ((n - 1) / VS) & 1);
-            zero_v_tail(n - 1);
-            plan_qk(n);
-            plan_pv(n - 1);
-            wg::pin(o);
-            stage_p();
-            wg::pin(s);
-            named_sync(my_turn, 256);
-            wg::fence();
-            issue_qk();
-            wg::commit();
-            issue_pv();
-            wg::commit();
-            named_arrive(other_turn, 256);
-            wg::wait<1>(); // S of tile n is ready; P V of tile n - 1 may still run
-            wg::pin(s);
+            // This warp is done with the Q block: the copy engine may bring item j + 2's there.
+            fence_proxy_async();
+            __syncwarp();
             if(lane == 0)
-                mbar_arrive(empty_k + 8 * (n % KS));
-            softmax(n);
-            uint32_t pn[KP][4];
-            if constexpr(!LatePack)
-                wg_pack_p<T, BN>(s, pn);
-            wg::wait<0>();
-            wg::pin(o);
-            wg::pin(pu);
-#pragma unroll
-            for(int kk = 0; kk < KP; ++kk)
-                asm volatile("" : "+l"(dv[kk]));
-            if(lane == 0)
-                mbar_arrive(empty_v + 8 * ((n - 1) % VS));
-            wg_rescale<D>(o, alpha);
-            // LatePack: P is converted only after P V of the previous tile has finished.
-            // Converting it while that MMA runs (as sdpa_fwd_wg does) makes ptxas serialize the
-            // wgmma pipeline (C7513: the conversions' registers are not kept apart from the
-            // in-flight A operand); converting late costs 32 conversions outside the overlap.
-            if constexpr(LatePack)
-                wg_pack_p<T, BN>(s, p);
-            else
-            {
-#pragma unroll
-                for(int kk = 0; kk < KP; ++kk)
-#pragma unroll
-                    for(int e = 0; e < 4; ++e)
-                        p[kk][e] = pn[kk][e];
-            }
+                mbar_arrive(empty_q + 8 * (j & 1));
         }
-        mbar_wait(full_v + 8 * ((ntiles - 1) % VS), ((ntiles - 1) / VS) & 1);
-        zero_v_tail(ntiles - 1);
-        plan_pv(ntiles - 1);
-        wg::pin(o);
-        stage_p();
-        named_sync(my_turn, 256);
-        wg::fence();
-        issue_pv();
-        wg::commit();
-        if(cw == 0)
-            named_arrive(other_turn, 256);
-        wg::wait<0>();
-        wg::pin(o);
-    }
-
-    // Epilogue: normalise, stage in this warpgroup's Q rows, store whole rows.
-    uint16_t* op = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh;
-#pragma unroll
-    for(int hf = 0; hf < 2; ++hf)
-    {
-        float lsum = l[hf];
-        lsum += __shfl_xor_sync(0xffffffffu, lsum, 1);
-        lsum += __shfl_xor_sync(0xffffffffu, lsum, 2);
-        const int row = r0 + hf * 8;
-        const bool valid = row < len.sq && lsum > 0.0f;
-        const float inv = valid ? 1.0f / lsum : 0.0f;
-        const int srow = cw * 64 + rw + hf * 8;
-#pragma unroll
-        for(int j = 0; j < D / 8; ++j)
-        {
-            const uint32_t v = pack2<T>(o[4 * j + 2 * hf] * inv, o[4 * j + 2 * hf + 1] * inv);
-            asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(q_base + woff<BM>(srow, j) + 4 * t), "r"(v) : "memory");
-        }
-        if(a.stats != nullptr && t == 0 && row < a.sq)
-            a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
-                = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
-    }
-    named_sync(wg_bar, 128);
-#pragma unroll
-    for(int i = wtid; i < 64 * CH; i += 128)
-    {
-        const int r = i / CH, c = i % CH;
-        const int row = wg_row0 + r;
-        if(row < a.sq)
-        {
-            uint32_t x0, x1, x2, x3;
-            asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
-                         : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
-                         : "r"(q_base + woff<BM>(cw * 64 + r, c))
-                         : "memory");
-            *reinterpret_cast<uint4*>(op + row * a.o_ss + c * 8) = make_uint4(x0, x1, x2, x3);
-        }
+        else
+            named_sync(wg_bar, 128); // item j + 2's cp.async lands here only after every read
     }
 }
 
-template <ElemType T, int D, bool LatePack>
+// Three consumers leave the producer 24 registers: enough for the copy engine's one thread, not
+// for the cp.async loop (it spills), so that build exists with two consumers only.
+template <int NC, bool Tma>
+constexpr bool kWsBuilt = Tma || NC == 2;
+
+template <ElemType T, int D, int NC>
 hipError_t set_attrs_ws()
 {
-    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack, true>),
-                                       hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmemBytes<D>));
-    if(e != hipSuccess)
-        return e;
-    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, LatePack, false>),
-                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kWsSmemBytes<D>));
+    constexpr int bytes = static_cast<int>(kWsSmemBytes<D, NC>);
+    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true>),
+                                       hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if constexpr(kWsBuilt<NC, false>)
+        if(e == hipSuccess)
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, false>),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return e;
 }
 
-template <ElemType T, int D, bool LatePack>
+// What the schedule needs of the device (multiprocessors, L2 bytes), looked up once per device.
+struct DeviceShape
+{
+    int sms = 132;
+    int64_t l2_bytes = 50 << 20;
+};
+
+DeviceShape device_shape()
+{
+    static std::atomic<int> sms[64];
+    static std::atomic<int64_t> l2[64];
+    DeviceShape d;
+    int dev = 0;
+    if(hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64)
+        return d;
+    int n = sms[dev].load(std::memory_order_relaxed);
+    if(n <= 0)
+    {
+        int l2b = 0;
+        if(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n <= 0)
+            n = d.sms;
+        if(hipDeviceGetAttribute(&l2b, hipDeviceAttributeL2CacheSize, dev) != hipSuccess || l2b <= 0)
+            l2b = static_cast<int>(d.l2_bytes);
+        l2[dev].store(l2b, std::memory_order_relaxed);
+        sms[dev].store(n, std::memory_order_relaxed);
+    }
+    d.sms = n;
+    d.l2_bytes = l2[dev].load(std::memory_order_relaxed);
+    return d;
+}
+
+// Pairs of query blocks per block of the grid. More pairs mean more of each item's loads
+// overlapping the end of the item before (S = 512, H200: +5-12% with 2 pairs), but fewer, longer
+// blocks: the last wave of blocks may leave most multiprocessors idle (D = 64, S = 8192: 2 pairs
+// make 5.3 waves, so the sixth runs a third full; measured -7% against 1 pair, which makes 10.7),
+// and the blocks running at once span more heads, whose K and V must stay in the L2. So: the
+// most pairs, up to 4, whose waves rounded up cost at most 4% over the unrounded work, and whose
+// running heads' K and V fit in half the L2; at least 1. HIPDNN_HIP_202_PAIRS (read per launch,
+// for comparisons) forces a count.
+WsSchedule ws_schedule(const SdpaArgs& a, int bm)
+{
+    WsSchedule s;
+    s.nqb = (a.sq + bm - 1) / bm;
+    const int64_t npairs = (s.nqb + 1) / 2;
+    const DeviceShape dev = device_shape();
+    const int64_t heads = int64_t(a.hq) * a.batch;
+    const int64_t kv_bytes = std::max<int64_t>(1, int64_t(a.skv) * a.d * 2 * 2); // K and V of one head
+    const int64_t by_l2 = (dev.l2_bytes / 2) * npairs / (int64_t(dev.sms) * kv_bytes);
+    int64_t pairs = 1;
+    for(int64_t p = 2; p <= std::min<int64_t>({4, npairs, by_l2}); ++p)
+    {
+        const int64_t blocks = (npairs + p - 1) / p * heads;
+        const int64_t waves = (blocks + dev.sms - 1) / dev.sms;
+        // waves * p pairs per multiprocessor against npairs * heads / sms, within 4%
+        if(waves * p * dev.sms * 100 <= npairs * heads * 104)
+            pairs = p;
+    }
+    if(const char* e = std::getenv("HIPDNN_HIP_202_PAIRS"))
+        pairs = std::max(1, std::atoi(e));
+    s.pairs = static_cast<int>(std::min<int64_t>(pairs, npairs));
+    return s;
+}
+
+template <ElemType T, int D, int NC>
 hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, hipStream_t stream)
 {
-    const dim3 grid(static_cast<unsigned>((a.sq + kWsBlockM - 1) / kWsBlockM), static_cast<unsigned>(a.hq),
+    const WsSchedule sched = ws_schedule(a, NC * 64);
+    const int npairs = (sched.nqb + 1) / 2;
+    const dim3 grid(static_cast<unsigned>((npairs + sched.pairs - 1) / sched.pairs), static_cast<unsigned>(a.hq),
                     static_cast<unsigned>(a.batch));
     WsMaps maps{};
     const bool tma = copy_engine
+                     && tma_tile_map(maps.q, a.q, D, a.sq, a.hq, a.batch, a.q_ss, a.q_sh, a.q_sb, NC * 64)
                      && tma_tile_map(maps.k, a.k, D, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
                      && tma_tile_map(maps.v, a.v, D, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
+    constexpr size_t smem = kWsSmemBytes<D, NC>;
     if(tma)
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack, true>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a,
-                           maps);
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched, maps);
+    else if constexpr(kWsBuilt<NC, false>)
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched, maps);
     else
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, LatePack, false>), grid, dim3(kWsThreads), kWsSmemBytes<D>, stream, a,
-                           maps);
+        return launch_ws_typed<T, D, 2>(a, false, stream);
     return hipGetLastError();
 }
 
-template <bool LatePack>
-hipError_t ws_set_attrs_for(ElemType t, int d)
+template <ElemType T>
+hipError_t ws_set_attrs_typed(int d)
 {
-    if(t == ElemType::Bf16)
-        return d == 64 ? set_attrs_ws<ElemType::Bf16, 64, LatePack>() : set_attrs_ws<ElemType::Bf16, 128, LatePack>();
-    return d == 64 ? set_attrs_ws<ElemType::Half, 64, LatePack>() : set_attrs_ws<ElemType::Half, 128, LatePack>();
+    if(d == 128)
+        return set_attrs_ws<T, 128, 2>();
+    const hipError_t e = set_attrs_ws<T, 64, 3>();
+    return e != hipSuccess ? e : set_attrs_ws<T, 64, 2>();
 }
 
-template <bool LatePack>
-hipError_t ws_launch_for(const SdpaArgs& a, ElemType t, bool copy_engine, hipStream_t stream)
+template <ElemType T>
+hipError_t ws_launch_typed(const SdpaArgs& a, int consumers, bool copy_engine, hipStream_t stream)
 {
-    const bool bf = t == ElemType::Bf16;
-    if(a.d == 64)
-        return bf ? launch_ws_typed<ElemType::Bf16, 64, LatePack>(a, copy_engine, stream)
-                  : launch_ws_typed<ElemType::Half, 64, LatePack>(a, copy_engine, stream);
-    return bf ? launch_ws_typed<ElemType::Bf16, 128, LatePack>(a, copy_engine, stream)
-              : launch_ws_typed<ElemType::Half, 128, LatePack>(a, copy_engine, stream);
+    if(a.d == 128)
+        return launch_ws_typed<T, 128, 2>(a, copy_engine, stream);
+    return consumers == 2 ? launch_ws_typed<T, 64, 2>(a, copy_engine, stream)
+                          : launch_ws_typed<T, 64, 3>(a, copy_engine, stream);
 }
 
 } // namespace
 
-hipError_t ws_set_attrs(ElemType t, int d, bool late_pack)
+hipError_t ws_set_attrs(ElemType t, int d)
 {
-    return late_pack ? ws_set_attrs_for<true>(t, d) : ws_set_attrs_for<false>(t, d);
+    return t == ElemType::Bf16 ? ws_set_attrs_typed<ElemType::Bf16>(d) : ws_set_attrs_typed<ElemType::Half>(d);
 }
 
-hipError_t ws_launch(const SdpaArgs& a, ElemType t, bool late_pack, bool copy_engine, hipStream_t stream)
+hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, hipStream_t stream)
 {
-    return late_pack ? ws_launch_for<true>(a, t, copy_engine, stream)
-                     : ws_launch_for<false>(a, t, copy_engine, stream);
+    return t == ElemType::Bf16 ? ws_launch_typed<ElemType::Bf16>(a, consumers, copy_engine, stream)
+                               : ws_launch_typed<ElemType::Half>(a, consumers, copy_engine, stream);
 }
 
 #endif // HIPDNN_HIP_ON_NVIDIA
