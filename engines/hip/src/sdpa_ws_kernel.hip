@@ -64,8 +64,9 @@ using namespace async;
 // The issue of each consumer is bracketed by named barriers (ids 1..NC; 256 threads): consumer
 // c waits for its turn on barrier 1 + c, issues, then hands the turn to consumer c + 1 (mod NC),
 // so the tensor cores receive the warpgroups' MMAs in turn and one warpgroup's softmax runs
-// under the others' MMAs. Every consumer makes ntiles + 1 issues; the last one opens the first
-// turn and skips its last hand-over, so every barrier phase that is opened is completed.
+// under the others' MMAs. Every consumer makes ntiles + 1 issues per item; the turns run on
+// across a block's items, the last consumer opens the first and does not hand over the block's
+// last, so every barrier phase that is opened is completed.
 //
 // Output: each consumer writes its normalised 64 x D tile into its own (no longer read) Q
 // rows of shared memory, then stores 16-byte chunks, whole rows per pair of warps.
@@ -285,6 +286,20 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     const float sl2 = a.scale_log2;
     uint16_t* op = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh;
 
+    // Turns run on across items: the last consumer opens the block's first turn and hands its
+    // final turn of an item to consumer 0 for the next item that has turns, so consumer 0 can
+    // start that item while the last one is still in its epilogue (with a fresh opening per item
+    // it waited for that epilogue). Only the block's very last turn is not handed over.
+    bool opened = false;
+    auto turns_after = [&](int j) {
+        for(int k = j + 1; k < nitems; ++k)
+        {
+            const int qk = item_qblock(k) * BM;
+            if(tiles_for(qk, min(qk + BM, len.sq) - 1) > 0)
+                return true;
+        }
+        return false;
+    };
     int it0 = 0; // K / V tiles of the items before this one
     for(int j = 0; j < nitems; ++j)
     {
@@ -299,10 +314,13 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         // past a padded or final length need none). It computes only its own tiles and, for the
         // rest, just takes its turns and releases the stages.
         const int own_tiles = tiles_for(wg_row0, min(wg_row0 + 63, last_row));
-        // Every consumer takes ntiles + 1 turns; the last one opens the first turn of the item and
-        // does not hand over its final one.
-        if(cw == NC - 1 && ntiles > 0)
+        // Every consumer takes ntiles + 1 turns per item.
+        if(cw == NC - 1 && ntiles > 0 && !opened)
+        {
             named_arrive(1, 256);
+            opened = true;
+        }
+        const bool hand_last = cw != NC - 1 || (ntiles > 0 && turns_after(j));
 
         if constexpr(Tma)
             mbar_wait(full_q + 8 * (j & 1), (j >> 1) & 1);
@@ -471,7 +489,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             wg::fence();
             issue_pv();
             wg::commit();
-            if(cw != NC - 1 || own_tiles < ntiles)
+            if(own_tiles < ntiles || hand_last)
                 named_arrive(next_turn, 256);
             wg::wait<0>();
             wg::pin(o);
@@ -494,7 +512,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 if(lane == 0)
                     mbar_arrive(empty_k + 8 * (g2 % KS));
                 named_sync(my_turn, 256);
-                if(cw != NC - 1 || n + 1 < ntiles)
+                if(n + 1 < ntiles || hand_last)
                     named_arrive(next_turn, 256);
                 mbar_wait(full_v + 8 * (g2 % VS), (g2 / VS) & 1);
                 if(lane == 0)
