@@ -265,7 +265,7 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="",
-        help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these (comma-separated: ws, wg, serial, mma)",
+        help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these (ws, ws_2wg, ws_cp, wg, serial, mma)",
     )
     ap.add_argument(
         "--one",
