@@ -283,9 +283,18 @@ inline void st(void* base, int64_t i, DType t, float x)
 // ------------------------------------------------------------------ GEMM ----
 // c[R rows][NV*W] (+)= sum_k a[r*ars + k*aks] * b[k*ldb + 0..NV*W): R rows of
 // a strided source broadcast one element at a time against NV vectors of b.
+// With pf, it prefetches what the next R-row tile of the same product (rows()
+// runs them in order) starts on: its C rows when they are accumulated (dQ in
+// place, dK, dV: the tile's first FMAs wait on those loads) and, when a runs
+// along k, its a rows (the Q and dO rows of S and dP). At D = 128 those come
+// from L2, or from L3 at S = 2048, where a head's Q, dO and dQ (3 MB) outgrow a
+// core's L2; there it gained 2-4 % of a call, at D = 64 it lost 0-2 %. Past the
+// last tile these addresses may lie outside the buffers: a prefetch reads
+// nothing and cannot fault. (Forming them as integers instead, to keep the
+// arithmetic defined there, lost 2-4 %: GCC compiled slower address code.)
 template <int W, int R, int NV>
 inline void mk(int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb, float* c,
-               int64_t ldc, bool acc_in)
+               int64_t ldc, bool acc_in, bool pf)
 {
     typedef typename Vec<W>::F V;
     V acc[R][NV];
@@ -299,6 +308,11 @@ inline void mk(int64_t kn, const float* a, int64_t ars, int64_t aks, const float
 #pragma GCC unroll 2
     for(int64_t k = 0; k < kn; ++k, off += aks)
     {
+        if(pf && acc_in && k < R * NV) // one line a step, R * NV lines in all
+            __builtin_prefetch(c + (R + k / NV) * ldc + (k % NV) * W, 1, 3);
+        if(pf && aks == 1 && (k & 15) == 0) // a 64-byte line of each row every 16 steps
+            for(int r = 0; r < R; ++r)
+                __builtin_prefetch(ar[r] + R * ars + k, 0, 3);
         const float* bk = b + k * ldb;
         V bv[NV];
         for(int v = 0; v < NV; ++v)
@@ -321,24 +335,24 @@ inline void mk(int64_t kn, const float* a, int64_t ars, int64_t aks, const float
 // against NV vectors; row tails by smaller instantiations.
 template <int W, int NV>
 inline void rows(int64_t m, int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b, int64_t ldb,
-                 float* c, int64_t ldc, bool acc_in)
+                 float* c, int64_t ldc, bool acc_in, bool pf)
 {
     constexpr int MR = W == 16 ? (NV == 4 ? 6 : NV == 2 ? 12 : 8) : (NV == 2 ? 6 : 8);
     int64_t i = 0;
     for(; i + MR <= m; i += MR)
-        mk<W, MR, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, MR, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in, pf);
     for(; i + 4 <= m; i += 4)
-        mk<W, 4, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 4, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in, pf);
     switch(m - i)
     {
     case 3:
-        mk<W, 3, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 3, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in, pf);
         break;
     case 2:
-        mk<W, 2, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 2, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in, pf);
         break;
     case 1:
-        mk<W, 1, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in);
+        mk<W, 1, NV>(kn, a + i * ars, ars, aks, b, ldb, c + i * ldc, ldc, acc_in, pf);
         break;
     default:
         break;
@@ -349,19 +363,19 @@ inline void rows(int64_t m, int64_t kn, const float* a, int64_t ars, int64_t aks
 // at b + k*ldb (vector loads: n a multiple of W).
 template <int W>
 inline void gemm(int64_t m, int64_t n, int64_t kn, const float* a, int64_t ars, int64_t aks, const float* b,
-                 int64_t ldb, float* c, int64_t ldc, bool acc_in)
+                 int64_t ldb, float* c, int64_t ldc, bool acc_in, bool pf)
 {
     constexpr int NV = W == 16 ? 4 : 2;
     int64_t j = 0;
     for(; j + NV * W <= n; j += NV * W)
-        rows<W, NV>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+        rows<W, NV>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in, pf);
     if(NV == 4 && j + 2 * W <= n)
     {
-        rows<W, 2>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+        rows<W, 2>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in, pf);
         j += 2 * W;
     }
     if(j < n)
-        rows<W, 1>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in);
+        rows<W, 1>(m, kn, a, ars, aks, b + j, ldb, c + j, ldc, acc_in, pf);
 }
 
 // ---------------------------------------------------------------- setup ----
@@ -623,6 +637,7 @@ inline void item(const Run& r, int64_t w, float* ws)
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
     const V c2 = vset<W>(p.scale * kLog2e);
     const float scale = p.scale;
+    const bool pf = std::max(r.dp, r.dvp) >= 128; // prefetching in the products: see mk()
     V lane;
     for(int l = 0; l < W; ++l)
         lane[l] = static_cast<float>(l);
@@ -662,8 +677,8 @@ inline void item(const Run& r, int64_t w, float* ws)
                         rows_of(p.q, p.qt, p.qs, qoff, q0, nq, r.d, r.dp, r.q_in, ws + r.off_qr, qrs);
                     const float* dom =
                         rows_of(P.dout, P.dout_t, P.dos, dooff, q0, nq, r.dv, r.dvp, r.do_in, ws + r.off_dor, dors);
-                    gemm<W>(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false);
-                    gemm<W>(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false);
+                    gemm<W>(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false, pf);
+                    gemm<W>(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false, pf);
                     for(int64_t i = 0; i < nq; ++i)
                     {
                         const int64_t qi = q0 + i;
@@ -703,9 +718,9 @@ inline void item(const Run& r, int64_t w, float* ws)
                             sr[j] = dr[j] = 0.0f;
                     }
                     // dV += P^T dO ; dK += dS^T Q ; dQ += dS K (dS already carries the scale)
-                    gemm<W>(nk, r.dvp, nq, s, 1, BK, dom, dors, dv, r.dvp, true);
-                    gemm<W>(nk, r.dp, nq, dpm, 1, BK, qm, qrs, dk, r.dp, true);
-                    gemm<W>(nq, r.dp, nk, dpm, BK, 1, km, krs, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                    gemm<W>(nk, r.dvp, nq, s, 1, BK, dom, dors, dv, r.dvp, true, pf);
+                    gemm<W>(nk, r.dp, nq, dpm, 1, BK, qm, qrs, dk, r.dp, true, pf);
+                    gemm<W>(nq, r.dp, nk, dpm, BK, 1, km, krs, dqh + q0 * r.dq_ld, r.dq_ld, true, pf);
                 }
             }
         }
