@@ -32,6 +32,7 @@
 #include "sdpa_bwd_plan.h"
 #include "sdpa_device_common.h"
 #if defined(HIPDNN_HIP_ON_NVIDIA)
+#include "sdpa_async.h"
 #include "sdpa_mma_sync.h"
 #include "sdpa_wg_softmax.h"
 #include "sdpa_wgmma.h"
@@ -46,6 +47,7 @@ namespace
 {
 
 using namespace mma_sync;
+using namespace async;
 
 constexpr int kBwdKeys = 128;   // keys per block, 64 per warpgroup
 constexpr int kBwdThreads = 256;
@@ -62,31 +64,6 @@ constexpr int kMbars = 2 * kStages + 4; // full and empty per stage; dS^T full a
 template <int D, int BM>
 constexpr size_t kBwdSmem
     = 2 * kKvBytes<D> + 2 * kStages * kTileBytes<D, BM> + 2 * kDsBytes<BM> + kStages * kStatBytes<BM> + 8 * kMbars + 1024;
-
-__device__ __forceinline__ void mbar_init(uint32_t mb, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(mb), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(uint32_t mb)
-{
-    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(mb) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive_on_copies(uint32_t mb)
-{
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(mb) : "memory");
-}
-
-__device__ __forceinline__ void mbar_wait(uint32_t mb, uint32_t parity)
-{
-    uint32_t done = 0;
-    while(!done)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(mb), "r"(parity)
-                     : "memory");
-}
 
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
 // ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
