@@ -63,6 +63,7 @@ struct DeviceInfo
     int cc_major = 0;
     int cc_minor = 0;
     int sms = 0; // multiprocessors: the decode path sizes its split grid from them
+    int64_t l2_bytes = 0; // L2 size (0: unknown): the prefill kernel's schedule keeps K and V within it
     std::string why_absent;
 };
 
@@ -87,6 +88,11 @@ DeviceInfo query_device()
         (void)hipGetLastError();
         return d;
     }
+    int l2 = 0;
+    if(hipDeviceGetAttribute(&l2, hipDeviceAttributeL2CacheSize, d.ordinal) == hipSuccess)
+        d.l2_bytes = l2;
+    else
+        (void)hipGetLastError(); // a schedule hint only: its absence is not a reason to decline
     d.present = true;
     return d;
 }
@@ -692,7 +698,7 @@ void launch_forward(const Launch& l)
     if(tc && tensor_core_accepts(a, t) && a.sq <= kDecodeMaxSq && decode_kernel_built() && decode_enabled())
         e = launch_sdpa_decode(a, t, l.call.workspace, l.call.workspace_size, l.dev.sms, l.stream);
     else if(tc && tensor_core_accepts(a, t))
-        e = launch_sdpa_tensor_core(a, t, l.stream);
+        e = launch_sdpa_tensor_core(a, t, DeviceShape{l.dev.sms, l.dev.l2_bytes}, l.stream);
     else
         e = launch_sdpa_portable(a, t, l.stream); // unaligned or strided head dim: portable path
     if(e != hipSuccess)

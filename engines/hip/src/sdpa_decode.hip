@@ -545,9 +545,9 @@ hipError_t prepare_decode_kernels()
     return hipSuccess;
 }
 
-hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void*, size_t, int, hipStream_t stream)
+hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void*, size_t, int sms, hipStream_t stream)
 {
-    return launch_sdpa_tensor_core(a, t, stream);
+    return launch_sdpa_tensor_core(a, t, DeviceShape{sms, 0}, stream);
 }
 
 #endif

@@ -48,6 +48,14 @@ struct SdpaArgs
     int32_t padding = 0; // seq_len_q / seq_len_kv give each batch's lengths
 };
 
+// What a launcher sizes its grid from: the device's multiprocessors and L2 bytes (0: unknown).
+// Queried once per device by the host side, not per launch.
+struct DeviceShape
+{
+    int sms = 0;
+    int64_t l2_bytes = 0;
+};
+
 // Which kernel a plan runs.
 enum class Tier : int
 {
@@ -68,7 +76,7 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType t);
 
 // Enqueue the forward pass on stream. Returns hipSuccess or the launch error.
 hipError_t launch_sdpa_portable(const SdpaArgs& a, ElemType t, hipStream_t stream);
-hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream);
+hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape& dev, hipStream_t stream);
 
 // The split-KV decode path of engine 202 (sdpa_decode.hip; NVIDIA build only): calls with
 // a.sq <= kDecodeMaxSq. workspace (may be null) holds workspace_bytes, what the plan reported

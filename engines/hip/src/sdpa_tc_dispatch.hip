@@ -1,6 +1,5 @@
-// hipdnn HIP engine, engine 202: which tensor-core kernel a launch runs, picked from the call's
-// effective shape (tc_auto_choice) or forced by HIPDNN_HIP_202_KERNEL, and the per-process kernel
-// setup. The kernel families live in sdpa_mma_kernel.hip (mma.sync), sdpa_wg_kernel.hip (wgmma)
+// hipdnn HIP engine, engine 202: which tensor-core kernel a launch runs (the warp-specialized one,
+// or the one HIPDNN_HIP_202_KERNEL forces), and the per-process kernel setup. The kernel families live in sdpa_mma_kernel.hip (mma.sync), sdpa_wg_kernel.hip (wgmma)
 // and sdpa_ws_kernel.hip (warp-specialized wgmma). Only the NVIDIA build has them; elsewhere the
 // tier reports itself absent and launches fall back to the portable kernel.
 #include "sdpa_async.h"
@@ -23,8 +22,7 @@ namespace
 // K and V by the copy engine; 3 consumer warpgroups at D = 64), "ws_2wg" (the same with 2 at
 // D = 64), "ws_cp" (K and V copied by cp.async), "wg" (the wgmma kernel without
 // specialization), "serial" (wg without the softmax / P V overlap), "mma" (the earlier mma.sync
-// kernel). Unset (or "auto"): chosen per launch from the call's effective shapes
-// (tc_auto_choice), so overridden shapes get the right kernel too.
+// kernel). Unset (or "auto"): the default below.
 enum class TcKernel
 {
     Auto,
@@ -54,17 +52,6 @@ TcKernel tc_kernel_choice()
     if(std::strcmp(e, "serial") == 0)
         return TcKernel::WgmmaSerial;
     return TcKernel::Auto;
-}
-
-// The default, from the H200 measurements (bf16, H = 16, B * S = 32768, S = 512 / 2048 / 8192,
-// every variant in one run; bench/results/gpu_sdpa_tma.json, RFC 0006): the warp-specialized
-// kernel with K and V brought by the copy engine and P converted late is the fastest at every
-// measured shape, by 14-40% over the cp.async build and 16-50% over the plain wgmma kernel.
-// (With cp.async the late conversion had won only at short sequences; with the producer no longer
-// the bottleneck, the early conversion's serialized wgmma costs 0-27% everywhere.)
-TcKernel tc_auto_choice(const SdpaArgs&)
-{
-    return TcKernel::Ws;
 }
 
 bool aligned16(const void* p)
@@ -168,23 +155,29 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType)
     return aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.o);
 }
 
-hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream)
+hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape& dev, hipStream_t stream)
 {
     TcKernel choice = tc_kernel_choice();
-    if(choice == TcKernel::Auto)
-        choice = tc_auto_choice(a);
     // The wgmma kernels fold the scale into exp2(s * sl2 - m * sl2) with the maximum taken on
     // raw scores, which holds for positive scales only; the mma.sync kernel scales first.
     if(!(a.scale_log2 > 0.0f))
         choice = TcKernel::MmaSync;
     switch(choice)
     {
+    // The default, from the H200 measurements (bf16, H = 16, B * S = 32768, S = 512 / 2048 / 8192,
+    // every variant in one run; bench/results/gpu_sdpa_tma.json, RFC 0006): the warp-specialized
+    // kernel with K and V brought by the copy engine and P converted late is the fastest at every
+    // measured shape, by 14-40% over the cp.async build and 16-50% over the plain wgmma kernel.
+    // (With cp.async the late conversion had won only at short sequences; with the producer no
+    // longer the bottleneck, the early conversion's serialized wgmma costs 0-27% everywhere.) What
+    // it decides per launch from the call's effective shapes is its schedule (ws_launch).
+    case TcKernel::Auto:
     case TcKernel::Ws:
-        return ws_launch(a, t, 0, true, stream);
+        return ws_launch(a, t, 0, true, dev, stream);
     case TcKernel::WsTwoConsumers:
-        return ws_launch(a, t, 2, true, stream);
+        return ws_launch(a, t, 2, true, dev, stream);
     case TcKernel::WsCp:
-        return ws_launch(a, t, 0, false, stream);
+        return ws_launch(a, t, 0, false, dev, stream);
     case TcKernel::Wgmma:
         return wg_launch(a, t, true, stream);
     case TcKernel::WgmmaSerial:
@@ -212,7 +205,7 @@ bool tensor_core_accepts(const SdpaArgs&, ElemType)
     return false;
 }
 
-hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, hipStream_t stream)
+hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape&, hipStream_t stream)
 {
     return launch_sdpa_portable(a, t, stream);
 }

@@ -24,7 +24,9 @@ hipError_t wg_launch(const SdpaArgs& a, ElemType t, bool overlap, hipStream_t st
 // by the bulk tensor copy engine (falling back to cp.async when the driver cannot describe the
 // tensors), else by cp.async.
 hipError_t ws_set_attrs(ElemType t, int d);
-hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, hipStream_t stream);
+// dev: what the schedule (pairs of query blocks per grid block) is chosen from.
+hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, const DeviceShape& dev,
+                     hipStream_t stream);
 
 } // namespace hipdnn_hip
 

@@ -18,7 +18,7 @@ namespace
 
 using namespace mma_sync;
 
-// Hopper kernel "wg" (engine 202 per-shape choice, see tc_auto_choice): warpgroup MMA (wgmma).
+// Hopper kernel "wg" (engine 202 alternate, HIPDNN_HIP_202_KERNEL=wg): warpgroup MMA (wgmma).
 //
 // A block is kWarpgroups warpgroups of 128 threads, each owning 64 query rows, and streams
 // kBlockN keys per tile. All tiles live in shared memory in the 128-byte swizzled layout that

@@ -10,7 +10,6 @@
 #endif
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 
 namespace hipdnn_hip
@@ -156,6 +155,9 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         const int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
         return (max(kv_end, 0) + BN - 1) / BN;
     };
+    // Item j's first row and its last row inside the batch's query length.
+    auto item_q0 = [&](int j) { return item_qblock(j) * BM; };
+    auto item_last_row = [&](int j) { return min(item_q0(j) + BM, len.sq) - 1; };
 
     if(tid == 0)
     {
@@ -191,8 +193,8 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             int it = 0; // K / V tiles issued so far (all items): stage it % KS, pass it / KS
             for(int j = 0; j < nitems; ++j)
             {
-                const int q0 = item_qblock(j) * BM;
-                const int ntiles = tiles_for(q0, min(q0 + BM, len.sq) - 1);
+                const int q0 = item_q0(j);
+                const int ntiles = tiles_for(q0, item_last_row(j));
                 // Q of item j replaces that of item j - 2 once its output has left shared memory.
                 const uint32_t qb = j & 1;
                 if(j >= 2)
@@ -248,8 +250,8 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             int it = 0;
             for(int j = 0; j < nitems; ++j)
             {
-                const int q0 = item_qblock(j) * BM;
-                const int ntiles = tiles_for(q0, min(q0 + BM, len.sq) - 1);
+                const int q0 = item_q0(j);
+                const int ntiles = tiles_for(q0, item_last_row(j));
                 for(int n = 0; n < ntiles; ++n, ++it)
                 {
                     const int ks = it % KS, vs = it % VS;
@@ -294,8 +296,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     auto turns_after = [&](int j) {
         for(int k = j + 1; k < nitems; ++k)
         {
-            const int qk = item_qblock(k) * BM;
-            if(tiles_for(qk, min(qk + BM, len.sq) - 1) > 0)
+            if(tiles_for(item_q0(k), item_last_row(k)) > 0)
                 return true;
         }
         return false;
@@ -303,8 +304,8 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     int it0 = 0; // K / V tiles of the items before this one
     for(int j = 0; j < nitems; ++j)
     {
-        const int q0 = item_qblock(j) * BM;
-        const int last_row = min(q0 + BM, len.sq) - 1;
+        const int q0 = item_q0(j);
+        const int last_row = item_last_row(j);
         const int ntiles = tiles_for(q0, last_row);
         const int wg_row0 = q0 + cw * 64;
         const int r0 = wg_row0 + rw;
@@ -591,37 +592,6 @@ hipError_t set_attrs_ws()
     return e;
 }
 
-// What the schedule needs of the device (multiprocessors, L2 bytes), looked up once per device.
-struct DeviceShape
-{
-    int sms = 132;
-    int64_t l2_bytes = 50 << 20;
-};
-
-DeviceShape device_shape()
-{
-    static std::atomic<int> sms[64];
-    static std::atomic<int64_t> l2[64];
-    DeviceShape d;
-    int dev = 0;
-    if(hipGetDevice(&dev) != hipSuccess || dev < 0 || dev >= 64)
-        return d;
-    int n = sms[dev].load(std::memory_order_relaxed);
-    if(n <= 0)
-    {
-        int l2b = 0;
-        if(hipDeviceGetAttribute(&n, hipDeviceAttributeMultiprocessorCount, dev) != hipSuccess || n <= 0)
-            n = d.sms;
-        if(hipDeviceGetAttribute(&l2b, hipDeviceAttributeL2CacheSize, dev) != hipSuccess || l2b <= 0)
-            l2b = static_cast<int>(d.l2_bytes);
-        l2[dev].store(l2b, std::memory_order_relaxed);
-        sms[dev].store(n, std::memory_order_relaxed);
-    }
-    d.sms = n;
-    d.l2_bytes = l2[dev].load(std::memory_order_relaxed);
-    return d;
-}
-
 // Pairs of query blocks per block of the grid. More pairs mean more of each item's loads
 // overlapping the end of the item before (S = 512, H200: +5-12% with 2 pairs), but fewer, longer
 // blocks: the last wave of blocks may leave most multiprocessors idle (D = 64, S = 8192: 2 pairs
@@ -630,22 +600,23 @@ DeviceShape device_shape()
 // most pairs, up to 4, whose waves rounded up cost at most 4% over the unrounded work, and whose
 // running heads' K and V fit in half the L2; at least 1. HIPDNN_HIP_202_PAIRS (read per launch,
 // for comparisons) forces a count.
-WsSchedule ws_schedule(const SdpaArgs& a, int bm)
+WsSchedule ws_schedule(const SdpaArgs& a, int bm, const DeviceShape& dev)
 {
     WsSchedule s;
     s.nqb = (a.sq + bm - 1) / bm;
     const int64_t npairs = (s.nqb + 1) / 2;
-    const DeviceShape dev = device_shape();
+    const int64_t sms = dev.sms > 0 ? dev.sms : 132;                    // unknown: an H100 / H200
+    const int64_t l2_bytes = dev.l2_bytes > 0 ? dev.l2_bytes : 50 << 20; // unknown: an H100's
     const int64_t heads = int64_t(a.hq) * a.batch;
     const int64_t kv_bytes = std::max<int64_t>(1, int64_t(a.skv) * a.d * 2 * 2); // K and V of one head
-    const int64_t by_l2 = (dev.l2_bytes / 2) * npairs / (int64_t(dev.sms) * kv_bytes);
+    const int64_t by_l2 = (l2_bytes / 2) * npairs / (sms * kv_bytes);
     int64_t pairs = 1;
     for(int64_t p = 2; p <= std::min<int64_t>({4, npairs, by_l2}); ++p)
     {
         const int64_t blocks = (npairs + p - 1) / p * heads;
-        const int64_t waves = (blocks + dev.sms - 1) / dev.sms;
+        const int64_t waves = (blocks + sms - 1) / sms;
         // waves * p pairs per multiprocessor against npairs * heads / sms, within 4%
-        if(waves * p * dev.sms * 100 <= npairs * heads * 104)
+        if(waves * p * sms * 100 <= npairs * heads * 104)
             pairs = p;
     }
     if(const char* e = std::getenv("HIPDNN_HIP_202_PAIRS"))
@@ -655,9 +626,9 @@ WsSchedule ws_schedule(const SdpaArgs& a, int bm)
 }
 
 template <ElemType T, int D, int NC>
-hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, hipStream_t stream)
+hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShape& dev, hipStream_t stream)
 {
-    const WsSchedule sched = ws_schedule(a, NC * 64);
+    const WsSchedule sched = ws_schedule(a, NC * 64, dev);
     const int npairs = (sched.nqb + 1) / 2;
     const dim3 grid(static_cast<unsigned>((npairs + sched.pairs - 1) / sched.pairs), static_cast<unsigned>(a.hq),
                     static_cast<unsigned>(a.batch));
@@ -672,7 +643,7 @@ hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, hipStream_t stre
     else if constexpr(kWsBuilt<NC, false>)
         hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched, maps);
     else
-        return launch_ws_typed<T, D, 2>(a, false, stream);
+        return launch_ws_typed<T, D, 2>(a, false, dev, stream);
     return hipGetLastError();
 }
 
@@ -686,12 +657,13 @@ hipError_t ws_set_attrs_typed(int d)
 }
 
 template <ElemType T>
-hipError_t ws_launch_typed(const SdpaArgs& a, int consumers, bool copy_engine, hipStream_t stream)
+hipError_t ws_launch_typed(const SdpaArgs& a, int consumers, bool copy_engine, const DeviceShape& dev,
+                           hipStream_t stream)
 {
     if(a.d == 128)
-        return launch_ws_typed<T, 128, 2>(a, copy_engine, stream);
-    return consumers == 2 ? launch_ws_typed<T, 64, 2>(a, copy_engine, stream)
-                          : launch_ws_typed<T, 64, 3>(a, copy_engine, stream);
+        return launch_ws_typed<T, 128, 2>(a, copy_engine, dev, stream);
+    return consumers == 2 ? launch_ws_typed<T, 64, 2>(a, copy_engine, dev, stream)
+                          : launch_ws_typed<T, 64, 3>(a, copy_engine, dev, stream);
 }
 
 } // namespace
@@ -701,10 +673,11 @@ hipError_t ws_set_attrs(ElemType t, int d)
     return t == ElemType::Bf16 ? ws_set_attrs_typed<ElemType::Bf16>(d) : ws_set_attrs_typed<ElemType::Half>(d);
 }
 
-hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, hipStream_t stream)
+hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, const DeviceShape& dev,
+                     hipStream_t stream)
 {
-    return t == ElemType::Bf16 ? ws_launch_typed<ElemType::Bf16>(a, consumers, copy_engine, stream)
-                               : ws_launch_typed<ElemType::Half>(a, consumers, copy_engine, stream);
+    return t == ElemType::Bf16 ? ws_launch_typed<ElemType::Bf16>(a, consumers, copy_engine, dev, stream)
+                               : ws_launch_typed<ElemType::Half>(a, consumers, copy_engine, dev, stream);
 }
 
 #endif // HIPDNN_HIP_ON_NVIDIA
