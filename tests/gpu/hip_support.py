@@ -406,9 +406,9 @@ BWD_WORKSPACE_ALIGN = 256
 
 
 def bwd_pair_bytes(hq: int, hk: int, sq: int, d: int) -> int:
-    """Workspace of one (batch, kv head) pair: its Hq / Hk heads' rows (Sq rounded up to 4 each), D + 2
-    floats a row, 256-aligned."""
-    raw = (hq // hk) * ((sq + 3) // 4 * 4) * (d + 2) * 4
+    """Workspace of one (batch, kv head) pair: its Hq / Hk heads' rows (Sq rounded up to 128 each, whole
+    query tiles), D + 2 floats a row, 256-aligned."""
+    raw = (hq // hk) * ((sq + 127) // 128 * 128) * (d + 2) * 4
     return (raw + BWD_WORKSPACE_ALIGN - 1) // BWD_WORKSPACE_ALIGN * BWD_WORKSPACE_ALIGN
 
 

@@ -5,10 +5,11 @@
 // slice:
 //   1. pre-pass: per query row, delta = rowsum(dO * O) and the forward's log-sum-exp in log2 units
 //      (+inf for rows past the batch's query length and rows the forward saw empty, stats -inf, so
-//      that their probabilities are exactly 0); the tensor-core tier also zeroes its fp32 dQ sums.
+//      that their probabilities are exactly 0); the tensor-core tier clears its fp32 dQ sums first.
 //   2. tensor-core tier (sdpa_bwd_wg_kernel.hip): one block per 128 keys of a pair walks every
 //      visible query tile of the pair's query heads, keeps dK and dV in registers and adds its dQ
-//      share atomically to the fp32 sums; 3. a last kernel scales the sums into dQ.
+//      share of each tile to the fp32 sums (kept in its register order, bwd_dq_offset); 3. a last
+//      kernel puts the sums back in row order, scaled, into dQ.
 //   2'. portable tier: 16 lanes per key compute its dK and dV rows, 16 lanes per query row its dQ
 //      row, both recomputing the probabilities (fp32, no shared memory; width-16 exchanges only, so
 //      the same code runs on 32- and 64-wide wavefronts).
@@ -47,9 +48,9 @@ __device__ __forceinline__ int64_t ws_row(const BwdSlice& s, int z, int hh, int 
     return (static_cast<int64_t>(z) * group + hh) * bwd_rows_per_head(s.a.f.sq) + i;
 }
 
-// 16 lanes per query row: delta, lse2 and (when zero_accum) the row's dQ sums cleared.
+// 16 lanes per query row: delta and lse2.
 template <ElemType T>
-__global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int zero_accum)
+__global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s)
 {
     const SdpaArgs& f = s.a.f;
     const int group = f.hq / f.hk;
@@ -94,9 +95,6 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int ze
         s.lse2[w] = l2;
         s.delta[w] = live ? dot : 0.0f;
     }
-    if(zero_accum)
-        for(int d = lane; d < f.d; d += 16)
-            s.dq_accum[w * f.d + d] = 0.0f;
 }
 
 // Portable tier. A row (a key for dK / dV, a query row for dQ) is served by 16 lanes, each holding
@@ -254,7 +252,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
         dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
 }
 
-// Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread).
+// Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread; the
+// tensor-core tier writes dQ with a unit column stride and 4-byte aligned pairs).
 template <ElemType T>
 __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
 {
@@ -272,15 +271,18 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
     const int i = static_cast<int>(r % f.sq);
     const Pair pr = pair_of(s, z);
     const int h = pr.hk * group + hh;
-    const float* src = s.dq_accum + ws_row(s, z, hh, i) * f.d + c * 8;
+    // The chunk's 8 columns are 4 pairs, one per thread of the accumulator fragment, 4 floats apart.
+    const float* src = s.dq_accum + ws_row(s, z, hh, 0) * f.d + bwd_dq_offset(i, c * 8, f.d);
     uint16_t* dst = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss
-                    + static_cast<int64_t>(c) * 8 * a.dq_sd;
-    const float4 lo = *reinterpret_cast<const float4*>(src);
-    const float4 hi = *reinterpret_cast<const float4*>(src + 4);
-    const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+                    + static_cast<int64_t>(c) * 8;
 #pragma unroll
-    for(int e = 0; e < 8; ++e)
-        dst[e * a.dq_sd] = float_to_bits<T>(v[e] * a.scale);
+    for(int u = 0; u < 4; ++u)
+    {
+        const float2 v = *reinterpret_cast<const float2*>(src + 4 * u);
+        const uint32_t bits = static_cast<uint32_t>(float_to_bits<T>(v.x * a.scale))
+                              | (static_cast<uint32_t>(float_to_bits<T>(v.y * a.scale)) << 16);
+        *reinterpret_cast<uint32_t*>(dst + 2 * u) = bits;
+    }
 }
 
 template <ElemType T, int D>
@@ -306,10 +308,13 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
     const SdpaArgs& f = s.a.f;
     const int64_t rows = static_cast<int64_t>(f.hq / f.hk) * f.sq;
     const int64_t ws_rows = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
+    hipError_t e = hipSuccess;
+    if(tc && (e = hipMemsetAsync(s.dq_accum, 0, static_cast<size_t>(pairs) * ws_rows * f.d * sizeof(float), stream))
+                 != hipSuccess)
+        return e;
     hipLaunchKernelGGL((sdpa_bwd_prepass<T>), dim3(static_cast<unsigned>((ws_rows + 15) / 16), pairs), dim3(256), 0,
-                       stream, s, tc ? 1 : 0);
-    hipError_t e = hipGetLastError();
-    if(e != hipSuccess)
+                       stream, s);
+    if((e = hipGetLastError()) != hipSuccess)
         return e;
     if(!tc)
         return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
@@ -374,11 +379,15 @@ hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* wo
     if(per < 1)
         return hipErrorInvalidValue;
     per = per > kMaxSlicePairs ? kMaxSlicePairs : per;
+    // Slices of equal size: the fewest that fit, rather than full ones and a small last one, whose
+    // few blocks would leave most of the GPU idle while they run.
+    const int64_t total = static_cast<int64_t>(f.batch) * f.hk;
+    const int64_t slices = (total + per - 1) / per;
+    per = (total + slices - 1) / slices;
     // Align the base (the plan reported kBwdWorkspaceAlign bytes for this).
     const uintptr_t raw = reinterpret_cast<uintptr_t>(workspace);
     float* base = reinterpret_cast<float*>((raw + kBwdWorkspaceAlign - 1) / kBwdWorkspaceAlign * kBwdWorkspaceAlign);
     const int64_t rows_per_pair = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
-    const int64_t total = static_cast<int64_t>(f.batch) * f.hk;
     for(int64_t p0 = 0; p0 < total; p0 += per)
     {
         const int64_t n = total - p0 < per ? total - p0 : per;

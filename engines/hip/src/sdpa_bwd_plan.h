@@ -4,9 +4,10 @@
 // The backward keeps, per query row, fp32 dQ partial sums (D floats: every key block adds its share
 // atomically), the row's log-sum-exp in log2 units and delta = rowsum(dO * O) (one float each).
 // A (batch, kv head) pair owns the rows of its G = Hq / Hk query heads, so one pair needs
-// G * Sq4 * (D + 2) * 4 bytes, Sq4 being Sq rounded up to 4 rows (each head's rows start 16-byte
-// aligned, for the kernels' vector copies). A call whose pairs do not all fit runs in slices of whole pairs, one
-// slice after another on the stream; the plan reports enough for its maximum shape, capped at
+// G * Sq128 * (D + 2) * 4 bytes, Sq128 being Sq rounded up to 128 rows: each head's rows then hold
+// whole query tiles of the tensor-core kernel, whose dQ sums it adds a tile at a time
+// (bwd_dq_offset). A call whose pairs do not all fit runs in slices of whole pairs, one slice after
+// another on the stream; the plan reports enough for its maximum shape, capped at
 // kBwdWorkspaceCap, so a large or dynamic (wildcard) plan costs at most that and runs sliced.
 #ifndef HIPDNN_HIP_ENGINE_SDPA_BWD_PLAN_H
 #define HIPDNN_HIP_ENGINE_SDPA_BWD_PLAN_H
@@ -30,7 +31,24 @@ constexpr size_t kBwdWorkspaceAlign = 256;
 // Workspace rows one head of one pair spans.
 HIPDNN_BWD_HD inline int64_t bwd_rows_per_head(int64_t sq)
 {
-    return (sq + 3) / 4 * 4;
+    return (sq + 127) / 128 * 128;
+}
+
+// Where the tensor-core kernel keeps dQ(row, col) of one head, in floats from the head's first.
+// Rows come in tiles of BM (64 at D = 128, 128 at D = 64) of BM * D floats. A tile is two shares
+// of 64 x 64, one per warpgroup (column halves at D = 128, row halves at D = 64), each held in the
+// order of the warpgroup's accumulator registers: for thread u = 32 * (r / 16) + 4 * (r % 8) +
+// (c % 8) / 2, register 4 * (c / 8) + 2 * ((r % 16) / 8) + c % 2 is float 4 * u + that register's
+// low two bits of group c / 8 (groups of 128 threads * 4 floats).
+HIPDNN_BWD_HD inline int64_t bwd_dq_offset(int row, int col, int d)
+{
+    const int bm = d == 128 ? 64 : 128;
+    const int r0 = row % bm;
+    const int half = d == 128 ? col / 64 : r0 / 64;
+    const int r = r0 % 64, c = col % 64;
+    const int u = 32 * (r / 16) + 4 * (r % 8) + (c % 8) / 2;
+    const int within = ((c / 8) * 128 + u) * 4 + 2 * ((r % 16) / 8) + c % 2;
+    return static_cast<int64_t>(row / bm) * bm * d + half * 4096 + within;
 }
 
 // Bytes one (batch, kv head) pair uses at this call's shape (0 for an empty call).

@@ -12,8 +12,8 @@
 //   dS^T = P^T * (dP^T - delta)
 //   dV += P^T dO, dK += dS^T Q             (A from registers, B = the dO / Q tile read MN-major)
 //   dQ += dS K                             (dS^T stored to shared memory and read MN-major as A;
-//                                           K read MN-major as B), added to fp32 sums atomically.
-// dQ of a tile always sums over all 128 keys (one atomic per element and key block): at D = 128
+//                                           K read MN-major as B), added to the fp32 sums.
+// dQ of a tile always sums over all 128 keys (one reduction per tile and key block): at D = 128
 // each warpgroup computes half the head dim (64 accumulator registers would not fit beside dK and
 // dV); at D = 64 the tiles are 128 rows (twice the work per wait) and each warpgroup computes 64
 // of them. Tiles in shared memory use the 128-byte swizzle wgmma reads (sdpa_wgmma.h).
@@ -26,6 +26,14 @@
 //   - two dS^T buffers: a warpgroup stores its half of tile n's dS^T and arrives on "full"; it
 //     computes the dQ share of tile n - 1 (which needs the other half) during tile n, by when the
 //     other warpgroup has normally stored it long ago, and releases the buffer on "empty".
+// A warpgroup's dQ share (64 x 64 fp32) goes to the sums through shared memory: its threads store
+// the accumulator fragment in register order (conflict-free), and the warpgroup's first thread
+// hands it to the copy engine as one bulk reduction (cp.reduce.async.bulk .add.f32), so the sums
+// keep that order (bwd_dq_offset) and the conversion after the kernel puts rows back. At D = 128
+// each warpgroup stages in a buffer of its own; at D = 64 (no room for one) in its half of the dS^T
+// buffer its dQ product just read, which only it reads, and its first thread releases that buffer
+// only once the reduction has read it. (Per-element atomics from every thread, before: the
+// consumers spent about a fifth of their time issuing them and waiting for their operands.)
 // Measured against the same kernel with two block barriers per tile: +3-5% at D = 128, -2..+1% at
 // D = 64 (bench/results/gpu_sdpa_backward.json; RFC 0006 lists the variants tried).
 #include "sdpa_bwd_internal.h"
@@ -59,11 +67,20 @@ template <int BM>
 constexpr uint32_t kDsBytes = kBwdKeys * BM * 2;
 template <int BM>
 constexpr uint32_t kStatBytes = 2 * BM * 4; // lse2 and delta of one tile
+constexpr uint32_t kDqShareBytes = 64 * 64 * 4; // one warpgroup's dQ share of a tile, fp32
+// dQ staged in the warpgroup's half of a dS^T buffer (BM = 128: the half is exactly one share) or
+// in buffers of its own.
+template <int BM>
+constexpr bool kDqInDs = BM == 128;
+template <int BM>
+constexpr uint32_t kDqBytes = kDqInDs<BM> ? 0 : 2 * kDqShareBytes;
 constexpr int kStages = 3; // Q / dO / lse2 / delta tiles: one computing, two loading
 constexpr int kMbars = 2 * kStages + 4; // full and empty per stage; dS^T full and empty per buffer
 template <int D, int BM>
 constexpr size_t kBwdSmem
-    = 2 * kKvBytes<D> + 2 * kStages * kTileBytes<D, BM> + 2 * kDsBytes<BM> + kStages * kStatBytes<BM> + 8 * kMbars + 1024;
+    = 2 * kKvBytes<D> + 2 * kStages * kTileBytes<D, BM> + 2 * kDsBytes<BM> + kDqBytes<BM> + kStages * kStatBytes<BM>
+      + 8 * kMbars + 1024;
+static_assert(kBwdSmem<128, 64> <= 227 * 1024 && kBwdSmem<64, 128> <= 227 * 1024, "shared memory of one block");
 
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
 // ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
@@ -92,7 +109,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint32_t q_base = v_base + kKvBytes<D>;
     const uint32_t do_base = q_base + kStages * TB;
     const uint32_t ds_base = do_base + kStages * TB;          // 2 buffers
-    const uint32_t st_base = ds_base + 2 * kDsBytes<BM>;     // stages of [lse2 BM][delta BM]
+    const uint32_t dq_base = ds_base + 2 * kDsBytes<BM>;     // per warpgroup, when not in the dS^T buffer
+    const uint32_t st_base = dq_base + kDqBytes<BM>;         // stages of [lse2 BM][delta BM]
     const uint32_t mb_full = st_base + kStages * SB;         // per stage: its tile landed
     const uint32_t mb_empty = mb_full + 8 * kStages;         // per stage: both warpgroups done with it
     const uint32_t mb_ds_full = mb_empty + 8 * kStages;      // per dS^T buffer: both warpgroups stored
@@ -104,6 +122,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const int w = (tid >> 5) & 3;
     const int lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
+    const bool wg_leader = (tid & 127) == 0; // issues the warpgroup's dQ reductions
 
     const int group = f.hq / f.hk;
     const int z = static_cast<int>(blockIdx.y);
@@ -207,22 +226,31 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
                 wg::ss<T, 64, 1, 1, 1>(acc, da, db);
         }
     };
-    auto flush_dq_acc = [&](int m, const float (&acc)[32]) {
+    // This warpgroup's dQ share of tile m into the fp32 sums (see the top of the file). Named
+    // barrier 1 + wgi spans the warpgroup.
+    auto flush_dq = [&](int m, const float (&acc)[32]) {
         const int hh = m / ntq;
         const int qt = qt0 + (m % ntq) * BM;
-        const int col0 = D == 128 ? wgi * 64 : 0;
-        const int row0 = BM == 128 ? qt + wgi * 64 : qt;
-        float* base = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head) * D + col0;
-#pragma unroll
-        for(int h2 = 0; h2 < 2; ++h2)
+        const uint32_t stage = kDqInDs<BM> ? ds_base + (m & 1) * kDsBytes<BM> + wgi * kDqShareBytes
+                                           : dq_base + wgi * kDqShareBytes;
+        if(!kDqInDs<BM>)
         {
-            const int row = row0 + 16 * w + g + 8 * h2;
-            if(row >= len.sq)
-                continue; // rows past the batch's length carry dS = 0
-            float* ar = base + static_cast<int64_t>(row) * D + 2 * t;
+            if(wg_leader)
+                bulk_wait_read<0>(); // the previous tile's reduction has read the buffer
+            named_sync(1 + wgi, 128);
+        }
+        float4* sp = reinterpret_cast<float4*>(smem_raw + (stage - raw)) + (tid & 127);
 #pragma unroll
-            for(int j = 0; j < 8; ++j)
-                atomicAdd(reinterpret_cast<float2*>(ar + 8 * j), make_float2(acc[4 * j + 2 * h2], acc[4 * j + 2 * h2 + 1]));
+        for(int j = 0; j < 8; ++j)
+            sp[j * 128] = make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+        fence_proxy_async();
+        named_sync(1 + wgi, 128);
+        if(wg_leader)
+        {
+            float* dst = sl.dq_accum + ((static_cast<int64_t>(z) * group + hh) * rows_per_head + qt) * D
+                         + wgi * (kDqShareBytes / 4);
+            bulk_reduce_add_f32(dst, stage, kDqShareBytes);
+            bulk_commit();
         }
     };
 
@@ -313,7 +341,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             dsa[kk][3] = pack2<T>(dp[8 * kk + 6], dp[8 * kk + 7]);
         }
         if(n >= 2)
+        {
+            if(kDqInDs<BM> && wg_leader)
+            {
+                // dQ of tile n - 2 was staged in this buffer: released once its reduction read it.
+                bulk_wait_read<0>();
+                mbar_arrive(mb_ds_empty + 8 * (n & 1));
+            }
             mbar_wait(mb_ds_empty + 8 * (n & 1), ((n - 2) >> 1) & 1); // both dQ of tile n - 2 read this buffer
+        }
         const uint32_t dsb = ds_base + (n & 1) * kDsBytes<BM>;
         unsigned char* ds_ptr = smem_raw + (dsb - raw);
         const int kr = wgi * 64 + 16 * w + g; // key row within the block
@@ -355,8 +391,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         if(n >= 1)
         {
             wg::pin(dq);
-            mbar_arrive(mb_ds_empty + 8 * ((n - 1) & 1));
-            flush_dq_acc(n - 1, dq);
+            if(!kDqInDs<BM>)
+                mbar_arrive(mb_ds_empty + 8 * ((n - 1) & 1));
+            flush_dq(n - 1, dq);
+            if(kDqInDs<BM> && !wg_leader)
+                mbar_arrive(mb_ds_empty + 8 * ((n - 1) & 1)); // (the leader: once its reduction read it)
         }
         // Tile n + 2 into the stage of tile n - 1, once both warpgroups are done with it.
         if(n + 2 < nsteps)
@@ -376,8 +415,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         wg::commit();
         wg::wait<0>();
         wg::pin(dq);
-        flush_dq_acc(nsteps - 1, dq);
+        flush_dq(nsteps - 1, dq);
     }
+    if(wg_leader)
+        bulk_wait<0>(); // the reductions are done before the block's shared memory goes
 
     // dK (times the scale) and dV of this thread's keys; zero for keys no query row sees.
     uint16_t* dkp = static_cast<uint16_t*>(A.dk) + b * A.dk_sb + hk * A.dk_sh;
