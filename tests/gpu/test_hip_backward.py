@@ -146,16 +146,31 @@ def run_backward(
     override: bool = False,
     o_from: Any = None,
     workspace: Any = "poisoned",
+    nan_past_lengths: bool = False,
 ) -> None:
-    """Execute the backward at ``c`` and check dQ, dK, dV against the float64 reference."""
+    """Execute the backward at ``c`` and check dQ, dK, dV against the float64 reference. With
+    ``nan_past_lengths`` the engine is handed q, o, dO rows past seq_len_q and k, v rows past seq_len_kv
+    set to NaN (the reference sees the clean inputs): a padded row must never be read into a product."""
     tdt = TORCH[dtype]
     x = inputs(c, dtype, gen, o_from)
+    given = x
+    if nan_past_lengths:
+        assert c.seq_q is not None and c.seq_kv is not None
+        given = dict(x)
+        for n in ("q", "k", "v", "o", "dO"):
+            given[n] = torch.empty_strided(x[n].shape, x[n].stride(), dtype=x[n].dtype, device="cuda")
+            given[n].copy_(x[n])
+        for bi in range(c.b):
+            for n in ("q", "o", "dO"):
+                given[n][bi, :, min(c.seq_q[bi], c.sq) :] = math.nan
+            for n in ("k", "v"):
+                given[n][bi, :, min(c.seq_kv[bi], c.skv) :] = math.nan
     out = {
         "dQ": Guarded(c.q_dims, c.q_strides, tdt),
         "dK": Guarded(c.kv_dims, c.kv_strides, tdt),
         "dV": Guarded(c.kv_dims, c.kv_strides, tdt),
     }
-    pack = {t[n]: value(x[n], dtype) for n in ("q", "k", "v", "o", "dO")}
+    pack = {t[n]: value(given[n], dtype) for n in ("q", "k", "v", "o", "dO")}
     pack[t["stats"]] = x["stats"]
     pack.update({t[n]: value(out[n].view, dtype) for n in out})
     st_dims = [c.b, c.hq, c.sq, 1]
@@ -304,6 +319,29 @@ def test_padding_mask(handle: hipdnn.Handle, engine: int, mask: str, dtype: hipd
     run_backward(handle, g, t, dtype, c, gen)
     c = Call(2, hq, hk, 100, 100, d, "bhsd", mask, scale=0.1, seq_q=[64, 100], seq_kv=[100, 5])
     run_backward(handle, g, t, dtype, c, gen, override=True)
+
+
+@ENGINES
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize("mask", ["none", "br"])
+def test_padding_never_reads_past_the_lengths(
+    handle: hipdnn.Handle, engine: int, d: int, layout: str, mask: str
+) -> None:
+    """Rows past each batch's lengths hold NaN in q, o, dO (queries) and k, v (keys); the gradients of the
+    rows inside must come out right, and those outside exactly 0. Lengths cross a key block (128) and a
+    query tile (64 / 128) mid-way, and one batch has all its rows."""
+    skip_unless_here(handle, engine)
+    tl, br = MASKS[mask]
+    b, hq, hk, s = 3, 4, 2, 300
+    g, t = sdpa_backward_graph(
+        BF16, [b, hq, s, d], [b, hk, s, d], layout, causal=tl or br, bottom_right=br, padding=True,
+        scale=0.1, engine=engine,
+    )  # fmt: skip
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    c = Call(b, hq, hk, s, s, d, layout, mask, scale=0.1, seq_q=[300, 77, 200], seq_kv=[150, 300, 37])
+    run_backward(handle, g, t, BF16, c, gen, nan_past_lengths=True)
 
 
 @ENGINES

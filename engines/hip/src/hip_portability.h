@@ -26,6 +26,7 @@ typedef cudaDeviceProp hipDeviceProp_t;
 
 #define hipSuccess cudaSuccess
 #define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorNotSupported cudaErrorNotSupported
 #define hipGetDeviceCount cudaGetDeviceCount
 #define hipGetDevice cudaGetDevice
 #define hipGetDeviceProperties cudaGetDeviceProperties

@@ -99,6 +99,15 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
                  : "memory");
 }
 
+// `bytes` contiguous bytes from global memory at src into shared memory at dst (both 16-byte
+// aligned, bytes a multiple of 16), completing their count on mbarrier mb.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes, uint32_t mb)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(mb)
+                 : "memory");
+}
+
 // Adds `bytes` of fp32 values from shared memory at src to global memory at dst, element by element
 // (the copy engine's reduction; bytes and both addresses multiples of 16), in this thread's open
 // bulk group.

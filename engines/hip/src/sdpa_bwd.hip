@@ -318,7 +318,9 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
         return e;
     if(!tc)
         return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
-    if((e = bwd_wg_launch(s, pairs, T, stream)) != hipSuccess)
+    if((e = bwd_wg_launch(s, pairs, T, stream)) == hipErrorNotSupported)
+        return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
+    if(e != hipSuccess)
         return e;
     const int64_t chunks = rows * (f.d / 8);
     hipLaunchKernelGGL((sdpa_bwd_dq_convert<T>), dim3(static_cast<unsigned>((chunks + 255) / 256), pairs), dim3(256),

@@ -24,6 +24,7 @@ struct BwdSlice
 // The Hopper kernel (dK, dV and dQ partials for one slice); tensor-core tier only.
 bool bwd_wg_built();
 hipError_t bwd_wg_set_attrs(ElemType t); // every head dim's instance
+// hipErrorNotSupported: the driver cannot describe the tensors to the copy engine (nothing launched).
 hipError_t bwd_wg_launch(const BwdSlice& s, int pairs, ElemType t, hipStream_t stream);
 
 } // namespace hipdnn_hip

@@ -20,9 +20,14 @@
 //
 // The two warpgroups never meet at a block barrier inside the walk, so one's softmax and dS^T can
 // run while the other's products do. mbarriers carry what they share:
-//   - three stages of Q, dO, lse2 and delta: every thread copies its part of tile n + 2 (cp.async)
-//     into the stage of tile n - 1 once both warpgroups have released that stage, and its copies
-//     arrive on the stage's "full" barrier, which the tile's consumers wait on;
+//   - three stages of Q, dO, lse2 and delta, filled by the copy engine (TMA for Q and dO, bulk copies
+//     for lse2 and delta): thread 0 issues tile n + 2 into the stage of tile n - 1 once both
+//     warpgroups have released that stage, and the copies complete the stage's "full" barrier by
+//     byte count; the tile's consumers wait on it. (Before, every thread copied its part with
+//     cp.async: 2-3% of the stall samples, and the address arithmetic on top.) K and V come the
+//     same way, once. The copy engine reads rows past a padded batch's length as they are in
+//     memory, so the consumers zero them (K, V once; Q, dO in the tile that crosses the length);
+//     rows past the tensor read as zeros;
 //   - two dS^T buffers: a warpgroup stores its half of tile n's dS^T and arrives on "full"; it
 //     computes the dQ share of tile n - 1 (which needs the other half) during tile n, by when the
 //     other warpgroup has normally stored it long ago, and releases the buffer on "empty".
@@ -75,7 +80,7 @@ constexpr bool kDqInDs = BM == 128;
 template <int BM>
 constexpr uint32_t kDqBytes = kDqInDs<BM> ? 0 : 2 * kDqShareBytes;
 constexpr int kStages = 3; // Q / dO / lse2 / delta tiles: one computing, two loading
-constexpr int kMbars = 2 * kStages + 4; // full and empty per stage; dS^T full and empty per buffer
+constexpr int kMbars = 2 * kStages + 5; // full and empty per stage; dS^T full and empty per buffer; K / V
 template <int D, int BM>
 constexpr size_t kBwdSmem
     = 2 * kKvBytes<D> + 2 * kStages * kTileBytes<D, BM> + 2 * kDsBytes<BM> + kDqBytes<BM> + kStages * kStatBytes<BM>
@@ -85,8 +90,17 @@ static_assert(kBwdSmem<128, 64> <= 227 * 1024 && kBwdSmem<64, 128> <= 227 * 1024
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
 // ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
 // the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
+// The copy engine's view of Q, dO, K and V for one launch: boxes of 64 columns by a tile's rows.
+struct BwdMaps
+{
+    CUtensorMap q;
+    CUtensorMap dout;
+    CUtensorMap k;
+    CUtensorMap v;
+};
+
 template <ElemType T, int D, int BM>
-__global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
+__global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl, const __grid_constant__ BwdMaps maps)
 {
     static_assert((D == 64 && BM == 128) || (D == 128 && BM == 64), "tile shapes with room in the register file");
     constexpr int BK = kBwdKeys;
@@ -115,6 +129,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint32_t mb_empty = mb_full + 8 * kStages;         // per stage: both warpgroups done with it
     const uint32_t mb_ds_full = mb_empty + 8 * kStages;      // per dS^T buffer: both warpgroups stored
     const uint32_t mb_ds_empty = mb_ds_full + 16;            // per dS^T buffer: both warpgroups' dQ read it
+    const uint32_t mb_kv = mb_ds_empty + 16;                 // K and V landed
     const float* st_ptr = reinterpret_cast<const float*>(smem_raw + (st_base - raw));
 
     const int tid = static_cast<int>(threadIdx.x);
@@ -143,45 +158,31 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     const uint16_t* kp = static_cast<const uint16_t*>(f.k) + b * f.k_sb + hk * f.k_sh;
     const uint16_t* vp = static_cast<const uint16_t*>(f.v) + b * f.v_sb + hk * f.v_sh;
 
-    auto load_kv = [&]() {
-        for(int i = tid; i < BK * CH; i += NT)
-        {
-            const int r = i / CH, c = i % CH;
-            const int key = k0 + r;
-            const int src = min(key, len.skv - 1);
-            const int bytes = key < len.skv ? 16 : 0; // zero past the batch's keys
-            cp_async_16(k_base + woff<BK>(r, c), kp + src * f.k_ss + c * 8, bytes);
-            cp_async_16(v_base + woff<BK>(r, c), vp + src * f.v_ss + c * 8, bytes);
-        }
-    };
-    auto load_tile = [&](int n) {
+    // Tile n's Q, dO, lse2 and delta into its stage (thread 0).
+    auto issue_tile = [&](int n) {
         const int hh = n / ntq;
         const int qt = qt0 + (n % ntq) * BM;
         const int h = hk * group + hh;
-        const uint32_t qs = q_base + (n % kStages) * TB;
-        const uint32_t dos = do_base + (n % kStages) * TB;
-        const uint16_t* qp = static_cast<const uint16_t*>(f.q) + b * f.q_sb + h * f.q_sh;
-        const uint16_t* dop = static_cast<const uint16_t*>(A.dout) + b * A.do_sb + h * A.do_sh;
+        const uint32_t stage = n % kStages;
+        const uint32_t full = mb_full + 8 * stage;
+        mbar_arrive_expect_tx(full, 2 * TB + SB);
 #pragma unroll
-        for(int i = tid; i < BM * CH; i += NT)
+        for(int blk = 0; blk < D / 64; ++blk)
         {
-            const int r = i / CH, c = i % CH;
-            const int row = qt + r;
-            const int src = max(min(row, len.sq - 1), 0);
-            const int bytes = row < len.sq ? 16 : 0;
-            cp_async_16(qs + woff<BM>(r, c), qp + src * f.q_ss + c * 8, bytes);
-            cp_async_16(dos + woff<BM>(r, c), dop + src * A.do_ss + c * 8, bytes);
+            tma_load_4d(q_base + stage * TB + blk * BM * 128, &maps.q, full, blk * 64, qt, h, b);
+            tma_load_4d(do_base + stage * TB + blk * BM * 128, &maps.dout, full, blk * 64, qt, h, b);
         }
-        if(tid < BM / 2)
-        {
-            // BM / 4 chunks of 4 floats of lse2, then as many of delta; each head's rows start
-            // 16-byte aligned.
-            const int c = tid % (BM / 4);
-            const int64_t w0 = (static_cast<int64_t>(z) * group + hh) * rows_per_head + qt;
-            const float* src = (tid < BM / 4 ? sl.lse2 : sl.delta) + w0;
-            const bool in = qt + 4 * c < rows_per_head;
-            cp_async_16(st_base + (n % kStages) * SB + tid * 16, in ? src + 4 * c : src, in ? 16 : 0);
-        }
+        // Each head's rows are whole tiles in the workspace (bwd_rows_per_head), 16-byte aligned.
+        const int64_t w0 = (static_cast<int64_t>(z) * group + hh) * rows_per_head + qt;
+        bulk_load(st_base + stage * SB, sl.lse2 + w0, BM * 4, full);
+        bulk_load(st_base + stage * SB + BM * 4, sl.delta + w0, BM * 4, full);
+    };
+    // Zeroes rows [from, ROWS) of a swizzled ROWS-row tile at base, with `threads` threads from index i0.
+    auto zero_rows = [&](uint32_t base, int from, int i0, int threads, auto rows_tag) {
+        constexpr int ROWS = decltype(rows_tag)::value;
+        for(int i = i0 + from * CH; i < ROWS * CH; i += threads)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};\n" ::"r"(base + woff<ROWS>(i / CH, i % CH)), "r"(0)
+                         : "memory");
     };
 
     float dk[ND], dv[ND];
@@ -190,18 +191,40 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
         dk[i] = dv[i] = 0.0f;
 
     if(tid == 0)
-        for(int i = 0; i < kMbars; ++i)
+    {
+        for(int i = 0; i < kStages; ++i)
+            mbar_init(mb_full + 8 * i, 1); // thread 0's arrival with the byte count
+        for(int i = kStages; i < kMbars - 1; ++i)
             mbar_init(mb_full + 8 * i, NT);
+        mbar_init(mb_kv, 1);
+        mbar_init_fence();
+    }
     __syncthreads();
     if(nsteps > 0)
     {
-        load_kv();
-        load_tile(0);
-        mbar_arrive_on_copies(mb_full);
-        if(nsteps > 1)
+        if(tid == 0)
         {
-            load_tile(1);
-            mbar_arrive_on_copies(mb_full + 8);
+            tma_prefetch_map(&maps.q);
+            tma_prefetch_map(&maps.dout);
+            mbar_arrive_expect_tx(mb_kv, 2 * kKvBytes<D>);
+#pragma unroll
+            for(int blk = 0; blk < D / 64; ++blk)
+            {
+                tma_load_4d(k_base + blk * BK * 128, &maps.k, mb_kv, blk * 64, k0, hk, b);
+                tma_load_4d(v_base + blk * BK * 128, &maps.v, mb_kv, blk * 64, k0, hk, b);
+            }
+            issue_tile(0);
+            if(nsteps > 1)
+                issue_tile(1);
+        }
+        mbar_wait(mb_kv, 0);
+        if(k0 + BK > len.skv && len.skv < f.skv)
+        {
+            // Keys from the batch's length to the tensor's hold padding, not zeros.
+            zero_rows(k_base, len.skv - k0, tid, NT, std::integral_constant<int, BK>{});
+            zero_rows(v_base, len.skv - k0, tid, NT, std::integral_constant<int, BK>{});
+            fence_proxy_async();
+            __syncthreads();
         }
     }
     const float sl2 = f.scale_log2;
@@ -257,11 +280,19 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
     for(int n = 0; n < nsteps; ++n)
     {
         mbar_wait(mb_full + 8 * (n % kStages), (n / kStages) & 1); // tile n landed
-        fence_proxy_async();
 
         const int qt = qt0 + (n % ntq) * BM;
         const uint32_t qs = q_base + (n % kStages) * TB;
         const uint32_t dos = do_base + (n % kStages) * TB;
+        if(qt + BM > len.sq && len.sq < f.sq)
+        {
+            // Rows from the batch's length on hold padding: zeros instead (both warpgroups write the
+            // same zeros; each fences and syncs its own before its products read them).
+            zero_rows(qs, len.sq - qt, tid & 127, 128, std::integral_constant<int, BM>{});
+            zero_rows(dos, len.sq - qt, tid & 127, 128, std::integral_constant<int, BM>{});
+            fence_proxy_async();
+            named_sync(1 + wgi, 128);
+        }
         const float* lse_s = st_ptr + (n % kStages) * (SB / 4);
         const float* del_s = lse_s + BM;
 
@@ -292,7 +323,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
                 wg::ss<T, BM, 1>(dp, va, ob);
         }
         wg::commit();
-        wg::wait<1>();
+        // At D = 64 (BM = 128) both products are awaited together, so that P and dS^T are packed as
+        // they are made (S^T, P^T, dP^T and the packed P^T all live at once would spill there).
+        if constexpr(BM == 128)
+        {
+            wg::wait<0>();
+            wg::pin(dp);
+        }
+        else
+            wg::wait<1>();
         wg::pin(s);
 
         // P^T, masked only where the tile crosses the diagonal or a length.
@@ -322,8 +361,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
             pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
             pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
         }
-        wg::wait<0>();
-        wg::pin(dp);
+        if constexpr(BM != 128)
+        {
+            wg::wait<0>();
+            wg::pin(dp);
+        }
 
         // dS^T = P^T (dP^T - delta): to registers (A of dK) and to shared memory (A of dQ).
         uint32_t dsa[QS][4];
@@ -398,15 +440,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl)
                 mbar_arrive(mb_ds_empty + 8 * ((n - 1) & 1)); // (the leader: once its reduction read it)
         }
         // Tile n + 2 into the stage of tile n - 1, once both warpgroups are done with it.
-        if(n + 2 < nsteps)
+        if(tid == 0 && n + 2 < nsteps)
         {
             if(n >= 1)
                 mbar_wait(mb_empty + 8 * ((n + 2) % kStages), ((n - 1) / kStages) & 1);
-            load_tile(n + 2);
-            mbar_arrive_on_copies(mb_full + 8 * ((n + 2) % kStages));
+            issue_tile(n + 2);
         }
     }
-    cp_async_wait<0>();
     if(nsteps > 0)
     {
         float dq[32];
@@ -450,9 +490,16 @@ hipError_t set_attrs_typed()
 template <ElemType T, int D, int BM>
 hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
 {
-    const dim3 grid(static_cast<unsigned>((s.a.f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
+    const SdpaArgs& f = s.a.f;
+    BwdMaps maps{};
+    if(!tma_tile_map(maps.q, f.q, D, f.sq, f.hq, f.batch, f.q_ss, f.q_sh, f.q_sb, BM)
+       || !tma_tile_map(maps.dout, s.a.dout, D, f.sq, f.hq, f.batch, s.a.do_ss, s.a.do_sh, s.a.do_sb, BM)
+       || !tma_tile_map(maps.k, f.k, D, f.skv, f.hk, f.batch, f.k_ss, f.k_sh, f.k_sb, kBwdKeys)
+       || !tma_tile_map(maps.v, f.v, D, f.skv, f.hk, f.batch, f.v_ss, f.v_sh, f.v_sb, kBwdKeys))
+        return hipErrorNotSupported; // no encoder in this driver: the caller runs the portable kernels
+    const dim3 grid(static_cast<unsigned>((f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
     constexpr size_t smem = kBwdSmem<D, BM>; // (a comma inside the launch macro's arguments would split them)
-    hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM>), grid, dim3(kBwdThreads), smem, stream, s);
+    hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM>), grid, dim3(kBwdThreads), smem, stream, s, maps);
     return hipGetLastError();
 }
 
