@@ -37,7 +37,6 @@ typedef cudaDeviceProp hipDeviceProp_t;
 #define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 #define hipDeviceAttributeL2CacheSize cudaDevAttrL2CacheSize
 #define hipGetLastError cudaGetLastError
-#define hipMemsetAsync cudaMemsetAsync
 #define hipPeekAtLastError cudaPeekAtLastError
 #define hipGetErrorString cudaGetErrorString
 #define hipFuncSetAttribute cudaFuncSetAttribute

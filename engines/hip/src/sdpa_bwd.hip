@@ -5,7 +5,7 @@
 // slice:
 //   1. pre-pass: per query row, delta = rowsum(dO * O) and the forward's log-sum-exp in log2 units
 //      (+inf for rows past the batch's query length and rows the forward saw empty, stats -inf, so
-//      that their probabilities are exactly 0); the tensor-core tier clears its fp32 dQ sums first.
+//      that their probabilities are exactly 0); the tensor-core tier also clears its fp32 dQ sums.
 //   2. tensor-core tier (sdpa_bwd_wg_kernel.hip): one block per 128 keys of a pair walks every
 //      visible query tile of the pair's query heads, keeps dK and dV in registers and adds its dQ
 //      share of each tile to the fp32 sums (kept in its register order, bwd_dq_offset); 3. a last
@@ -35,10 +35,13 @@ struct Pair
     int hk;
 };
 
+// (32-bit: a call's pairs and one pair's workspace floats stay below 2^31, checked at launch;
+// 64-bit divisions cost the small kernels more than their memory traffic.)
 __device__ __forceinline__ Pair pair_of(const BwdSlice& s, int z)
 {
-    const int64_t p = s.p0 + z;
-    return Pair{static_cast<int>(p / s.a.f.hk), static_cast<int>(p % s.a.f.hk)};
+    const unsigned p = static_cast<unsigned>(s.p0 + z);
+    const unsigned hk = static_cast<unsigned>(s.a.f.hk);
+    return Pair{static_cast<int>(p / hk), static_cast<int>(p % hk)};
 }
 
 // Workspace index of row i of head-in-group hh of slice pair z.
@@ -48,17 +51,33 @@ __device__ __forceinline__ int64_t ws_row(const BwdSlice& s, int z, int hh, int 
     return (static_cast<int64_t>(z) * group + hh) * bwd_rows_per_head(s.a.f.sq) + i;
 }
 
-// 16 lanes per query row: delta and lse2.
+// dO . O over 8 elements held as 16 bytes each.
 template <ElemType T>
-__global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s)
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b)
 {
+    const uint16_t* x = reinterpret_cast<const uint16_t*>(&a);
+    const uint16_t* y = reinterpret_cast<const uint16_t*>(&b);
+    float acc = 0.0f;
+#pragma unroll
+    for(int e = 0; e < 8; ++e)
+        acc += load_as_float<T>(x + e) * load_as_float<T>(y + e);
+    return acc;
+}
+
+// L = D / 8 lanes per query row (256 / L rows a block): delta, lse2 and (when zero_accum) the
+// row's dQ sums cleared. Rows of dO and O with unit column stride and 16-byte alignment are read
+// 16 bytes a lane, so every lane loads (the kernel is bound by loads in flight).
+template <ElemType T, int L>
+__global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int zero_accum)
+{
+    constexpr int R = 256 / L; // rows per block
     const SdpaArgs& f = s.a.f;
     const int group = f.hq / f.hk;
-    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int lane = static_cast<int>(threadIdx.x) & (L - 1);
     // Over every workspace row of the pair, the padding after each head's sq rows included, so
     // that the tensor-core kernel's 16-byte copies never read an unwritten value.
-    const int64_t per_head = bwd_rows_per_head(f.sq);
-    const int64_t r = static_cast<int64_t>(blockIdx.x) * 16 + (threadIdx.x >> 4);
+    const int per_head = static_cast<int>(bwd_rows_per_head(f.sq));
+    const int r = static_cast<int>(blockIdx.x) * R + static_cast<int>(threadIdx.x) / L;
     const int z = static_cast<int>(blockIdx.y);
     const bool in_range = r < group * per_head;
     const int hh = in_range ? static_cast<int>(r / per_head) : 0;
@@ -74,13 +93,21 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s)
                               + static_cast<int64_t>(i) * s.a.do_ss;
         const uint16_t* op = static_cast<const uint16_t*>(f.o) + pr.b * f.o_sb + h * f.o_sh
                              + static_cast<int64_t>(i) * f.o_ss;
-        for(int d = lane; d < f.d; d += 16)
-            dot += load_as_float<T>(dop + d * s.a.do_sd) * load_as_float<T>(op + d * f.o_sd);
+        if(s.a.do_sd == 1 && f.o_sd == 1 && ((reinterpret_cast<uintptr_t>(dop) | reinterpret_cast<uintptr_t>(op)) & 15) == 0)
+        {
+            for(int d = 8 * lane; d < f.d; d += 8 * L)
+                dot += dot8<T>(*reinterpret_cast<const uint4*>(dop + d), *reinterpret_cast<const uint4*>(op + d));
+        }
+        else
+        {
+            for(int d = lane; d < f.d; d += L)
+                dot += load_as_float<T>(dop + d * s.a.do_sd) * load_as_float<T>(op + d * f.o_sd);
+        }
     }
-    // Every lane of the wavefront takes part (rows past the end included), so the width-16
+    // Every lane of the wavefront takes part (rows past the end included), so the width-L
     // exchanges are well defined on 32- and 64-wide wavefronts.
-    for(int m = 8; m >= 1; m >>= 1)
-        dot += HIPDNN_SHFL_XOR(dot, m, 16);
+    for(int m = L / 2; m >= 1; m >>= 1)
+        dot += HIPDNN_SHFL_XOR(dot, m, L);
     if(!in_range)
         return;
     const int64_t w = ws_row(s, z, hh, i);
@@ -95,6 +122,9 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s)
         s.lse2[w] = l2;
         s.delta[w] = live ? dot : 0.0f;
     }
+    if(zero_accum)
+        for(int c = lane; c < f.d / 4; c += L) // (the sums are 256-byte aligned, d a multiple of 64)
+            reinterpret_cast<float4*>(s.dq_accum + w * f.d)[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 // Portable tier. A row (a key for dK / dV, a query row for dQ) is served by 16 lanes, each holding
@@ -260,29 +290,34 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
     const SdpaBwdArgs& a = s.a;
     const SdpaArgs& f = a.f;
     const int group = f.hq / f.hk;
-    const int chunks = f.d / 8;
-    const int64_t idx = static_cast<int64_t>(blockIdx.x) * 256 + threadIdx.x; // over group * sq * chunks
+    const unsigned chunks = static_cast<unsigned>(f.d / 8);
+    const unsigned idx = blockIdx.x * 256u + threadIdx.x; // over group * sq * chunks
     const int z = static_cast<int>(blockIdx.y);
-    if(idx >= static_cast<int64_t>(group) * f.sq * chunks)
+    if(idx >= static_cast<unsigned>(group) * static_cast<unsigned>(f.sq) * chunks)
         return;
     const int c = static_cast<int>(idx % chunks);
-    const int64_t r = idx / chunks;
-    const int hh = static_cast<int>(r / f.sq);
-    const int i = static_cast<int>(r % f.sq);
+    const unsigned r = idx / chunks;
+    const int hh = static_cast<int>(r / static_cast<unsigned>(f.sq));
+    const int i = static_cast<int>(r % static_cast<unsigned>(f.sq));
     const Pair pr = pair_of(s, z);
     const int h = pr.hk * group + hh;
     // The chunk's 8 columns are 4 pairs, one per thread of the accumulator fragment, 4 floats apart.
     const float* src = s.dq_accum + ws_row(s, z, hh, 0) * f.d + bwd_dq_offset(i, c * 8, f.d);
     uint16_t* dst = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss
                     + static_cast<int64_t>(c) * 8;
+    uint32_t bits[4];
 #pragma unroll
     for(int u = 0; u < 4; ++u)
     {
         const float2 v = *reinterpret_cast<const float2*>(src + 4 * u);
-        const uint32_t bits = static_cast<uint32_t>(float_to_bits<T>(v.x * a.scale))
-                              | (static_cast<uint32_t>(float_to_bits<T>(v.y * a.scale)) << 16);
-        *reinterpret_cast<uint32_t*>(dst + 2 * u) = bits;
+        bits[u] = static_cast<uint32_t>(float_to_bits<T>(v.x * a.scale))
+                  | (static_cast<uint32_t>(float_to_bits<T>(v.y * a.scale)) << 16);
     }
+    if((reinterpret_cast<uintptr_t>(dst) & 15) == 0)
+        *reinterpret_cast<uint4*>(dst) = make_uint4(bits[0], bits[1], bits[2], bits[3]);
+    else
+        for(int u = 0; u < 4; ++u)
+            *reinterpret_cast<uint32_t*>(dst + 2 * u) = bits[u];
 }
 
 template <ElemType T, int D>
@@ -308,13 +343,14 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
     const SdpaArgs& f = s.a.f;
     const int64_t rows = static_cast<int64_t>(f.hq / f.hk) * f.sq;
     const int64_t ws_rows = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
-    hipError_t e = hipSuccess;
-    if(tc && (e = hipMemsetAsync(s.dq_accum, 0, static_cast<size_t>(pairs) * ws_rows * f.d * sizeof(float), stream))
-                 != hipSuccess)
-        return e;
-    hipLaunchKernelGGL((sdpa_bwd_prepass<T>), dim3(static_cast<unsigned>((ws_rows + 15) / 16), pairs), dim3(256), 0,
-                       stream, s);
-    if((e = hipGetLastError()) != hipSuccess)
+    if(f.d == 64)
+        hipLaunchKernelGGL((sdpa_bwd_prepass<T, 8>), dim3(static_cast<unsigned>((ws_rows + 31) / 32), pairs), dim3(256),
+                           0, stream, s, tc ? 1 : 0);
+    else
+        hipLaunchKernelGGL((sdpa_bwd_prepass<T, 16>), dim3(static_cast<unsigned>((ws_rows + 15) / 16), pairs),
+                           dim3(256), 0, stream, s, tc ? 1 : 0);
+    hipError_t e = hipGetLastError();
+    if(e != hipSuccess)
         return e;
     if(!tc)
         return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
@@ -376,6 +412,10 @@ hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* wo
         return hipErrorInvalidValue;
     const bool tc = tier == Tier::TensorCore && sdpa_bwd_tensor_core_accepts(a, t);
     if(workspace == nullptr)
+        return hipErrorInvalidValue;
+    // The kernels index pairs and one pair's workspace floats in 32 bits.
+    if(static_cast<int64_t>(f.batch) * f.hk >= (int64_t(1) << 31)
+       || static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq) * (f.d + 2) >= (int64_t(1) << 31))
         return hipErrorInvalidValue;
     int64_t per = bwd_pairs_per_slice(workspace_bytes, f.hq, f.hk, f.sq, f.d);
     if(per < 1)

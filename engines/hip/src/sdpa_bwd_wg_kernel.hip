@@ -155,8 +155,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     const int ntq = (k0 < len.skv && q_first < len.sq) ? (len.sq - qt0 + BM - 1) / BM : 0;
     const int nsteps = ntq * group;
 
-    const uint16_t* kp = static_cast<const uint16_t*>(f.k) + b * f.k_sb + hk * f.k_sh;
-    const uint16_t* vp = static_cast<const uint16_t*>(f.v) + b * f.v_sb + hk * f.v_sh;
 
     // Tile n's Q, dO, lse2 and delta into its stage (thread 0).
     auto issue_tile = [&](int n) {
