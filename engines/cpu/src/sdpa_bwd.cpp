@@ -180,6 +180,82 @@ __attribute__((target("avx512f"))) inline Vec<16>::F exp2v<16>(Vec<16>::F xv)
 }
 #endif
 
+#if HIPDNN_BWD_X86
+// dst[e * ldd + i] = src[i * lds + e] for a 16 x 16 fp32 block, in registers:
+// four rounds of two-source lane permutes, round s swapping the (row, column)
+// bit s of every element (64 permutes, 16 loads and 16 stores for 256 floats,
+// where element-wise copies cost ~2 cycles a float).
+// Round S of transpose16 on rows i and i + S (i without bit S).
+template <int S>
+__attribute__((target("avx512f"))) inline void transpose16_round(__m512 (&r)[16])
+{
+    // lane c of row i takes row i + S's lane c - S where c has bit S; row i + S takes row i's c + S elsewhere
+    alignas(64) static constexpr int32_t mi[16] = {
+        0 & S ? 16 + 0 - S : 0,    1 & S ? 16 + 1 - S : 1,    2 & S ? 16 + 2 - S : 2,    3 & S ? 16 + 3 - S : 3,
+        4 & S ? 16 + 4 - S : 4,    5 & S ? 16 + 5 - S : 5,    6 & S ? 16 + 6 - S : 6,    7 & S ? 16 + 7 - S : 7,
+        8 & S ? 16 + 8 - S : 8,    9 & S ? 16 + 9 - S : 9,    10 & S ? 16 + 10 - S : 10, 11 & S ? 16 + 11 - S : 11,
+        12 & S ? 16 + 12 - S : 12, 13 & S ? 16 + 13 - S : 13, 14 & S ? 16 + 14 - S : 14, 15 & S ? 16 + 15 - S : 15};
+    alignas(64) static constexpr int32_t mj[16] = {
+        0 & S ? 16 + 0 : 0 + S,    1 & S ? 16 + 1 : 1 + S,    2 & S ? 16 + 2 : 2 + S,    3 & S ? 16 + 3 : 3 + S,
+        4 & S ? 16 + 4 : 4 + S,    5 & S ? 16 + 5 : 5 + S,    6 & S ? 16 + 6 : 6 + S,    7 & S ? 16 + 7 : 7 + S,
+        8 & S ? 16 + 8 : 8 + S,    9 & S ? 16 + 9 : 9 + S,    10 & S ? 16 + 10 : 10 + S, 11 & S ? 16 + 11 : 11 + S,
+        12 & S ? 16 + 12 : 12 + S, 13 & S ? 16 + 13 : 13 + S, 14 & S ? 16 + 14 : 14 + S, 15 & S ? 16 + 15 : 15 + S};
+    const __m512i vi = _mm512_load_si512(mi), vj = _mm512_load_si512(mj);
+#pragma GCC unroll 16
+    for(int i = 0; i < 16; ++i)
+        if(!(i & S))
+        {
+            const __m512 a = r[i], b = r[i + S];
+            r[i] = _mm512_permutex2var_ps(a, vi, b);
+            r[i + S] = _mm512_permutex2var_ps(a, vj, b);
+        }
+}
+
+// dst[e * ldd + i] = src[i * lds + e] for a 16 x 16 fp32 block, in registers:
+// four rounds of two-source lane permutes, round S swapping bit S of every
+// element's row and column (64 permutes, 16 loads and 16 stores for 256 floats,
+// where element-wise copies cost ~2 cycles a float).
+__attribute__((target("avx512f"))) inline void transpose16(const float* src, int64_t lds, float* dst, int64_t ldd)
+{
+    __m512 r[16];
+#pragma GCC unroll 16
+    for(int t = 0; t < 16; ++t)
+        r[t] = _mm512_loadu_ps(src + t * lds);
+    transpose16_round<1>(r);
+    transpose16_round<2>(r);
+    transpose16_round<4>(r);
+    transpose16_round<8>(r);
+#pragma GCC unroll 16
+    for(int t = 0; t < 16; ++t)
+        _mm512_storeu_ps(dst + t * ldd, r[t]);
+}
+#endif
+
+// dst[e * ldd + i] = src[i * lds + e] for i < n, e < width (fp32): 16 x 16 register
+// blocks in the AVX-512 build, element by element elsewhere and at the edges.
+// Blocks go along dst rows, so that each 16 dst rows are written whole before
+// the next (dst is dK / dV in memory when storing them).
+template <int W>
+inline void transpose_f32(const float* src, int64_t lds, int64_t n, int64_t width, float* dst, int64_t ldd)
+{
+    int64_t e0 = 0; // dst rows before e0 are done
+#if HIPDNN_BWD_X86
+    if(W == 16)
+        for(; e0 + 16 <= width; e0 += 16)
+        {
+            int64_t i = 0;
+            for(; i + 16 <= n; i += 16)
+                transpose16(src + i * lds + e0, lds, dst + e0 * ldd + i, ldd);
+            for(int64_t e = e0; e < e0 + 16; ++e)
+                for(int64_t t = i; t < n; ++t)
+                    dst[e * ldd + t] = src[t * lds + e];
+        }
+#endif
+    for(int64_t e = e0; e < width; ++e)
+        for(int64_t t = 0; t < n; ++t)
+            dst[e * ldd + t] = src[t * lds + e];
+}
+
 // ---------------------------------------------------------- conversions ----
 inline float from_half(uint16_t h)
 {
@@ -490,12 +566,18 @@ inline const float* rows_of(const void* base, DType t, const Shape& s, int64_t o
 
 // Rows [r0, r0 + n) of head slice `off`, transposed into dst [width][T]
 // (columns past n zero).
+template <int W>
 inline void transposed(const void* base, DType t, const Shape& s, int64_t off, int64_t r0, int64_t n, int64_t width,
                        float* dst, int64_t T)
 {
     if(n < T)
         for(int64_t e = 0; e < width; ++e)
             std::memset(dst + e * T + n, 0, sizeof(float) * static_cast<size_t>(T - n));
+    if(t == DType::F32 && s.strides[3] == 1)
+    {
+        transpose_f32<W>(static_cast<const float*>(base) + off + r0 * s.strides[2], s.strides[2], n, width, dst, T);
+        return;
+    }
     if(t == DType::F32)
     {
         // destination rows written contiguously; the n source rows stay in L1 across the e loop
@@ -517,18 +599,22 @@ inline void transposed(const void* base, DType t, const Shape& s, int64_t off, i
     }
 }
 
-// n rows of `width` from src [n][ld] to a gradient tensor at element offset off (its strides, its type).
-inline void store_rows(void* base, DType t, const Shape& s, int64_t off, int64_t n, int64_t width, const float* src,
-                       int64_t ld)
+// n rows of `width` to a gradient tensor at element offset off (its strides, its type), from their
+// transpose srcT [width][ldt].
+template <int W>
+inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64_t n, int64_t width,
+                         const float* srcT, int64_t ldt)
 {
+    if(t == DType::F32 && s.strides[3] == 1)
+    {
+        transpose_f32<W>(srcT, ldt, width, n, static_cast<float*>(base) + off, s.strides[2]);
+        return;
+    }
     for(int64_t j = 0; j < n; ++j)
     {
         const int64_t row = off + j * s.strides[2];
-        if(t == DType::F32 && s.strides[3] == 1)
-            std::memcpy(static_cast<float*>(base) + row, src + j * ld, sizeof(float) * static_cast<size_t>(width));
-        else
-            for(int64_t e = 0; e < width; ++e)
-                st(base, row + e * s.strides[3], t, src[j * ld + e]);
+        for(int64_t e = 0; e < width; ++e)
+            st(base, row + e * s.strides[3], t, srcT[e * ldt + j]);
     }
 }
 
@@ -629,8 +715,8 @@ inline void item(const Run& r, int64_t w, float* ws)
     float* vt = ws + r.off_vt;
     float* s = ws + r.off_s;
     float* dpm = ws + r.off_dp;
-    float* dk = ws + r.off_dk; // [nk][dp]
-    float* dv = ws + r.off_dv; // [nk][dvp]
+    float* dk = ws + r.off_dk; // transposed: [dp][BK]
+    float* dv = ws + r.off_dv; // [dvp][BK]
     const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
     const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
@@ -645,16 +731,15 @@ inline void item(const Run& r, int64_t w, float* ws)
     {
         const int64_t k0 = kb * BK;
         const int64_t nk = std::min(BK, r.skv - k0);
-        std::memset(dk, 0, sizeof(float) * static_cast<size_t>(nk * r.dp));
-        std::memset(dv, 0, sizeof(float) * static_cast<size_t>(nk * r.dvp));
+        bool first = true; // dK, dV not yet written for this key block
         const int64_t klast = std::min(k0 + nk, bd.skv_b) - 1; // last live key
         // queries that see some key of [k0, klast]: j - hi <= i <= j - lo
         const int64_t i0 = std::max<int64_t>(0, k0 - bd.hi);
         const int64_t i1 = std::min<int64_t>(bd.sq_b - 1, klast - bd.lo);
         if(klast >= k0 && i0 <= i1)
         {
-            transposed(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
-            transposed(p.v, p.vt, p.vs, voff, k0, nk, r.dv, vt, BK);
+            transposed<W>(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
+            transposed<W>(p.v, p.vt, p.vs, voff, k0, nk, r.dv, vt, BK);
             int64_t krs;
             const float* km = rows_of(p.k, p.kt, p.ks, koff, k0, nk, r.d, r.dp, r.k_in, ws + r.off_kr, krs);
             for(int64_t g = 0; g < r.group; ++g)
@@ -717,15 +802,21 @@ inline void item(const Run& r, int64_t w, float* ws)
                         for(int64_t j = c1; j < BK; ++j)
                             sr[j] = dr[j] = 0.0f;
                     }
-                    // dV += P^T dO ; dK += dS^T Q ; dQ += dS K (dS already carries the scale)
-                    gemm<W>(nk, r.dvp, nq, s, 1, BK, dom, dors, dv, r.dvp, true, pf);
-                    gemm<W>(nk, r.dp, nq, dpm, 1, BK, qm, qrs, dk, r.dp, true, pf);
+                    // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
+                    gemm<W>(r.dv, BK, nq, dom, 1, dors, s, BK, dv, BK, !first, pf);
+                    gemm<W>(r.d, BK, nq, qm, 1, qrs, dpm, BK, dk, BK, !first, pf);
+                    first = false;
                     gemm<W>(nq, r.dp, nk, dpm, BK, 1, km, krs, dqh + q0 * r.dq_ld, r.dq_ld, true, pf);
                 }
             }
         }
-        store_rows(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, r.d, dk, r.dp);
-        store_rows(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, r.dv, dv, r.dvp);
+        if(first)
+        {
+            std::memset(dk, 0, sizeof(float) * static_cast<size_t>(r.d * BK));
+            std::memset(dv, 0, sizeof(float) * static_cast<size_t>(r.dv * BK));
+        }
+        store_rows_t<W>(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, r.d, dk, BK);
+        store_rows_t<W>(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, r.dv, dv, BK);
     }
 }
 
