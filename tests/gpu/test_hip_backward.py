@@ -11,7 +11,8 @@ must be exactly 0.
 
 Coverage: bf16 and fp16; D = 64 and 128; odd (B, Sq, Skv); no mask, top-left and bottom-right causal
 with Sq != Skv (rows that see no key); MHA, GQA 8/2 and MQA 4/1; BHSD and BSHD; both engines; padding
-with per-sequence lengths (0, and not multiples of 64); one max-shape plan served through overrides;
+with per-sequence lengths (0, and not multiples of 64), and with NaN in every input row past the
+lengths (the copy engine reads those rows as they are); one max-shape plan served through overrides;
 dynamic tensors (wildcard B and S, and wildcard heads); a plan whose workspace is capped, so that calls
 run in several slices; the engine's own forward feeding the backward; the workspace errors."""
 

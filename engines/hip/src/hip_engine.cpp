@@ -424,7 +424,7 @@ std::string read_backward(const wire::Node& n, Plan& plan)
              || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
          "dropout"},
         {a->dbias_tensor_uid().has_value(), "a bias gradient (dbias)"},
-        {a->deterministic(), "deterministic mode (dQ is summed with atomics, in no fixed order)"},
+        {a->deterministic(), "deterministic mode (dQ is summed by atomic reductions, in no fixed order)"},
     };
     std::string why = read_common(*a, plan, own);
     if(!why.empty())
