@@ -87,9 +87,6 @@ constexpr size_t kBwdSmem
       + 8 * kMbars + 1024;
 static_assert(kBwdSmem<128, 64> <= 227 * 1024 && kBwdSmem<64, 128> <= 227 * 1024, "shared memory of one block");
 
-// BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
-// ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
-// the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
 // The copy engine's view of Q, dO, K and V for one launch: boxes of 64 columns by a tile's rows.
 struct BwdMaps
 {
@@ -99,6 +96,9 @@ struct BwdMaps
     CUtensorMap v;
 };
 
+// BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
+// ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
+// the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
 template <ElemType T, int D, int BM>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl, const __grid_constant__ BwdMaps maps)
 {
@@ -154,7 +154,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     const int qt0 = q_first / BM * BM;
     const int ntq = (k0 < len.skv && q_first < len.sq) ? (len.sq - qt0 + BM - 1) / BM : 0;
     const int nsteps = ntq * group;
-
 
     // Tile n's Q, dO, lse2 and delta into its stage (thread 0).
     auto issue_tile = [&](int n) {
