@@ -537,6 +537,14 @@ inline bool in_place(const void* base, DType t, const Shape& s, int64_t width, i
     return base != nullptr && t == DType::F32 && s.strides[3] == 1 && width % w == 0;
 }
 
+// Every row of a fp32 tensor starts on a 64-byte line.
+inline bool rows_aligned(const void* base, const Shape& s)
+{
+    const int64_t line = 64 / sizeof(float);
+    return reinterpret_cast<uintptr_t>(base) % 64 == 0 && s.strides[0] % line == 0 && s.strides[1] % line == 0
+           && s.strides[2] % line == 0;
+}
+
 // Rows [r0, r0 + n) of head slice `off` of a [.., rows, width] tensor as
 // (pointer, row stride): in place, or packed into dst [n][wp] (zero-padded).
 inline const float* rows_of(const void* base, DType t, const Shape& s, int64_t off, int64_t r0, int64_t n,
@@ -930,7 +938,8 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     if(static_cast<size_t>(r.total) * sizeof(float) > per_thread)
         return SdpaBwdStatus::ScratchTooSmall;
     r.q_in = in_place(p.fwd.q, p.fwd.qt, p.fwd.qs, r.d, w);
-    r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d, w);
+    // K rows are dQ's vector operand: copied per key block unless every row starts on a 64-byte line
+    r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d, w) && rows_aligned(p.fwd.k, p.fwd.ks);
     r.do_in = in_place(p.dout, p.dout_t, p.dos, r.dv, w);
     r.nkb = (r.skv + BK - 1) / BK;
     const int64_t pairs = r.b * r.hk;
