@@ -722,7 +722,9 @@ struct Prefetches
     bool write[4] = {};
     int n = 0;
     int64_t lines = 0; // per row (rows are read whole, one line more for a misaligned start)
-    int64_t total = 0, next = 0, per_call = 0;
+    int64_t total = 0, per_call = 0;
+    int t = 0;              // cursor: range t, its row u, line l
+    int64_t u = 0, l = 0;
 
     void add(const void* p, int64_t row_stride_bytes, int64_t nrows, bool w)
     {
@@ -735,18 +737,22 @@ struct Prefetches
     }
     void issue()
     {
-        for(int64_t k = 0; k < per_call && next < total; ++k, ++next)
+        for(int64_t k = 0; k < per_call && t < n; ++k)
         {
-            int64_t u = next / lines;
-            const int64_t l = next % lines;
-            int t = 0;
-            while(u >= rows[t])
-                u -= rows[t++];
             const char* a = base[t] + u * stride[t] + l * 64;
             if(write[t])
                 __builtin_prefetch(a, 1, 2);
             else
                 __builtin_prefetch(a, 0, 2);
+            if(++l == lines)
+            {
+                l = 0;
+                if(++u == rows[t])
+                {
+                    u = 0;
+                    ++t;
+                }
+            }
         }
     }
 };
