@@ -7,8 +7,9 @@
 //     each key block of the chunk, every query head of the GQA group and every
 //     query block the masks leave visible,
 //       S = Q K^T, dP = dO V^T, P = exp2(S' - lse), dS = scale P (dP - delta),
-//       dV += P^T dO, dK += dS^T Q (kept in per-thread scratch, written once
-//       per key block), dQ += dS K (into the item's dQ accumulator);
+//       dV^T += dO^T P, dK^T += Q^T dS (kept transposed in per-thread scratch,
+//       written once per key block), dQ += dS K (into the item's dQ
+//       accumulator);
 //   post-pass (only when dQ was not accumulated in place): sum the chunks'
 //     accumulators and write dQ at its strides and type.
 //
@@ -27,14 +28,17 @@
 // ignored (run_sdpa_bwd returns AllocFailed with the byte count).
 //
 // Layout: keys along the vector lanes. K^T and V^T [D][BK] are packed once
-// per key block (and K rows when K cannot be read in place); Q and dO rows are
-// read in place when fp32 with unit last stride and a width that fills whole
-// vectors, else widened into scratch per query block. S and dP are [q][key];
-// the softmax recompute runs per row with that row's lse and delta as
-// scalars; dV, dK read P / dS down their columns as the broadcast operand and
-// dQ reads dS along its rows, so nothing is transposed after the products.
-// Every product is one register-blocked kernel (rows of a strided source
-// broadcast against whole vectors of a row-major operand). Per-thread scratch
+// per key block (and K rows when K cannot be read in place or its rows do not
+// start on 64-byte lines); Q and dO rows are read in place when fp32 with unit
+// last stride and a width that fills whole vectors, else widened into scratch
+// per query block. S and dP are [q][key]; the softmax recompute runs per row
+// with that row's lse and delta as scalars. dV^T and dK^T [D][BK] take dO / Q
+// as the broadcast operand and whole P / dS rows as the vector one (so the
+// in-place, often misaligned dO and Q rows are only ever read as scalars),
+// and are transposed once per key block into dK, dV; dQ reads dS along its
+// rows against K rows. Packs and stores transpose 16 x 16 blocks in
+// registers (AVX-512). Every product is one register-blocked kernel (rows of
+// a strided source broadcast against whole vectors of a row-major operand). Per-thread scratch
 // depends only on the tile sizes and the head dims, so dynamic (wildcard
 // batch / length) graphs size it at build time. The item functions are
 // instantiated for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
@@ -470,7 +474,7 @@ struct Run
     float* dqa = nullptr;
     int64_t dq_ld = 0, dq_part = 0;
     // Per-thread scratch (floats): Kt [dp][BK], Vt [dvp][BK], K rows [BK][dp],
-    // Q rows [BQ][dp], dO rows [BQ][dvp], S and dP [BQ][BK], dK [BK][dp], dV [BK][dvp].
+    // Q rows [BQ][dp], dO rows [BQ][dvp], S and dP [BQ][BK], dK^T [dp][BK], dV^T [dvp][BK].
     int64_t off_kt = 0, off_vt = 0, off_kr = 0, off_qr = 0, off_dor = 0, off_s = 0, off_dp = 0, off_dk = 0,
             off_dv = 0, total = 0;
 };
