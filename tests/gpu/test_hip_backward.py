@@ -50,7 +50,17 @@ PLUGIN = find_plugin()
 if PLUGIN is None:
     pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
 
-from tests.gpu.test_hip_engine import BF16, HALF, TORCH, Guarded, engines_here, random_view, rel_err, value  # noqa: E402
+from tests.gpu.test_hip_engine import (  # noqa: E402
+    BF16,
+    HALF,
+    TORCH,
+    Guarded,
+    engines_here,
+    random_view,
+    rel_err,
+    skip_unless_here,
+    value,
+)
 
 TOL_GRAD = {BF16: 2e-2, HALF: 5e-3}
 ENGINES = pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
@@ -64,11 +74,6 @@ def handle() -> Iterator[hipdnn.Handle]:
         pytest.fail(f"the HIP engine did not load: {h.skipped_plugins()}")
     yield h
     h.close()
-
-
-def skip_unless_here(handle: hipdnn.Handle, engine: int) -> None:
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
 
 
 @dataclass

@@ -25,7 +25,7 @@ PLUGIN = find_plugin()
 if PLUGIN is None:
     pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
 
-from tests.gpu.test_hip_engine import BF16, HALF, engines_here, run_case  # noqa: E402
+from tests.gpu.test_hip_engine import BF16, HALF, run_case, skip_unless_here  # noqa: E402
 
 ENGINES = pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
 
@@ -47,8 +47,7 @@ def test_one_dynamic_plan_serves_every_batch_and_length(
     handle: hipdnn.Handle, engine: int, d: int, layout: str, causal: bool
 ) -> None:
     """[-1, 4, -1, D] q and [-1, 2, -1, D] k/v (GQA), bf16: (B, S) = (1, 1), (2, 37), (1, 1000), (1, 4097)."""
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
+    skip_unless_here(handle, engine)
     hq, hk, scale = 4, 2, 0.9 / math.sqrt(d)
     g, t = dynamic_sdpa_graph(BF16, hq, hk, d, layout, causal=causal, scale=scale, engine=engine)
     g.build(handle)
@@ -81,8 +80,7 @@ def test_one_dynamic_plan_serves_every_batch_and_length(
 @ENGINES
 def test_wildcard_heads_and_independent_lengths(handle: hipdnn.Handle, engine: int) -> None:
     """Heads left to the call too ([-1, -1, -1, 128], fp16, BSHD order), Sq != Skv, MQA and MHA."""
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
+    skip_unless_here(handle, engine)
     dyn = hipdnn.DYNAMIC_DIM
     g, t = dynamic_sdpa_graph(HALF, dyn, dyn, 128, "bshd", scale=0.1, engine=engine)
     g.build(handle)

@@ -55,6 +55,11 @@ def engines_here(handle: hipdnn.Handle) -> list[int]:
     return [TENSOR_CORE, PORTABLE] if cc == (9, 0) else [PORTABLE]
 
 
+def skip_unless_here(handle: hipdnn.Handle, engine: int) -> None:
+    if engine not in engines_here(handle):
+        pytest.skip(f"engine {engine} does not run on this device")
+
+
 def extent(dims: list[int], strides: list[int]) -> int:
     return sum((d - 1) * s for d, s in zip(dims, strides)) + 1
 
@@ -196,8 +201,7 @@ def test_sdpa_matches_reference(
     bottom_right: bool,
     layout: str,
 ) -> None:
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
+    skip_unless_here(handle, engine)
     gen = torch.Generator(device="cuda").manual_seed(sq * 7919 + skv + d)
     scale = 0.9 / math.sqrt(d)
     g, t = sdpa_graph(
@@ -236,8 +240,7 @@ def test_sdpa_matches_reference(
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_one_plan_serves_every_length(handle: hipdnn.Handle, engine: int, layout: str, causal: bool) -> None:
     """Built once at S_max = 4097 (B_max = 2); executed with overrides at S = 1, 37, 1000, 4097."""
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
+    skip_unless_here(handle, engine)
     b_max, hq, hk, s_max, d = 2, 4, 2, 4097, 128
     dtype = BF16
     g, t = sdpa_graph(
@@ -316,8 +319,7 @@ def test_decode_and_prefill_from_one_bottom_right_plan(handle: hipdnn.Handle) ->
 @pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
 @pytest.mark.parametrize("causal", [None, "tl", "br"])
 def test_padding_mask(handle: hipdnn.Handle, engine: int, causal: str | None) -> None:
-    if engine not in engines_here(handle):
-        pytest.skip(f"engine {engine} does not run on this device")
+    skip_unless_here(handle, engine)
     b, hq, hk, s, d = 3, 4, 2, 700, 128
     g, t = sdpa_graph(
         HALF,
@@ -494,8 +496,7 @@ def test_tensor_core_kernel_variants(
     causal: bool,
     bottom_right: bool,
 ) -> None:
-    if TENSOR_CORE not in engines_here(handle):
-        pytest.skip("engine 202 does not run on this device")
+    skip_unless_here(handle, TENSOR_CORE)
     if kernel != "default":
         monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
     gen = torch.Generator(device="cuda").manual_seed(sq * 31 + skv * 7 + d)
@@ -537,8 +538,7 @@ def test_tensor_core_kernels_padding_and_scale(
 ) -> None:
     """Each Hopper kernel with a padding mask (keys past seq_len_kv, rows past seq_len_q), and with
     a negative scale (the launcher routes that to the mma.sync kernel)."""
-    if TENSOR_CORE not in engines_here(handle):
-        pytest.skip("engine 202 does not run on this device")
+    skip_unless_here(handle, TENSOR_CORE)
     monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
     b, hq, hk, s = 3, 4, 2, 700
     g, t = sdpa_graph(
@@ -589,8 +589,7 @@ def test_padding_never_reads_past_the_lengths(
     """NaN in every q row past seq_len_q and every k / v row past seq_len_kv: each Hopper kernel's
     output must match the reference of the valid rows. The copy-engine kernels load whole tiles
     (the tensor's rows, not the batch's), so this is what proves they clear the tail of V."""
-    if TENSOR_CORE not in engines_here(handle):
-        pytest.skip("engine 202 does not run on this device")
+    skip_unless_here(handle, TENSOR_CORE)
     if kernel != "default":
         monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
     b, hq, hk, s = 4, 4, 2, 517
@@ -659,8 +658,7 @@ def test_warp_specialized_schedules(
     """One block of the grid walks several pairs of query blocks back to back (HIPDNN_HIP_202_PAIRS
     forces how many; the launcher picks 1-4 by itself): K / V ring and Q buffers carried across items,
     the turn-taking of the consumers restarted per item, items with no visible key."""
-    if TENSOR_CORE not in engines_here(handle):
-        pytest.skip("engine 202 does not run on this device")
+    skip_unless_here(handle, TENSOR_CORE)
     monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", "ws")
     monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
     gen = torch.Generator(device="cuda").manual_seed(sq + skv + d + pairs)
@@ -702,8 +700,7 @@ def test_warp_specialized_schedules_with_padding(
 ) -> None:
     """Several items per block with per-batch lengths and NaN past them (Q rows of a later item land
     while an earlier one is still in its epilogue)."""
-    if TENSOR_CORE not in engines_here(handle):
-        pytest.skip("engine 202 does not run on this device")
+    skip_unless_here(handle, TENSOR_CORE)
     monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
     b, hq, hk, s = 3, 2, 1, 1400
     g, t = sdpa_graph(
