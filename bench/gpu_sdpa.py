@@ -265,7 +265,8 @@ def main() -> None:
     ap.add_argument(
         "--variants",
         default="",
-        help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these (ws, ws_2wg, ws_cp, wg, serial, mma)",
+        help="also time engine 202 with HIPDNN_HIP_202_KERNEL=each of these (ws, ws_2wg, ws_cp, wg, serial, mma);"
+        " NAME=VALUE sets HIPDNN_HIP_202_NAME instead (e.g. PAIRS=1), reported as ours_namevalue",
     )
     ap.add_argument(
         "--one",
@@ -283,6 +284,8 @@ def main() -> None:
     bwd_s_list = [1024, 4096, 16384] if args.quick else BWD_S_LIST
     tag = args.tag or ("gpu_sdpa_backward" if args.backward_only else "gpu_sdpa")
     variants = [v for v in args.variants.split(",") if v]
+    # How a variant is named in the results: PAIRS=1 -> ours_pairs1, ws_cp -> ours_ws_cp.
+    vtag = {v: v.lower().replace("=", "") for v in variants}
     if args.one and args.one.endswith(",bwd"):
         one_backward(handle, *(int(x) for x in args.one.split(",")[:3]))
         return
@@ -394,12 +397,15 @@ def main() -> None:
                     }
 
                     def variant(kind: str) -> Callable[[], None]:
+                        name, _, value = kind.partition("=")
+                        key, val = (f"HIPDNN_HIP_202_{name}", value) if value else ("HIPDNN_HIP_202_KERNEL", kind)
+
                         def run() -> None:
-                            os.environ["HIPDNN_HIP_202_KERNEL"] = kind
+                            os.environ[key] = val
                             try:
                                 g.execute(handle, pack, ws)
                             finally:
-                                del os.environ["HIPDNN_HIP_202_KERNEL"]
+                                del os.environ[key]
 
                         return run
 
@@ -407,9 +413,9 @@ def main() -> None:
                         o.fill_(float("nan"))
                         variant(kind)()
                         torch.cuda.synchronize()
-                        row[f"rel_err_{kind}"] = float((o.float() - ref.float()).norm() / ref.float().norm())
+                        row[f"rel_err_{vtag[kind]}"] = float((o.float() - ref.float()).norm() / ref.float().norm())
                     timed = [("ours", ours), ("ours_smax_override", ours_max), ("flash", flash), ("cudnn", cudnn)]
-                    timed += [(f"ours_{kind}", variant(kind)) for kind in variants]
+                    timed += [(f"ours_{vtag[kind]}", variant(kind)) for kind in variants]
                     for name, fn in timed:
                         try:
                             ms = gpu_ms(fn, reps)
@@ -435,7 +441,7 @@ def main() -> None:
                         f"cudnn {row.get('cudnn') or 0:6.1f} TFLOP/s  err {err:.1e}  "
                         f"host {row['host_us_execute']:.0f} us  "
                         f"{100 * (row.get('roofline_fraction') or 0):.0f}% of GEMM"
-                        + "".join(f"  {k} {row.get('ours_' + k) or 0:6.1f}" for k in variants),
+                        + "".join(f"  {k} {row.get('ours_' + vtag[k]) or 0:6.1f}" for k in variants),
                         flush=True,
                     )
                     del q, k, v, o, ref
@@ -515,7 +521,7 @@ def main() -> None:
             ("flash", "torch flash"),
             ("cudnn", "torch cuDNN"),
         ]
-        fwd_curves += [(f"ours_{k}", f"hipdnn 202 ({k})") for k in variants]
+        fwd_curves += [(f"ours_{vtag[k]}", f"hipdnn 202 ({k})") for k in variants]
         bwd_curves = [
             ("ours", "hipdnn 202, S_max plan + overrides"),
             ("ours_exact", "hipdnn 202, exact-shape plan"),

@@ -629,8 +629,11 @@ def test_padding_never_reads_past_the_lengths(
 
 
 # Shapes for the warp-specialized kernel's schedule: odd and even counts of query blocks (128 rows
-# at D = 128, 192 at D = 64), Sq > Skv and Sq < Skv, bottom-right rows that see no key, GQA.
+# at D = 128, 192 at D = 64), Sq > Skv and Sq < Skv, bottom-right rows that see no key, GQA, and odd
+# counts of both blocks and heads (the launch's last unit is then a lone middle block).
 SCHEDULE_CASES = [
+    (1, 3, 1, 900, 900, 64, True, False),
+    (3, 1, 1, 1100, 1500, 128, False, False),
     # b, hq, hk, sq, skv, d, causal, bottom_right
     (2, 4, 2, 1000, 1000, 64, True, False),
     (1, 2, 2, 1500, 700, 128, True, True),
@@ -640,7 +643,7 @@ SCHEDULE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("pairs", [1, 2, 3, 7])
+@pytest.mark.parametrize("pairs", [0, 1, 2, 3, 7])
 @pytest.mark.parametrize(("b", "hq", "hk", "sq", "skv", "d", "causal", "bottom_right"), SCHEDULE_CASES)
 def test_warp_specialized_schedules(
     handle: hipdnn.Handle,
@@ -655,12 +658,15 @@ def test_warp_specialized_schedules(
     causal: bool,
     bottom_right: bool,
 ) -> None:
-    """One block of the grid walks several pairs of query blocks back to back (HIPDNN_HIP_202_PAIRS
-    forces how many; the launcher picks 1-4 by itself): K / V ring and Q buffers carried across items,
-    the turn-taking of the consumers restarted per item, items with no visible key."""
+    """The persistent kernel: each block of the grid walks units (pairs of query blocks, or the middle
+    blocks of two heads) of different heads and batches back to back, strided by the grid
+    (HIPDNN_HIP_202_PAIRS=p sizes the grid for about p units per block; 0: the default, one block per
+    multiprocessor): K / V ring and Q buffers carried across items, the consumers' turns handed on
+    across items, items with no visible key."""
     skip_unless_here(handle, TENSOR_CORE)
     monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", "ws")
-    monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
+    if pairs:
+        monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
     gen = torch.Generator(device="cuda").manual_seed(sq + skv + d + pairs)
     scale = 0.9 / math.sqrt(d)
     g, t = sdpa_graph(
@@ -693,16 +699,18 @@ def test_warp_specialized_schedules(
     )
 
 
-@pytest.mark.parametrize("pairs", [2, 5])
+@pytest.mark.parametrize("pairs", [0, 2, 5])
 @pytest.mark.parametrize("d", [64, 128])
 def test_warp_specialized_schedules_with_padding(
     handle: hipdnn.Handle, monkeypatch: pytest.MonkeyPatch, pairs: int, d: int
 ) -> None:
-    """Several items per block with per-batch lengths and NaN past them (Q rows of a later item land
-    while an earlier one is still in its epilogue)."""
+    """Several items per block, of different batches, with per-batch lengths and NaN past them (Q rows of a
+    later item land while an earlier one is still in its epilogue). Nine heads: at D = 128 (11 query
+    blocks) the last unit is a lone middle block."""
     skip_unless_here(handle, TENSOR_CORE)
-    monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
-    b, hq, hk, s = 3, 2, 1, 1400
+    if pairs:
+        monkeypatch.setenv("HIPDNN_HIP_202_PAIRS", str(pairs))
+    b, hq, hk, s = 3, 3, 1, 1400
     g, t = sdpa_graph(
         HALF,
         [b, hq, s, d],

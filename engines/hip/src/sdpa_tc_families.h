@@ -24,7 +24,7 @@ hipError_t wg_launch(const SdpaArgs& a, ElemType t, bool overlap, hipStream_t st
 // by the bulk tensor copy engine (falling back to cp.async when the driver cannot describe the
 // tensors), else by cp.async.
 hipError_t ws_set_attrs(ElemType t, int d);
-// dev: what the schedule (pairs of query blocks per grid block) is chosen from.
+// dev: what the persistent grid is sized from (one block per multiprocessor).
 hipError_t ws_launch(const SdpaArgs& a, ElemType t, int consumers, bool copy_engine, const DeviceShape& dev,
                      hipStream_t stream);
 

@@ -2,6 +2,7 @@
 // (sdpa_fwd_ws). NVIDIA sm_90a only (inline PTX); a stub elsewhere.
 #include "sdpa_device_common.h"
 #include "sdpa_tc_families.h"
+#include "sdpa_ws_schedule.h"
 #if defined(HIPDNN_HIP_ON_NVIDIA)
 #include "sdpa_async.h"
 #include "sdpa_mma_sync.h"
@@ -100,17 +101,23 @@ struct WsMaps
     CUtensorMap v;
 };
 
-// Which query blocks a block of the grid computes: blockIdx.x names a group of `pairs` pairs of
-// query blocks of head blockIdx.y, batch blockIdx.z; pair p is the blocks nqb - 1 - p and p,
-// computed in that order (the longer first under a causal mask, so every pair, and every block
-// of the grid, has about the same work: causal balance without a work queue). One block walks
-// its items back to back: the producer streams item j + 1's Q, K and V while the consumers
-// finish item j, and Q has two buffers so item j + 1's can land during item j's epilogue.
-struct WsSchedule
+// One item: a query block of one (batch, head).
+struct WsItem
 {
-    int nqb = 0;   // query blocks of BM rows
-    int pairs = 1; // pairs per block of the grid
+    int b = 0, h = 0, hk = 0;
+    int q0 = 0;       // first row
+    int last_row = 0; // last row inside the batch's query length
+    int ntiles = 0;   // key tiles its rows see
+    BatchLengths len{};
 };
+
+// Key tiles of BN keys that the rows [q0, last_row] see.
+template <int BN>
+__device__ __forceinline__ int ws_tiles_for(const BatchLengths& len, int q0, int last_row)
+{
+    const int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
+    return (max(kv_end, 0) + BN - 1) / BN;
+}
 
 template <ElemType T, int D, int NC, bool Tma>
 __global__ void __launch_bounds__(kWsThreads<NC>, 1)
@@ -129,7 +136,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
 
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw);
-    const uint32_t q_base = (raw + 1023u) & ~1023u; // two Q blocks: item j uses q_base + (j & 1) * QT
+    const uint32_t q_base = (raw + 1023u) & ~1023u; // two Q blocks, used by turns (qn & 1)
     const uint32_t k_base = q_base + 2 * QT;
     const uint32_t v_base = k_base + KS * KT;
     const uint32_t bar_base = v_base + VS * KT;
@@ -140,24 +147,28 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     const int tid = static_cast<int>(threadIdx.x);
     const int role = __shfl_sync(0xffffffffu, tid >> 7, 0); // warp-uniform: 0 producer, 1.. consumers
     const int lane = tid & 31;
-    const int h = static_cast<int>(blockIdx.y);
-    const int b = static_cast<int>(blockIdx.z);
-    const int hk = h / (a.hq / a.hk);
-    const BatchLengths len = batch_lengths(a, b);
-    const int pair0 = static_cast<int>(blockIdx.x) * sched.pairs;
-    const int npairs = (sched.nqb + 1) / 2;
-    // Items of this block: 2 per pair (1 for the middle block of an odd count).
-    const int pair_end = min(pair0 + sched.pairs, npairs);
-    const int nitems = max(0, 2 * (pair_end - pair0) - ((sched.nqb & 1) && pair_end == npairs ? 1 : 0));
-    auto item_qblock = [&](int j) { return (j & 1) ? pair0 + j / 2 : sched.nqb - 1 - (pair0 + j / 2); };
-    // Key tiles the rows [q0, last_row] see.
-    auto tiles_for = [&](int q0, int last_row) {
-        const int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
-        return (max(kv_end, 0) + BN - 1) / BN;
+    // Items of this block: two per unit, but one for the half unit, which is the launch's last
+    // (sched.last_half). A block never meets a void item, so the loops below have no branch on
+    // one: such a branch (a `continue`) made ptxas keep the item's values in vector registers,
+    // and copy every wgmma descriptor of the inner loop to uniform registers first.
+    const int nunits = sched.units > static_cast<int>(blockIdx.x)
+                           ? (sched.units - 1 - static_cast<int>(blockIdx.x)) / static_cast<int>(gridDim.x) + 1
+                           : 0;
+    const int nslots = 2 * nunits - (sched.last_half && static_cast<int>(blockIdx.x) == sched.last_owner ? 1 : 0);
+    // Item j: which head, batch and query block, that batch's lengths, and the key tiles its rows see.
+    auto item_at = [&](int j) {
+        WsItem w;
+        int bh = 0, qblock = 0;
+        ws_unit_item(sched, static_cast<int>(blockIdx.x) + (j >> 1) * static_cast<int>(gridDim.x), j & 1, bh, qblock);
+        w.b = static_cast<int>(sched.by_hq.div(static_cast<uint32_t>(bh)));
+        w.h = bh - w.b * a.hq;
+        w.hk = static_cast<int>(sched.by_group.div(static_cast<uint32_t>(w.h)));
+        w.len = batch_lengths(a, w.b);
+        w.q0 = qblock * BM;
+        w.last_row = min(w.q0 + BM, w.len.sq) - 1;
+        w.ntiles = ws_tiles_for<BN>(w.len, w.q0, w.last_row);
+        return w;
     };
-    // Item j's first row and its last row inside the batch's query length.
-    auto item_q0 = [&](int j) { return item_qblock(j) * BM; };
-    auto item_last_row = [&](int j) { return min(item_q0(j) + BM, len.sq) - 1; };
 
     if(tid == 0)
     {
@@ -191,19 +202,21 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             if(tid != 0)
                 return;
             int it = 0; // K / V tiles issued so far (all items): stage it % KS, pass it / KS
-            for(int j = 0; j < nitems; ++j)
+            int qn = 0; // Q blocks issued so far: buffer qn & 1, pass qn >> 1
+            for(int j = 0; j < nslots; ++j)
             {
-                const int q0 = item_q0(j);
-                const int ntiles = tiles_for(q0, item_last_row(j));
-                // Q of item j replaces that of item j - 2 once its output has left shared memory.
-                const uint32_t qb = j & 1;
-                if(j >= 2)
-                    mbar_wait(empty_q + 8 * qb, ((j >> 1) - 1) & 1);
+                const WsItem w = item_at(j);
+                // This Q replaces the one two items back once its output has left shared memory.
+                const uint32_t qb = qn & 1;
+                if(qn >= 2)
+                    mbar_wait(empty_q + 8 * qb, ((qn >> 1) - 1) & 1);
+                ++qn;
                 mbar_arrive_expect_tx(full_q + 8 * qb, QT);
 #pragma unroll
                 for(int blk = 0; blk < D / 64; ++blk)
-                    tma_load_4d(q_base + qb * QT + blk * BM * 128, &maps.q, full_q + 8 * qb, blk * 64, q0, h, b);
-                for(int n = 0; n < ntiles; ++n, ++it)
+                    tma_load_4d(q_base + qb * QT + blk * BM * 128, &maps.q, full_q + 8 * qb, blk * 64, w.q0, w.h,
+                                w.b);
+                for(int n = 0; n < w.ntiles; ++n, ++it)
                 {
                     const int ks = it % KS, vs = it % VS;
                     if(it >= KS)
@@ -211,31 +224,29 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     mbar_arrive_expect_tx(full_k + 8 * ks, KT);
 #pragma unroll
                     for(int blk = 0; blk < D / 64; ++blk)
-                        tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN, hk,
-                                    b);
+                        tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN,
+                                    w.hk, w.b);
                     if(it >= VS)
                         mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
                     mbar_arrive_expect_tx(full_v + 8 * vs, KT);
 #pragma unroll
                     for(int blk = 0; blk < D / 64; ++blk)
-                        tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN, hk,
-                                    b);
+                        tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN,
+                                    w.hk, w.b);
                 }
             }
             return;
         }
         else
         {
-            const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
-            const uint16_t* vp = static_cast<const uint16_t*>(a.v) + b * a.v_sb + hk * a.v_sh;
-            auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0) {
+            auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0, int skv) {
 #pragma unroll
                 for(int i = tid; i < BN * CH; i += 128)
                 {
                     const int r = i / CH, c = i % CH;
                     const int key = kv0 + r;
-                    const int src_key = min(key, len.skv - 1);
-                    cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < len.skv ? 16 : 0);
+                    const int src_key = min(key, skv - 1);
+                    cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < skv ? 16 : 0);
                 }
                 cp_async_commit();
             };
@@ -248,24 +259,25 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     mbar_arrive(bar);
             };
             int it = 0;
-            for(int j = 0; j < nitems; ++j)
+            for(int j = 0; j < nslots; ++j)
             {
-                const int q0 = item_q0(j);
-                const int ntiles = tiles_for(q0, item_last_row(j));
-                for(int n = 0; n < ntiles; ++n, ++it)
+                const WsItem w = item_at(j);
+                const uint16_t* kp = static_cast<const uint16_t*>(a.k) + w.b * a.k_sb + w.hk * a.k_sh;
+                const uint16_t* vp = static_cast<const uint16_t*>(a.v) + w.b * a.v_sb + w.hk * a.v_sh;
+                for(int n = 0; n < w.ntiles; ++n, ++it)
                 {
                     const int ks = it % KS, vs = it % VS;
                     if(it >= KS)
                         mbar_wait(empty_k + 8 * ks, ((it / KS) - 1) & 1);
-                    copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN);
+                    copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN, w.len.skv);
                     if(n > 0)
                         publish_previous(full_v + 8 * ((it - 1) % VS));
                     if(it >= VS)
                         mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
-                    copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN);
+                    copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN, w.len.skv);
                     publish_previous(full_k + 8 * ks);
                 }
-                if(ntiles > 0)
+                if(w.ntiles > 0)
                 {
                     cp_async_wait<0>();
                     fence_proxy_async();
@@ -286,48 +298,54 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     const int my_turn = 1 + cw, next_turn = 1 + (cw + 1) % NC;
     const int wg_bar = 1 + NC + cw;
     const float sl2 = a.scale_log2;
-    uint16_t* op = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh;
 
     // Turns run on across items: the last consumer opens the block's first turn and hands its
     // final turn of an item to consumer 0 for the next item that has turns, so consumer 0 can
     // start that item while the last one is still in its epilogue (with a fresh opening per item
-    // it waited for that epilogue). Only the block's very last turn is not handed over.
+    // it waited for that epilogue). Only the block's very last turn is not handed over: the last
+    // consumer needs the last slot that has turns (usually the last slot: found in one step).
+    int last_with_turns = -1;
+    if(cw == NC - 1)
+        for(int j = nslots - 1; j >= 0; --j)
+            if(item_at(j).ntiles > 0)
+            {
+                last_with_turns = j;
+                break;
+            }
     bool opened = false;
-    auto turns_after = [&](int j) {
-        for(int k = j + 1; k < nitems; ++k)
-        {
-            if(tiles_for(item_q0(k), item_last_row(k)) > 0)
-                return true;
-        }
-        return false;
-    };
     int it0 = 0; // K / V tiles of the items before this one
-    for(int j = 0; j < nitems; ++j)
+    int qn = 0;  // Q blocks used so far: buffer qn & 1, pass qn >> 1
+    for(int j = 0; j < nslots; ++j)
     {
-        const int q0 = item_q0(j);
-        const int last_row = item_last_row(j);
-        const int ntiles = tiles_for(q0, last_row);
-        const int wg_row0 = q0 + cw * 64;
+        const WsItem w = item_at(j);
+        const BatchLengths len = w.len;
+        const int ntiles = w.ntiles;
+        const int last_row = w.last_row;
+        const int wg_row0 = w.q0 + cw * 64;
         const int r0 = wg_row0 + rw;
-        const uint32_t qbuf = q_base + (j & 1) * QT;
+        const uint32_t qbuf = q_base + (qn & 1) * QT;
+        const int qpass = qn >> 1;
+        const int qb = qn & 1;
+        ++qn;
+        uint16_t* op = static_cast<uint16_t*>(a.o) + w.b * a.o_sb + w.h * a.o_sh;
         // The block walks the keys its last row sees; a warpgroup's own rows may see fewer (under
         // a causal mask the first warpgroup of a 192-row block needs up to two tiles less, and rows
         // past a padded or final length need none). It computes only its own tiles and, for the
         // rest, just takes its turns and releases the stages.
-        const int own_tiles = tiles_for(wg_row0, min(wg_row0 + 63, last_row));
+        const int own_tiles = ws_tiles_for<BN>(len, wg_row0, min(wg_row0 + 63, last_row));
         // Every consumer takes ntiles + 1 turns per item.
         if(cw == NC - 1 && ntiles > 0 && !opened)
         {
             named_arrive(1, 256);
             opened = true;
         }
-        const bool hand_last = cw != NC - 1 || (ntiles > 0 && turns_after(j));
+        const bool hand_last = cw != NC - 1 || (ntiles > 0 && j < last_with_turns);
 
         if constexpr(Tma)
-            mbar_wait(full_q + 8 * (j & 1), (j >> 1) & 1);
+            mbar_wait(full_q + 8 * qb, qpass & 1);
         else
         {
-            const uint16_t* qp = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh;
+            const uint16_t* qp = static_cast<const uint16_t*>(a.q) + w.b * a.q_sb + w.h * a.q_sh;
 #pragma unroll
             for(int i = wtid; i < 64 * CH; i += 128)
             {
@@ -542,7 +560,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(qbuf + woff<BM>(srow, c) + 4 * t), "r"(v) : "memory");
             }
             if(a.stats != nullptr && t == 0 && row < a.sq)
-                a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
+                a.stats[w.b * a.st_sb + w.h * a.st_sh + row * a.st_ss]
                     = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
         }
         named_sync(wg_bar, 128);
@@ -567,7 +585,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             fence_proxy_async();
             __syncwarp();
             if(lane == 0)
-                mbar_arrive(empty_q + 8 * (j & 1));
+                mbar_arrive(empty_q + 8 * qb);
         }
         else
             named_sync(wg_bar, 128); // item j + 2's cp.async lands here only after every read
@@ -592,46 +610,38 @@ hipError_t set_attrs_ws()
     return e;
 }
 
-// Pairs of query blocks per block of the grid. More pairs mean more of each item's loads
-// overlapping the end of the item before (S = 512, H200: +5-12% with 2 pairs), but fewer, longer
-// blocks: the last wave of blocks may leave most multiprocessors idle (D = 64, S = 8192: 2 pairs
-// make 5.3 waves, so the sixth runs a third full; measured -7% against 1 pair, which makes 10.7),
-// and the blocks running at once span more heads, whose K and V must stay in the L2. So: the
-// most pairs, up to 4, whose waves rounded up cost at most 4% over the unrounded work, and whose
-// running heads' K and V fit in half the L2; at least 1. HIPDNN_HIP_202_PAIRS (read per launch,
-// for comparisons) forces a count.
-WsSchedule ws_schedule(const SdpaArgs& a, int bm, const DeviceShape& dev)
+// The grid of the persistent kernel: one block per multiprocessor (one fits: 145-225 KiB of
+// shared memory), fewer when there are fewer units. Units have about equal work, so a static
+// stride balances them as well as a work queue would, without one (a queue would need a
+// zeroed counter per call). HIPDNN_HIP_202_PAIRS=p (read per
+// launch; for comparisons and the tests) sizes the grid for about p units per block instead.
+WsSchedule ws_schedule(const SdpaArgs& a, int bm, const DeviceShape& dev, int& grid)
 {
-    WsSchedule s;
-    s.nqb = (a.sq + bm - 1) / bm;
-    const int64_t npairs = (s.nqb + 1) / 2;
-    const int64_t sms = dev.sms > 0 ? dev.sms : 132;                    // unknown: an H100 / H200
-    const int64_t l2_bytes = dev.l2_bytes > 0 ? dev.l2_bytes : 50 << 20; // unknown: an H100's
-    const int64_t heads = int64_t(a.hq) * a.batch;
-    const int64_t kv_bytes = std::max<int64_t>(1, int64_t(a.skv) * a.d * 2 * 2); // K and V of one head
-    const int64_t by_l2 = (l2_bytes / 2) * npairs / (sms * kv_bytes);
-    int64_t pairs = 1;
-    for(int64_t p = 2; p <= std::min<int64_t>({4, npairs, by_l2}); ++p)
-    {
-        const int64_t blocks = (npairs + p - 1) / p * heads;
-        const int64_t waves = (blocks + sms - 1) / sms;
-        // waves * p pairs per multiprocessor against npairs * heads / sms, within 4%
-        if(waves * p * sms * 100 <= npairs * heads * 104)
-            pairs = p;
-    }
+    WsSchedule s = ws_make_schedule((a.sq + bm - 1) / bm, a.batch, a.hq, a.hk);
+    const int64_t units = ws_unit_count(s.nqb, int64_t(a.hq) * a.batch);
+    s.units = static_cast<int>(std::min<int64_t>(units, INT32_MAX));
+    const int64_t sms = dev.sms > 0 ? dev.sms : 132; // unknown: an H100 / H200
+    int64_t blocks = std::min(units, sms);
     if(const char* e = std::getenv("HIPDNN_HIP_202_PAIRS"))
-        pairs = std::max(1, std::atoi(e));
-    s.pairs = static_cast<int>(std::min<int64_t>(pairs, npairs));
+    {
+        const int64_t per_block = std::max(1, std::atoi(e));
+        blocks = (units + per_block - 1) / per_block;
+    }
+    grid = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
+    s.last_half = (s.nqb & 1) && (s.heads & 1);
+    s.last_owner = s.units > 0 ? (s.units - 1) % grid : 0;
     return s;
 }
 
 template <ElemType T, int D, int NC>
 hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShape& dev, hipStream_t stream)
 {
-    const WsSchedule sched = ws_schedule(a, NC * 64, dev);
-    const int npairs = (sched.nqb + 1) / 2;
-    const dim3 grid(static_cast<unsigned>((npairs + sched.pairs - 1) / sched.pairs), static_cast<unsigned>(a.hq),
-                    static_cast<unsigned>(a.batch));
+    int blocks = 1;
+    const WsSchedule sched = ws_schedule(a, NC * 64, dev, blocks);
+    // Unit and head numbers are 32-bit in the kernel (2^31 would be far beyond any device's memory).
+    if(ws_unit_count(sched.nqb, int64_t(a.hq) * a.batch) > INT32_MAX || int64_t(a.hq) * a.batch > INT32_MAX)
+        return hipErrorInvalidValue;
+    const dim3 grid(static_cast<unsigned>(blocks));
     WsMaps maps{};
     const bool tma = copy_engine
                      && tma_tile_map(maps.q, a.q, D, a.sq, a.hq, a.batch, a.q_ss, a.q_sh, a.q_sb, NC * 64)
