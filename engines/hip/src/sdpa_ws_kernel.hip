@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
 
     extern __shared__ unsigned char smem_raw[];
     const uint32_t raw = smem_addr(smem_raw);
-    const uint32_t q_base = (raw + 1023u) & ~1023u; // two Q blocks, used by turns (qn & 1)
+    const uint32_t q_base = (raw + 1023u) & ~1023u; // two Q blocks: item j uses q_base + (j & 1) * QT
     const uint32_t k_base = q_base + 2 * QT;
     const uint32_t v_base = k_base + KS * KT;
     const uint32_t bar_base = v_base + VS * KT;
@@ -202,15 +202,13 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             if(tid != 0)
                 return;
             int it = 0; // K / V tiles issued so far (all items): stage it % KS, pass it / KS
-            int qn = 0; // Q blocks issued so far: buffer qn & 1, pass qn >> 1
             for(int j = 0; j < nslots; ++j)
             {
                 const WsItem w = item_at(j);
-                // This Q replaces the one two items back once its output has left shared memory.
-                const uint32_t qb = qn & 1;
-                if(qn >= 2)
-                    mbar_wait(empty_q + 8 * qb, ((qn >> 1) - 1) & 1);
-                ++qn;
+                // Q of item j replaces that of item j - 2 once its output has left shared memory.
+                const uint32_t qb = j & 1;
+                if(j >= 2)
+                    mbar_wait(empty_q + 8 * qb, ((j >> 1) - 1) & 1);
                 mbar_arrive_expect_tx(full_q + 8 * qb, QT);
 #pragma unroll
                 for(int blk = 0; blk < D / 64; ++blk)
@@ -314,7 +312,6 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             }
     bool opened = false;
     int it0 = 0; // K / V tiles of the items before this one
-    int qn = 0;  // Q blocks used so far: buffer qn & 1, pass qn >> 1
     for(int j = 0; j < nslots; ++j)
     {
         const WsItem w = item_at(j);
@@ -323,10 +320,8 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         const int last_row = w.last_row;
         const int wg_row0 = w.q0 + cw * 64;
         const int r0 = wg_row0 + rw;
-        const uint32_t qbuf = q_base + (qn & 1) * QT;
-        const int qpass = qn >> 1;
-        const int qb = qn & 1;
-        ++qn;
+        const uint32_t qbuf = q_base + (j & 1) * QT;
+        const int qb = j & 1;
         uint16_t* op = static_cast<uint16_t*>(a.o) + w.b * a.o_sb + w.h * a.o_sh;
         // The block walks the keys its last row sees; a warpgroup's own rows may see fewer (under
         // a causal mask the first warpgroup of a 192-row block needs up to two tiles less, and rows
@@ -342,7 +337,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         const bool hand_last = cw != NC - 1 || (ntiles > 0 && j < last_with_turns);
 
         if constexpr(Tma)
-            mbar_wait(full_q + 8 * qb, qpass & 1);
+            mbar_wait(full_q + 8 * qb, (j >> 1) & 1);
         else
         {
             const uint16_t* qp = static_cast<const uint16_t*>(a.q) + w.b * a.q_sb + w.h * a.q_sh;
