@@ -65,10 +65,10 @@ int main(int argc, char** argv)
         return check_divisor();
     if(argc != 3)
         return 2;
-    hipdnn_hip::WsSchedule sc = hipdnn_hip::ws_make_schedule(std::atoi(argv[1]), 1, std::atoi(argv[2]), 1);
-    const long long units = hipdnn_hip::ws_unit_count(sc.nqb, sc.heads);
-    sc.units = static_cast<int>(units);
-    std::printf("%lld\n", units);
+    hipdnn_hip::WsSchedule sc;
+    if(!hipdnn_hip::ws_make_schedule(std::atoi(argv[1]), 1, std::atoi(argv[2]), 1, sc))
+        return 3;
+    std::printf("%d\n", sc.units);
     for(int u = 0; u < sc.units; ++u)
         for(int second = 0; second < 2; ++second)
         {

@@ -610,31 +610,28 @@ hipError_t set_attrs_ws()
 // stride balances them as well as a work queue would, without one (a queue would need a
 // zeroed counter per call). HIPDNN_HIP_202_PAIRS=p (read per
 // launch; for comparisons and the tests) sizes the grid for about p units per block instead.
-WsSchedule ws_schedule(const SdpaArgs& a, int bm, const DeviceShape& dev, int& grid)
+bool ws_schedule(const SdpaArgs& a, int bm, const DeviceShape& dev, WsSchedule& s, int& grid)
 {
-    WsSchedule s = ws_make_schedule((a.sq + bm - 1) / bm, a.batch, a.hq, a.hk);
-    const int64_t units = ws_unit_count(s.nqb, int64_t(a.hq) * a.batch);
-    s.units = static_cast<int>(std::min<int64_t>(units, INT32_MAX));
+    if(!ws_make_schedule((a.sq + bm - 1) / bm, a.batch, a.hq, a.hk, s))
+        return false;
     const int64_t sms = dev.sms > 0 ? dev.sms : 132; // unknown: an H100 / H200
-    int64_t blocks = std::min(units, sms);
+    int64_t blocks = std::min<int64_t>(s.units, sms);
     if(const char* e = std::getenv("HIPDNN_HIP_202_PAIRS"))
     {
         const int64_t per_block = std::max(1, std::atoi(e));
-        blocks = (units + per_block - 1) / per_block;
+        blocks = (s.units + per_block - 1) / per_block;
     }
-    grid = static_cast<int>(std::clamp<int64_t>(blocks, 1, INT32_MAX));
-    s.last_half = (s.nqb & 1) && (s.heads & 1);
+    grid = static_cast<int>(std::max<int64_t>(blocks, 1));
     s.last_owner = s.units > 0 ? (s.units - 1) % grid : 0;
-    return s;
+    return true;
 }
 
 template <ElemType T, int D, int NC>
 hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShape& dev, hipStream_t stream)
 {
+    WsSchedule sched;
     int blocks = 1;
-    const WsSchedule sched = ws_schedule(a, NC * 64, dev, blocks);
-    // Unit and head numbers are 32-bit in the kernel (2^31 would be far beyond any device's memory).
-    if(ws_unit_count(sched.nqb, int64_t(a.hq) * a.batch) > INT32_MAX || int64_t(a.hq) * a.batch > INT32_MAX)
+    if(!ws_schedule(a, NC * 64, dev, sched, blocks))
         return hipErrorInvalidValue;
     const dim3 grid(static_cast<unsigned>(blocks));
     WsMaps maps{};

@@ -68,27 +68,33 @@ struct WsSchedule
     WsDivisor by_group; // query heads per kv head
 };
 
-// The schedule of a launch: nqb query blocks of each of batch * hq heads.
-inline WsSchedule ws_make_schedule(int nqb, int batch, int hq, int hk)
-{
-    WsSchedule s;
-    s.nqb = nqb;
-    const int64_t heads = int64_t(batch) * hq; // the launcher refuses more than 2^31 - 1
-    s.heads = heads > 0x7fffffff ? 0x7fffffff : static_cast<int>(heads);
-    const int pairs = (nqb - 1) / 2;
-    s.by_pairs = WsDivisor(static_cast<uint32_t>((nqb & 1) == 0 ? (nqb > 0 ? nqb / 2 : 1) : 2 * pairs + 1));
-    s.by_hq = WsDivisor(static_cast<uint32_t>(hq > 0 ? hq : 1));
-    s.by_group = WsDivisor(static_cast<uint32_t>(hq > 0 && hk > 0 ? hq / hk : 1));
-    return s;
-}
-
-// Units of a launch (64-bit: the launcher refuses counts past 2^31).
+// Units of a launch (64-bit: ws_make_schedule refuses counts past 2^31 - 1).
 HIPDNN_WS_HD inline int64_t ws_unit_count(int64_t nqb, int64_t heads)
 {
     if((nqb & 1) == 0)
         return heads * (nqb / 2);
     const int64_t pairs = (nqb - 1) / 2; // full pairs per head
     return heads / 2 * (2 * pairs + 1) + (heads & 1) * (pairs + 1);
+}
+
+// The schedule of a launch: nqb query blocks of each of batch * hq heads. False when the heads or
+// the units do not fit the kernel's 32-bit numbers (far beyond any device's memory).
+inline bool ws_make_schedule(int nqb, int batch, int hq, int hk, WsSchedule& s)
+{
+    const int64_t heads = int64_t(batch) * hq;
+    const int64_t units = ws_unit_count(nqb, heads);
+    if(heads > 0x7fffffff || units > 0x7fffffff)
+        return false;
+    s = WsSchedule{};
+    s.nqb = nqb;
+    s.heads = static_cast<int>(heads);
+    s.units = static_cast<int>(units);
+    s.last_half = (nqb & 1) && (heads & 1);
+    const int pairs = (nqb - 1) / 2;
+    s.by_pairs = WsDivisor(static_cast<uint32_t>((nqb & 1) == 0 ? (nqb > 0 ? nqb / 2 : 1) : 2 * pairs + 1));
+    s.by_hq = WsDivisor(static_cast<uint32_t>(hq > 0 ? hq : 1));
+    s.by_group = WsDivisor(static_cast<uint32_t>(hq > 0 && hk > 0 ? hq / hk : 1));
+    return true;
 }
 
 // Unit u's first (second = 0) or second item: head bh and query block; false for the void second
