@@ -41,10 +41,11 @@ class Resolved(NamedTuple):
     dtype_name: str  #: the value's own name for its element type ("" with NO_DTYPE)
     itemsize: int
     shape: tuple[int, ...]
-    strides: tuple[int, ...] | None  #: in elements; None when a byte stride is not a whole number of them
+    strides: tuple[int, ...]  #: in elements (byte strides that are not whole elements are refused)
     contiguous: bool  #: C-contiguous, starting at ``low``
     on_device: bool  #: GPU memory (host memory when False)
     release: Callable[[], None] | None  #: to call once after the plugin call (a consumed DLPack capsule)
+    readonly: bool = False  #: the producer forbids writes: fine for tensors a graph only reads
 
 
 # -- element types ---------------------------------------------------------------------------
@@ -156,10 +157,23 @@ def _layout(ptr: int, shape: Sequence[int], byte_strides: Sequence[int], itemsiz
     return ptr + low, ptr + high + itemsize, contiguous
 
 
-def _elements(byte_strides: Sequence[int], itemsize: int) -> tuple[int, ...] | None:
-    if any(s % itemsize for s in byte_strides):
-        return None
-    return tuple(s // itemsize for s in byte_strides)
+def _checked_layout(
+    label: str, ptr: int, shape: Sequence[int], byte_strides: Sequence[int], itemsize: int
+) -> tuple[int, int, bool, tuple[int, ...]]:
+    """_layout and the element strides, refusing what no memory can be: a view reaching outside the
+    address space, or byte strides that are not whole elements (engines index by element)."""
+    low, high, contiguous = _layout(ptr, shape, byte_strides, itemsize)
+    if not (0 <= low <= high < 1 << 64):
+        raise _refuse(
+            label,
+            f"shape {list(shape)} with byte strides {list(byte_strides)} from pointer {ptr:#x} reaches outside "
+            "the address space",
+        )
+    if any(d > 1 and s % itemsize for d, s in zip(shape, byte_strides)):
+        raise _refuse(
+            label, f"byte strides {list(byte_strides)} are not whole {itemsize}-byte elements; engines index by element"
+        )
+    return low, high, contiguous, tuple(s // itemsize for s in byte_strides)
 
 
 def _refuse(label: str, message: str) -> HipdnnError:
@@ -182,30 +196,16 @@ def _from_ndarray(arr: np.ndarray[Any, Any], label: str) -> Resolved:
     if not dtype.isnative:
         raise _refuse(label, f"array of dtype {dtype.str!r} is not in the machine's byte order")
     flags = arr.flags
-    if not flags.writeable:
-        raise _refuse(label, "array is read-only")
     itemsize = dtype.itemsize
     if itemsize <= 0:
         raise _refuse(label, f"array of dtype {dtype.name} has elements of size 0")
     ptr = arr.__array_interface__["data"][0]
     shape = arr.shape
     byte_strides = arr.strides
-    if flags.c_contiguous:
-        low, high, contiguous = ptr, ptr + arr.nbytes, True
-    else:
-        low, high, contiguous = _layout(ptr, shape, byte_strides, itemsize)
+    low, high, contiguous, strides = _checked_layout(label, ptr, shape, byte_strides, itemsize)
     return Resolved(
-        ptr,
-        low,
-        high,
-        _numpy_code(dtype),
-        dtype.name,
-        itemsize,
-        shape,
-        _elements(byte_strides, itemsize),
-        contiguous,
-        False,
-        None,
+        ptr, low, high, _numpy_code(dtype), dtype.name, itemsize, shape, strides, contiguous, False, None,
+        not flags.writeable,
     )
 
 
@@ -273,7 +273,7 @@ def _from_torch(value: Any, label: str) -> Resolved:
     if contiguous:
         low, high = ptr, ptr + math.prod(shape) * itemsize
     else:
-        low, high, _ = _layout(ptr, shape, [s * itemsize for s in strides], itemsize)
+        low, high, _, _ = _checked_layout(label, ptr, shape, [s * itemsize for s in strides], itemsize)
     return Resolved(ptr, low, high, code, name, itemsize, shape, strides, contiguous, on_device, None)
 
 
@@ -305,7 +305,7 @@ def _from_duck(value: Any, label: str) -> Resolved:
     if len(strides) != len(shape) or any(d < 0 for d in shape):
         raise _refuse(label, f"shape {list(shape)} and strides {list(strides)} do not describe a tensor")
     _check_itemsize(label, code, name, itemsize)
-    low, high, contiguous = _layout(ptr, shape, [s * itemsize for s in strides], itemsize)
+    low, high, contiguous, _ = _checked_layout(label, ptr, shape, [s * itemsize for s in strides], itemsize)
     return Resolved(ptr, low, high, code, name, itemsize, shape, strides, contiguous, True, None)
 
 
@@ -326,8 +326,7 @@ def _from_interface(iface: object, on_device: bool, label: str, stream: int) -> 
     ptr = data[0]
     if not 0 <= ptr < 1 << 64:
         raise _refuse(label, f"array interface data pointer {ptr} is not an address")
-    if len(data) > 1 and data[1]:
-        raise _refuse(label, "read-only buffer cannot be handed to an engine")
+    readonly = len(data) > 1 and bool(data[1])
     if iface.get("mask") is not None:
         raise _refuse(label, f"{attr} has a mask: masked arrays cannot be handed to an engine")
     typestr = iface["typestr"]
@@ -353,19 +352,9 @@ def _from_interface(iface: object, on_device: bool, label: str, stream: int) -> 
         raise _refuse(label, f"array interface has {len(shape)} dims but {len(byte_strides)} strides")
     if on_device:
         _await_producer(iface, label, stream)
-    low, high, contiguous = _layout(ptr, shape, byte_strides, itemsize)
+    low, high, contiguous, strides = _checked_layout(label, ptr, shape, byte_strides, itemsize)
     return Resolved(
-        ptr,
-        low,
-        high,
-        _numpy_code(dtype),
-        dtype.name,
-        itemsize,
-        shape,
-        _elements(byte_strides, itemsize),
-        contiguous,
-        on_device,
-        None,
+        ptr, low, high, _numpy_code(dtype), dtype.name, itemsize, shape, strides, contiguous, on_device, None, readonly
     )
 
 
@@ -545,12 +534,12 @@ def _from_capsule(capsule: object, label: str, claimed_device: int) -> Resolved:
             raise _refuse(
                 label, f"DLPack capsule of version {versioned.version.major}.{versioned.version.minor}; 1.x is read"
             )
-        if versioned.flags & DL_READ_ONLY:
-            raise _refuse(label, "DLPack tensor is read-only and cannot be handed to an engine")
+        readonly = bool(versioned.flags & DL_READ_ONLY)
         tensor = versioned.dl_tensor
         deleter = versioned.deleter or 0
     else:
         legacy = DLManagedTensor.from_address(managed)
+        readonly = False
         tensor = legacy.dl_tensor
         deleter = legacy.deleter or 0
 
@@ -584,7 +573,7 @@ def _from_capsule(capsule: object, label: str, claimed_device: int) -> Resolved:
     if not data and 0 not in shape:
         raise _refuse(label, "DLPack tensor has a NULL data pointer")
     ptr = data + tensor.byte_offset
-    low, high, contiguous = _layout(ptr, shape, [s * itemsize for s in strides], itemsize)
+    low, high, contiguous, _ = _checked_layout(label, ptr, shape, [s * itemsize for s in strides], itemsize)
     dl_type = _DL_TYPES.get((code, bits))
 
     # consumed from here on: the capsule's destructor no longer frees it, the release does
@@ -602,6 +591,7 @@ def _from_capsule(capsule: object, label: str, claimed_device: int) -> Resolved:
         contiguous,
         device_type not in DL_HOST_DEVICES,
         _DLPackRelease(capsule, managed, deleter),
+        readonly,
     )
 
 

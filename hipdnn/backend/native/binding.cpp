@@ -1,0 +1,417 @@
+// Binding: the bound call (g.bind), everything that does not change per call resolved once.
+#include "core.h"
+
+namespace hipdnn_core {
+
+// ============================================================================================
+// Binding: the bound call
+// ============================================================================================
+struct BindingData {
+    Executor* executor = nullptr;
+    std::vector<int64_t> uids;
+    std::vector<int> override_index;  // tensor index of each bound override
+    std::vector<int64_t> override_uids;
+    std::vector<uint32_t> lengths;
+    size_t total_rank = 0;
+    // Aliasing, per pointer slot: its tensor, whether a node writes it, and the bytes it spans at the
+    // declared maximum (-1: unbounded, a dynamic tensor, which every call overrides).
+    std::vector<int> slot_tensor;
+    std::vector<uint8_t> slot_written;
+    std::vector<int64_t> slot_bytes;
+    std::vector<size_t> override_slot;  // pointer slot of each bound override
+    // per slot, the declared layout (dims and strides of the plan's table), rank and element size
+    std::vector<const int64_t*> slot_dims, slot_strides;
+    std::vector<uint32_t> slot_rank;
+    std::vector<int> slot_itemsize;
+    std::vector<size_t> written_slots;  // the slots nodes write
+};
+
+struct Binding {
+    PyObject_HEAD
+    BindingData* b;
+    vectorcallfunc vectorcall;
+};
+
+void Binding_dealloc(PyObject* self) {
+    Binding* b = reinterpret_cast<Binding*>(self);
+    if (b->b) {
+        Py_XDECREF(reinterpret_cast<PyObject*>(b->b->executor));
+        delete b->b;
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+struct BoundScratch {
+    std::vector<hipdnnPluginDeviceBuffer_t> buffers;
+    std::vector<Span> spans;
+    std::vector<int64_t> bytes;
+    OverrideSet overrides;
+    std::vector<const int64_t*> shape_ptrs, stride_ptrs;
+    std::vector<const int64_t*> slot_dims, slot_strides;  // this call's layout per slot
+    Effective eff;
+};
+thread_local BoundScratch tl_bound;
+thread_local int tl_bound_depth = 0;
+
+// The bound call's override values: `m` shapes and `m` strides, each a sequence of ints. Lists and
+// tuples of exact ints are read without running Python code; anything else from private snapshots.
+bool read_bound_overrides(PyObject* shapes, PyObject* strides, size_t m, OverrideSet& o) {
+    PyObject* outer[2] = {shapes, strides};
+    std::vector<std::vector<int64_t>>* into[2] = {&o.shapes, &o.strides};
+    const char* what[2] = {"override_shapes", "override_strides"};
+    bool fast = true;
+    for (int w = 0; w < 2 && fast; ++w) {
+        PyObject* seq = outer[w];
+        fast = (PyList_CheckExact(seq) || PyTuple_CheckExact(seq)) &&
+               static_cast<size_t>(PySequence_Fast_GET_SIZE(seq)) == m;
+        for (size_t i = 0; fast && i < m; ++i)
+            fast = read_exact_ints(PySequence_Fast_GET_ITEM(seq, static_cast<Py_ssize_t>(i)), (*into[w])[i]);
+    }
+    if (fast) return true;
+    PyObject* snap[2] = {nullptr, nullptr};
+    bool ok = true;
+    for (int w = 0; w < 2 && ok; ++w) {
+        snap[w] = snapshot(outer[w], what[w], "int sequences", kInvalidValue);
+        ok = snap[w] != nullptr;
+    }
+    if (ok && (static_cast<size_t>(PyTuple_GET_SIZE(snap[0])) != m ||
+               static_cast<size_t>(PyTuple_GET_SIZE(snap[1])) != m)) {
+        raise(kInvalidValue, "rule 1 (length consistency): bound for " + std::to_string(m) + " overrides, got " +
+                                 std::to_string(PyTuple_GET_SIZE(snap[0])) + " shapes and " +
+                                 std::to_string(PyTuple_GET_SIZE(snap[1])) + " strides");
+        ok = false;
+    }
+    for (int w = 0; w < 2 && ok; ++w)
+        for (size_t i = 0; ok && i < m; ++i)
+            ok = read_ints(PyTuple_GET_ITEM(snap[w], static_cast<Py_ssize_t>(i)), (*into[w])[i],
+                           std::string(what[w]) + "[" + std::to_string(i) + "]");
+    Py_XDECREF(snap[0]);
+    Py_XDECREF(snap[1]);
+    return ok;
+}
+
+PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
+    ExecutorData& x = *bd.executor->x;
+    PlanData& d = *x.plan->d;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* params[4] = {nullptr, nullptr, Py_None, Py_None};
+    static const char* names[4] = {"ptrs", "workspace", "override_shapes", "override_strides"};
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "bound call takes at most 4 arguments");
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < nargs; ++i) params[i] = args[i];
+    if (kwnames) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
+            const char* kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+            int slot = -1;
+            for (int j = 0; j < 4 && kw; ++j)
+                if (std::strcmp(kw, names[j]) == 0) slot = j;
+            if (slot < 0 || slot < nargs) {
+                PyErr_Format(PyExc_TypeError, "bound call got an unexpected or repeated keyword %s", kw ? kw : "?");
+                return nullptr;
+            }
+            params[slot] = args[nargs + k];
+        }
+    }
+    if (!params[0]) {
+        PyErr_SetString(PyExc_TypeError, "bound call needs ptrs");
+        return nullptr;
+    }
+    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
+    BoundScratch& s = lease.get();
+    size_t n = bd.uids.size();
+    PyObject* ptrs = PySequence_Fast(params[0], "");
+    if (!ptrs) {
+        PyErr_Clear();
+        return raise(kInvalidVariantPack, "pointers must be a sequence of ints");
+    }
+    if (static_cast<size_t>(PySequence_Fast_GET_SIZE(ptrs)) != n) {
+        std::string m = "expected " + std::to_string(n) + " pointers, got " +
+                        std::to_string(PySequence_Fast_GET_SIZE(ptrs));
+        Py_DECREF(ptrs);
+        return raise(kInvalidVariantPack, m);
+    }
+    s.buffers.resize(n);
+    PyObject** items = PySequence_Fast_ITEMS(ptrs);
+    for (size_t i = 0; i < n; ++i) {
+        PyObject* p = items[i];
+        unsigned long long v = 0;
+        if (PyLong_Check(p) && !PyBool_Check(p)) {
+            v = PyLong_AsUnsignedLongLong(p);
+            if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+                PyErr_Clear();
+                v = 0;
+            }
+        }
+        int align = bd.slot_itemsize[i];
+        if (!v || (align > 1 && v % static_cast<unsigned long long>(align) != 0)) {
+            std::string what = !PyLong_Check(p) || PyBool_Check(p) ? "pointer " + py_repr(p) + " (not an int)"
+                               : !v ? "pointer " + py_repr(p) + " (not an address)"
+                                    : "pointer " + py_repr(p) + " (not aligned to its " + std::to_string(align) +
+                                          "-byte elements)";
+            Py_DECREF(ptrs);
+            return raise(kInvalidVariantPack, what + " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
+        }
+        s.buffers[i].uid = bd.uids[i];
+        s.buffers[i].ptr = reinterpret_cast<void*>(v);
+    }
+    Py_DECREF(ptrs);
+    uint64_t ws = 0;
+    if (params[1] && params[1] != Py_None) {
+        if (!PyLong_Check(params[1]) || PyBool_Check(params[1]))
+            return raise(kInvalidValue, "the bound call's workspace is an int pointer");
+        ws = PyLong_AsUnsignedLongLong(params[1]);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            return raise(kInvalidValue, "workspace pointer " + py_repr(params[1]) + " is not a valid address");
+        }
+    }
+    if (d.workspace_size && !ws)
+        return raise(kInvalidValue, "the plan needs a workspace of " + std::to_string(d.workspace_size) + " bytes");
+    PyObject* shapes = params[2];
+    PyObject* strides = params[3];
+    OverrideSet& o = s.overrides;
+    o.clear();
+    size_t m = bd.override_uids.size();
+    s.slot_dims.assign(bd.slot_dims.begin(), bd.slot_dims.end());
+    s.slot_strides.assign(bd.slot_strides.begin(), bd.slot_strides.end());
+    if (m && shapes != Py_None) {
+        if (strides == Py_None) return raise(kInvalidValue, "override shapes given without override strides");
+        o.reset(m);
+        std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
+        std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
+        if (!read_bound_overrides(shapes, strides, m, o)) return nullptr;
+        s.bytes.assign(bd.slot_bytes.begin(), bd.slot_bytes.end());
+        for (size_t i = 0; i < m; ++i) {
+            size_t idx = static_cast<size_t>(o.index[i]);
+            const TensorSpec& t = d.tensors[idx];
+            int64_t elems = 0;
+            if (!check_entry(t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
+                             o.strides[i].size(), true, x.is_output[idx] != 0, &elems))
+                return nullptr;
+            int itemsize = itemsize_of(t.data_type);
+            int64_t bytes = 0;
+            size_t slot = bd.override_slot[i];
+            s.bytes[slot] = __builtin_mul_overflow(elems, int64_t{itemsize ? itemsize : 1}, &bytes) ? -1 : bytes;
+            s.slot_dims[slot] = o.shapes[i].data();
+            s.slot_strides[slot] = o.strides[i].data();
+        }
+    } else if (shapes != Py_None || strides != Py_None) {
+        return raise(kInvalidValue, m ? "override strides given without override shapes"
+                                       : "override values given, but no override uids were bound");
+    }
+    if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
+    size_t n_written = bd.written_slots.size();
+    const int64_t* bytes_now = o.size() ? s.bytes.data() : bd.slot_bytes.data();
+    if ((n_written + 1) * (n + 1) <= 64) {
+        if (!check_alias_few(d, s.buffers.data(), bytes_now, bd.slot_tensor.data(), bd.slot_written.data(),
+                             s.slot_dims.data(), s.slot_strides.data(), bd.slot_rank.data(), bd.slot_itemsize.data(),
+                             bd.written_slots.data(), n_written, n, ws, d.workspace_size))
+            return nullptr;
+    } else {
+        s.spans.clear();
+        size_t written = 0;
+        Span sp;
+        for (size_t i = 0; i < n; ++i) {
+            if (span_at(reinterpret_cast<uint64_t>(s.buffers[i].ptr), bytes_now[i], bd.slot_tensor[i],
+                        bd.slot_written[i] != 0, s.slot_dims[i], s.slot_strides[i], bd.slot_rank[i],
+                        bd.slot_itemsize[i], &sp))
+                add_span(s.spans, &written, sp);
+        }
+        if (ws && d.workspace_size &&
+            span_at(ws, static_cast<int64_t>(std::min<uint64_t>(d.workspace_size, INT64_MAX)), -1, true, nullptr,
+                    nullptr, 0, 1, &sp))
+            add_span(s.spans, &written, sp);
+        Span first, second;
+        if (find_alias(s.spans.data(), s.spans.size(), written, &first, &second)) return raise_alias(d, first, second);
+    }
+    s.shape_ptrs.resize(o.size());
+    s.stride_ptrs.resize(o.size());
+    for (size_t k = 0; k < o.size(); ++k) {
+        s.shape_ptrs[k] = o.shapes[k].data();
+        s.stride_ptrs[k] = o.strides[k].data();
+    }
+    CallArgs a;
+    a.workspace = reinterpret_cast<void*>(ws);
+    a.buffers = s.buffers.data();
+    a.num_buffers = static_cast<uint32_t>(n);
+    a.num_overrides = static_cast<uint32_t>(o.size());
+    a.override_uids = o.uids.data();
+    a.lengths = bd.lengths.data();
+    a.shapes = s.shape_ptrs.data();
+    a.strides = s.stride_ptrs.data();
+    if (!enter(d) || !call_plugin(d, a)) return nullptr;
+    Py_RETURN_NONE;
+}
+
+PyObject* Binding_get_uids(PyObject* self, void*) {
+    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
+    PyObject* l = PyList_New(static_cast<Py_ssize_t>(bd.uids.size()));
+    for (size_t i = 0; l && i < bd.uids.size(); ++i)
+        PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyLong_FromLongLong(bd.uids[i]));
+    return l;
+}
+
+PyObject* Binding_get_override_uids(PyObject* self, void*) {
+    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
+    PyObject* l = PyList_New(static_cast<Py_ssize_t>(bd.override_uids.size()));
+    for (size_t i = 0; l && i < bd.override_uids.size(); ++i)
+        PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyLong_FromLongLong(bd.override_uids[i]));
+    return l;
+}
+
+PyGetSetDef Binding_getset[] = {
+    {"uids", Binding_get_uids, nullptr, nullptr, nullptr},
+    {"override_uids", Binding_get_override_uids, nullptr, nullptr, nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject BindingType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// Executor.bind(uids, override_uids) -> Binding. Everything that does not change per call is
+// checked here, once.
+PyObject* Executor_bind(PyObject* self, PyObject* args) {
+    ExecutorData& x = *reinterpret_cast<Executor*>(self)->x;
+    PlanData& d = *x.plan->d;
+    PyObject *uids, *o_uids;
+    if (!PyArg_ParseTuple(args, "OO", &uids, &o_uids)) return nullptr;
+    auto* bd = new BindingData();
+    auto fail = [bd]() -> PyObject* {
+        delete bd;
+        return nullptr;
+    };
+    PyObject* fu = PySequence_Fast(uids, "");
+    if (!fu) {
+        PyErr_Clear();
+        raise(kInvalidValue, "bind: uids must be a sequence of tensors or uids");
+        return fail();
+    }
+    std::vector<uint8_t> seen(d.tensors.size(), 0);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fu); ++i) {
+        int64_t uid;
+        int index;
+        PyObject* tkey;
+        if (!resolve_key(x, PySequence_Fast_GET_ITEM(fu, i), KeyUse::kBind, &uid, &index, &tkey)) {
+            Py_DECREF(fu);
+            return fail();
+        }
+        if (index < 0) {
+            Py_DECREF(fu);
+            raise(kInvalidValue, tkey ? "bind: tensor (uid " + std::to_string(uid) + ") is not a tensor of this graph"
+                                      : "bind: uid " + std::to_string(uid) + " is not a tensor of this graph");
+            return fail();
+        }
+        const TensorSpec& t = d.tensors[static_cast<size_t>(index)];
+        if (t.is_virtual) {
+            Py_DECREF(fu);
+            raise(kInvalidValue, "bind: tensor " + quoted(t.name) + " (uid " + std::to_string(uid) + ") is virtual");
+            return fail();
+        }
+        if (seen[static_cast<size_t>(index)]) {
+            Py_DECREF(fu);
+            raise(kInvalidValue, "bind: a uid appears twice (uid " + std::to_string(uid) + ")");
+            return fail();
+        }
+        seen[static_cast<size_t>(index)] = 1;
+        bd->uids.push_back(uid);
+        bd->slot_tensor.push_back(index);
+        bool written = x.is_output[static_cast<size_t>(index)] != 0;
+        bd->slot_written.push_back(written ? 1 : 0);
+        if (written) bd->written_slots.push_back(bd->uids.size() - 1);
+        int64_t bytes = -1;
+        if (t.max_elements < 0 ||
+            __builtin_mul_overflow(t.max_elements, int64_t{itemsize_of(t.data_type) ? itemsize_of(t.data_type) : 1},
+                                   &bytes))
+            bytes = -1;
+        bd->slot_bytes.push_back(bytes);
+        bd->slot_dims.push_back(t.dims.data());
+        bd->slot_strides.push_back(t.strides.data());
+        bd->slot_rank.push_back(static_cast<uint32_t>(t.rank()));
+        bd->slot_itemsize.push_back(itemsize_of(t.data_type) ? itemsize_of(t.data_type) : 1);
+    }
+    Py_DECREF(fu);
+    std::string missing;
+    for (size_t t = 0; t < d.tensors.size(); ++t) {
+        if (!d.tensors[t].is_virtual && !seen[t]) {
+            if (!missing.empty()) missing += ", ";
+            missing += quoted(d.tensors[t].name);
+        }
+    }
+    if (!missing.empty()) {
+        raise(kInvalidValue, "bind: no pointer slot for tensor(s) [" + missing + "]");
+        return fail();
+    }
+    PyObject* fo = PySequence_Fast(o_uids, "");
+    if (!fo) {
+        PyErr_Clear();
+        raise(kInvalidValue, "bind: override_uids must be a sequence of tensors or uids");
+        return fail();
+    }
+    std::vector<uint8_t> oseen(d.tensors.size(), 0);
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fo); ++i) {
+        int64_t uid;
+        int index;
+        PyObject* tkey;
+        if (!resolve_key(x, PySequence_Fast_GET_ITEM(fo, i), KeyUse::kBind, &uid, &index, &tkey)) {
+            Py_DECREF(fo);
+            return fail();
+        }
+        if (index < 0 || d.tensors[static_cast<size_t>(index)].is_virtual) {
+            Py_DECREF(fo);
+            raise(kInvalidValue, "bind: uid " + std::to_string(uid) + " is not an overridable tensor of this graph");
+            return fail();
+        }
+        if (oseen[static_cast<size_t>(index)]) {
+            Py_DECREF(fo);
+            raise(kInvalidValue, "bind: an override uid appears twice (uid " + std::to_string(uid) + ")");
+            return fail();
+        }
+        oseen[static_cast<size_t>(index)] = 1;
+        size_t slot = static_cast<size_t>(std::find(bd->slot_tensor.begin(), bd->slot_tensor.end(), index) -
+                                          bd->slot_tensor.begin());
+        bd->override_slot.push_back(slot);
+        bd->override_uids.push_back(uid);
+        bd->override_index.push_back(index);
+        bd->lengths.push_back(static_cast<uint32_t>(d.tensors[static_cast<size_t>(index)].rank()));
+    }
+    Py_DECREF(fo);
+    if (!bd->override_uids.empty()) {
+        if (!d.override_enabled) {
+            refuse_flagless(d);
+            return fail();
+        }
+        if (!d.override_refusal.empty()) {
+            raise(kGraphNotSupported, d.override_refusal);
+            return fail();
+        }
+    }
+    for (size_t t = 0; t < d.tensors.size(); ++t) {
+        if (d.tensors[t].is_dynamic && !d.tensors[t].is_virtual && !oseen[t]) {
+            raise(kInvalidValue, "bind: dynamic " + d.tensors[t].label +
+                                     " needs an override at every call: list it in override_uids");
+            return fail();
+        }
+    }
+    Binding* b = PyObject_New(Binding, &BindingType);
+    if (!b) return fail();
+    b->b = bd;
+    b->vectorcall = Binding_call;
+    Py_INCREF(self);
+    bd->executor = reinterpret_cast<Executor*>(self);
+    return reinterpret_cast<PyObject*>(b);
+}
+
+bool ready_binding_type() {
+    BindingType.tp_call = PyVectorcall_Call;
+    BindingType.tp_vectorcall_offset = offsetof(Binding, vectorcall);
+    BindingType.tp_name = "hipdnn.backend._execute_core.Binding";
+    BindingType.tp_basicsize = sizeof(Binding);
+    BindingType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+    BindingType.tp_dealloc = Binding_dealloc;
+    BindingType.tp_getset = Binding_getset;
+    return PyType_Ready(&BindingType) == 0;
+}
+
+}  // namespace hipdnn_core

@@ -1,0 +1,346 @@
+// Reading variant-pack values: numpy arrays through the buffer protocol, int pointers, torch tensors
+// through their accessors, and everything else through hipdnn.backend.values.resolve.
+#include "core.h"
+
+namespace hipdnn_core {
+
+// numpy's buffer-protocol format -> (DataType, name); only native byte order.
+bool dtype_from_format(const char* fmt, Py_ssize_t itemsize, int* code, std::string* name) {
+    if (!fmt) fmt = "B";
+    if (*fmt == '@' || *fmt == '=' || *fmt == '<') ++fmt;  // '<' is native on the platforms we build for
+    if (fmt[0] == '\0' || fmt[1] != '\0') return false;
+    switch (fmt[0]) {
+        case 'f': *code = 1; *name = "float32"; return itemsize == 4;
+        case 'e': *code = 2; *name = "float16"; return itemsize == 2;
+        case 'd': *code = 4; *name = "float64"; return itemsize == 8;
+        case 'B': *code = 5; *name = "uint8"; return itemsize == 1;
+        case 'b': *code = 7; *name = "int8"; return itemsize == 1;
+        case 'i': case 'l': case 'q':
+            if (itemsize == 4) { *code = 6; *name = "int32"; return true; }
+            if (itemsize == 8) { *code = 15; *name = "int64"; return true; }
+            return false;
+        case 'h': *code = -1; *name = "int16"; return itemsize == 2;
+        case 'H': *code = -1; *name = "uint16"; return itemsize == 2;
+        case 'I': case 'L': case 'Q':
+            *code = -1; *name = "uint" + std::to_string(itemsize * 8); return true;
+        case '?': *code = -1; *name = "bool"; return true;
+        case 'g': *code = -1; *name = "float128"; return true;
+        default: return false;
+    }
+}
+
+// (low, high) byte offsets from the pointer to the first byte and one past the last one a strided
+// view covers; false when that leaves int64 (only a view no allocation holds gets there).
+bool byte_extent(const int64_t* shape, const int64_t* byte_strides, size_t nd, int64_t itemsize, int64_t* low,
+                 int64_t* high) {
+    *low = 0;
+    *high = itemsize;
+    for (size_t i = 0; i < nd; ++i) {
+        if (shape[i] == 0) {
+            *low = *high = 0;
+            return true;
+        }
+    }
+    for (size_t i = 0; i < nd; ++i) {
+        int64_t span = 0;
+        if (__builtin_mul_overflow(shape[i] - 1, byte_strides[i], &span)) return false;
+        if (__builtin_add_overflow(span < 0 ? *low : *high, span, span < 0 ? low : high)) return false;
+    }
+    return true;
+}
+
+// ptr + offset as an address; false when it leaves [0, 2**64).
+bool offset_address(uint64_t ptr, int64_t offset, uint64_t* out) {
+    if (offset >= 0) return !__builtin_add_overflow(ptr, static_cast<uint64_t>(offset), out);
+    uint64_t back = static_cast<uint64_t>(-(offset + 1)) + 1;
+    if (back > ptr) return false;
+    *out = ptr - back;
+    return true;
+}
+
+// Fills the extent, contiguity and element strides of `b` from its byte strides. Strides that are
+// not whole elements (on an axis of more than one element) are refused: the engines index by element.
+bool layout_from_bytes(Buf& b, const int64_t* byte_strides, const std::string& label) {
+    size_t nd = b.shape.size();
+    int64_t itemsize = b.itemsize;
+    b.strides.resize(nd);
+    b.strides_known = true;
+    bool c_contig = true;
+    int64_t expect = itemsize;
+    for (size_t i = nd; i-- > 0;) {
+        int64_t s = byte_strides[i], dim = b.shape[i];
+        if (dim > 1 && s % itemsize != 0) {
+            raise(kInvalidVariantPack, label + ": byte strides " + list_str(byte_strides, nd) + " are not whole " +
+                                           std::to_string(itemsize) + "-byte elements; engines index by element");
+            return false;
+        }
+        b.strides[i] = s / itemsize;
+        if (dim != 1 && s != expect) c_contig = false;
+        if (__builtin_mul_overflow(expect, dim < 1 ? 1 : dim, &expect)) expect = INT64_MAX;
+    }
+    int64_t low = 0, high = 0;
+    if (!byte_extent(b.shape.data(), byte_strides, nd, itemsize, &low, &high) || !offset_address(b.ptr, low, &b.low) ||
+        !offset_address(b.ptr, high, &b.high)) {
+        raise(kInvalidVariantPack, label + ": shape " + list_str(b.shape) + " with byte strides " +
+                                       list_str(byte_strides, nd) + " from pointer " + std::to_string(b.ptr) +
+                                       " reaches outside the address space");
+        return false;
+    }
+    b.contiguous = c_contig && b.low == b.ptr;
+    return true;
+}
+
+// numpy ndarray through the buffer protocol; the view is kept in `holds` until the plugin returns.
+// Returns 1 done, 0 not handled (caller resolves in Python), -1 error set.
+int buffer_from_ndarray(PyObject* value, const std::string& label, Buf& b, Holds& holds) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(value, &view, PyBUF_RECORDS_RO) != 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    int code = 0;
+    std::string name;
+    if (!dtype_from_format(view.format, view.itemsize, &code, &name) || view.itemsize <= 0) {
+        PyBuffer_Release(&view);
+        return 0;
+    }
+    if (holds.views.size() < holds.views.capacity()) {
+        holds.views.push_back(view);
+    } else {
+        PyBuffer_Release(&view);  // the array itself is held; only a pack larger than the plan gets here
+        holds.keep(value);
+    }
+    b.sized = true;
+    b.readonly = view.readonly != 0;
+    b.ptr = reinterpret_cast<uint64_t>(view.buf);
+    b.dtype_code = code;
+    b.dtype_name = name;
+    b.itemsize = static_cast<int>(view.itemsize);
+    size_t nd = static_cast<size_t>(view.ndim);
+    b.shape.assign(view.shape, view.shape + nd);
+    SmallVec<int64_t, 16> byte_strides(nd);
+    for (size_t i = 0; i < nd; ++i) byte_strides[i] = view.strides[i];
+    return layout_from_bytes(b, byte_strides.data(), label) ? 1 : -1;
+}
+
+bool pointer_from_int(PyObject* value, const std::string& label, Buf& b) {
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+    unsigned long long u = 0;
+    if (overflow > 0) {
+        u = PyLong_AsUnsignedLongLong(value);
+        if (u == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            raise(kInvalidVariantPack, label + ": pointer " + py_repr(value) + " is not a valid address");
+            return false;
+        }
+    } else if (overflow < 0 || v <= 0) {
+        if (PyErr_Occurred()) PyErr_Clear();
+        raise(kInvalidVariantPack, label + ": pointer " + py_repr(value) + " is not a valid address");
+        return false;
+    } else {
+        u = static_cast<unsigned long long>(v);
+    }
+    b.ptr = u;
+    b.sized = false;
+    return true;
+}
+
+// A Resolved record (hipdnn.backend.values.Resolved: ptr, low, high, dtype code, dtype name, item size,
+// shape, element strides, contiguous, on device, release, read-only) -> Buf.
+constexpr Py_ssize_t kResolvedFields = 12;
+
+bool buffer_from_record(PyObject* r, const std::string& label, Buf& b) {
+    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != kResolvedFields) {
+        raise(kInvalidVariantPack, label + ": the value resolver returned " + py_repr(r) + ", not a Resolved record");
+        return false;
+    }
+    b.sized = true;
+    b.ptr = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 0));
+    b.low = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 1));
+    b.high = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(r, 2));
+    b.dtype_code = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 3)));
+    const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r, 4));
+    b.dtype_name = name ? name : "";
+    b.itemsize = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 5)));
+    if (PyErr_Occurred())
+        return as_hipdnn_error(kInvalidVariantPack, label + ": the buffer's pointer or extent is not an address");
+    if (!read_ints(PyTuple_GET_ITEM(r, 6), b.shape, label + ": shape")) return false;
+    PyObject* strides = PyTuple_GET_ITEM(r, 7);
+    if (strides == Py_None) {
+        raise(kInvalidVariantPack, label + ": the buffer's strides are not whole elements");
+        return false;
+    }
+    b.strides_known = true;
+    if (!read_ints(strides, b.strides, label + ": strides")) return false;
+    if (b.strides.size() != b.shape.size()) {
+        raise(kInvalidVariantPack, label + ": shape " + list_str(b.shape) + " and strides " + list_str(b.strides) +
+                                       " differ in rank");
+        return false;
+    }
+    b.contiguous = PyObject_IsTrue(PyTuple_GET_ITEM(r, 8)) == 1;
+    b.on_device = PyObject_IsTrue(PyTuple_GET_ITEM(r, 9)) == 1;
+    b.readonly = PyObject_IsTrue(PyTuple_GET_ITEM(r, 11)) == 1;
+    if (b.itemsize <= 0) {
+        raise(kInvalidVariantPack, label + ": element size " + std::to_string(b.itemsize) + " is not positive");
+        return false;
+    }
+    return !PyErr_Occurred();
+}
+
+// A value the core does not read itself goes through hipdnn.backend.values.resolve.
+bool buffer_from_resolver(PyObject* value, const std::string& label, uint64_t stream, Buf& b,
+                          std::vector<PyObject*>& releases) {
+    PyObject* lab = PyUnicode_FromStringAndSize(label.data(), static_cast<Py_ssize_t>(label.size()));
+    if (!lab) return false;
+    PyObject* st = PyLong_FromUnsignedLongLong(stream);
+    PyObject* r = st ? PyObject_CallFunctionObjArgs(g.resolver, value, lab, st, nullptr) : nullptr;
+    Py_DECREF(lab);
+    Py_XDECREF(st);
+    if (!r) return false;
+    // the release runs even when the record is unusable: a consumed capsule must be freed
+    if (PyTuple_Check(r) && PyTuple_GET_SIZE(r) == kResolvedFields && PyTuple_GET_ITEM(r, 10) != Py_None) {
+        Py_INCREF(PyTuple_GET_ITEM(r, 10));
+        releases.push_back(PyTuple_GET_ITEM(r, 10));
+    }
+    bool ok = buffer_from_record(r, label, b);
+    Py_DECREF(r);
+    return ok;
+}
+
+// Whether values of this type are torch tensors: asked of Python once per type, then cached here.
+int is_torch(PyObject* value) {
+    if (!g.torch_test) return 0;
+    PyTypeObject* tp = Py_TYPE(value);
+    auto it = g.torch_types.find(tp);
+    if (it != g.torch_types.end()) return it->second ? 1 : 0;
+    PyObject* r = PyObject_CallOneArg(g.torch_test, value);
+    if (!r) return -1;
+    int verdict = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (verdict < 0) return -1;
+    if (g.torch_types.size() < 4096) {
+        Py_INCREF(reinterpret_cast<PyObject*>(tp));
+        g.held_types.push_back(reinterpret_cast<PyObject*>(tp));
+        g.torch_types[tp] = verdict != 0;
+    }
+    return verdict;
+}
+
+// A torch tensor through its accessors (torch refuses __cuda_array_interface__ for bfloat16, and CPU
+// tensors have no array interface). Returns 1 done, 0 not handled (Python resolves it), -1 error.
+int buffer_from_torch(PyObject* value, Buf& b) {
+    PyObject* dtype = PyObject_GetAttr(value, g.str_dtype);
+    if (!dtype) return -1;
+    PyObject* info = PyDict_GetItemWithError(g.torch_dtypes, dtype);  // borrowed
+    if (!info) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(dtype);
+            return -1;
+        }
+        PyObject* fresh = PyObject_CallOneArg(g.torch_dtype_info, dtype);
+        if (!fresh || PyDict_SetItem(g.torch_dtypes, dtype, fresh) != 0) {
+            Py_XDECREF(fresh);
+            Py_DECREF(dtype);
+            return -1;
+        }
+        Py_DECREF(fresh);
+        info = PyDict_GetItem(g.torch_dtypes, dtype);
+    }
+    Py_DECREF(dtype);
+    long code, itemsize;
+    const char* name;
+    if (!info || !PyArg_ParseTuple(info, "lsl", &code, &name, &itemsize)) return -1;
+    PyObject* cuda = PyObject_GetAttr(value, g.str_is_cuda);
+    int on_device = cuda ? PyObject_IsTrue(cuda) : -1;
+    Py_XDECREF(cuda);
+    if (on_device < 0) return -1;
+    if (!on_device) {
+        PyObject* cpu = PyObject_GetAttr(value, g.str_is_cpu);
+        int host = cpu ? PyObject_IsTrue(cpu) : -1;
+        Py_XDECREF(cpu);
+        if (host <= 0) {
+            PyErr_Clear();
+            return 0;  // another device (or an old torch): Python names the problem
+        }
+    }
+    PyObject* ptr = PyObject_CallMethodNoArgs(value, g.str_data_ptr);
+    if (!ptr) return -1;
+    b.ptr = PyLong_AsUnsignedLongLong(ptr);
+    Py_DECREF(ptr);
+    if (PyErr_Occurred()) return -1;
+    PyObject* shape = PyObject_GetAttr(value, g.str_shape);
+    bool ok = shape && read_ints(shape, b.shape, "torch tensor shape");
+    Py_XDECREF(shape);
+    if (!ok) return -1;
+    PyObject* strides = PyObject_CallMethodNoArgs(value, g.str_stride_fn);
+    ok = strides && read_ints(strides, b.strides, "torch tensor strides");
+    Py_XDECREF(strides);
+    if (!ok || b.strides.size() != b.shape.size()) return ok ? 0 : -1;
+    b.sized = true;
+    b.on_device = on_device != 0;
+    b.dtype_code = static_cast<int>(code);
+    b.dtype_name = name;
+    b.itemsize = static_cast<int>(itemsize > 0 ? itemsize : 1);
+    for (int64_t dim : b.shape)
+        if (dim < 0) return 0;  // not a tensor: the Python reader names it
+    SmallVec<int64_t, 16> byte_strides(b.strides.size());
+    for (size_t k = 0; k < b.strides.size(); ++k)
+        if (__builtin_mul_overflow(b.strides[k], int64_t{b.itemsize}, &byte_strides[k])) return 0;
+    return layout_from_bytes(b, byte_strides.data(), "torch tensor") ? 1 : -1;
+}
+
+// Reads one variant-pack value into `b`.
+bool read_value_raw(PyObject* value, const std::string& label, uint64_t stream, Buf& b,
+                    std::vector<PyObject*>& releases, Holds& holds) {
+    if (PyLong_Check(value) && !PyBool_Check(value)) return pointer_from_int(value, label, b);
+    if (g.ndarray_type && PyObject_TypeCheck(value, reinterpret_cast<PyTypeObject*>(g.ndarray_type))) {
+        int done = buffer_from_ndarray(value, label, b, holds);
+        if (done != 0) return done > 0;
+    } else if (g.np_integer_type && PyObject_TypeCheck(value, reinterpret_cast<PyTypeObject*>(g.np_integer_type))) {
+        PyObject* idx = PyNumber_Index(value);
+        if (!idx) return raise_chained(kInvalidVariantPack, label + ": pointer " + py_repr(value) + " is not an int"), false;
+        bool ok = pointer_from_int(idx, label, b);
+        Py_DECREF(idx);
+        return ok;
+    } else {
+        int torch = is_torch(value);
+        if (torch < 0) return raise_chained(kInvalidVariantPack, label + ": cannot tell what kind of buffer it is"), false;
+        if (torch) {
+            int done = buffer_from_torch(value, b);
+            if (done < 0) {
+                // a hostile or broken tensor: let the Python reader name what failed
+                PyErr_Clear();
+                b = Buf();
+            } else if (done > 0) {
+                return true;
+            }
+        }
+    }
+    return buffer_from_resolver(value, label, stream, b, releases);
+}
+
+// Every refusal is a HipdnnError naming `label`: an exception a foreign object raises while it is
+// read is chained to one.
+bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf& b, std::vector<PyObject*>& releases,
+                Holds& holds) {
+    if (read_value_raw(value, label, stream, b, releases, holds)) return true;
+    as_hipdnn_error(kInvalidVariantPack, label + ": cannot read the buffer");
+    return false;
+}
+
+void run_releases(std::vector<PyObject*>& releases) {
+    // Called with any pending exception saved: a release failing must not mask the call's outcome.
+    for (PyObject* r : releases) {
+        PyObject *type, *val, *tb;
+        PyErr_Fetch(&type, &val, &tb);
+        PyObject* res = PyObject_CallNoArgs(r);
+        if (!res) PyErr_WriteUnraisable(r);
+        Py_XDECREF(res);
+        PyErr_Restore(type, val, tb);
+        Py_DECREF(r);
+    }
+    releases.clear();
+}
+
+}  // namespace hipdnn_core
