@@ -79,3 +79,13 @@ def check_buffer(
     strides: Sequence[int],
     overridden: bool,
 ) -> None: ...
+def elements_meet(
+    ptr_a: int,
+    itemsize_a: int,
+    dims_a: Sequence[int],
+    strides_a: Sequence[int],
+    ptr_b: int,
+    itemsize_b: int,
+    dims_b: Sequence[int],
+    strides_b: Sequence[int],
+) -> bool: ...

@@ -204,7 +204,17 @@ def _from_ndarray(arr: np.ndarray[Any, Any], label: str) -> Resolved:
     byte_strides = arr.strides
     low, high, contiguous, strides = _checked_layout(label, ptr, shape, byte_strides, itemsize)
     return Resolved(
-        ptr, low, high, _numpy_code(dtype), dtype.name, itemsize, shape, strides, contiguous, False, None,
+        ptr,
+        low,
+        high,
+        _numpy_code(dtype),
+        dtype.name,
+        itemsize,
+        shape,
+        strides,
+        contiguous,
+        False,
+        None,
         not flags.writeable,
     )
 

@@ -81,7 +81,37 @@ PyObject* mod_strides_overlap(PyObject*, PyObject* args) {
     return PyBool_FromLong(layout_overlaps(dv.data(), sv.data(), dv.size()));
 }
 
+// elements_meet(ptr_a, itemsize_a, dims_a, strides_a, ptr_b, itemsize_b, dims_b, strides_b) -> bool:
+// whether the two strided layouts (element strides, dims >= 1) share a byte: the aliasing rule's
+// exact test, for tests to compare against brute force.
+PyObject* mod_elements_meet(PyObject*, PyObject* args) {
+    unsigned long long pa, pb;
+    int ea, eb;
+    PyObject *da, *sa, *db, *sb;
+    if (!PyArg_ParseTuple(args, "KiOOKiOO", &pa, &ea, &da, &sa, &pb, &eb, &db, &sb)) return nullptr;
+    std::vector<int64_t> dav, sav, dbv, sbv;
+    if (!read_ints(da, dav, "dims_a") || !read_ints(sa, sav, "strides_a") || !read_ints(db, dbv, "dims_b") ||
+        !read_ints(sb, sbv, "strides_b"))
+        return nullptr;
+    if (dav.size() != sav.size() || dbv.size() != sbv.size() || ea < 1 || eb < 1)
+        return raise(kInvalidValue, "elements_meet: dims and strides differ in rank, or an item size is not positive");
+    int64_t ba = 0, bb = 0;
+    for (int64_t v : dav)
+        if (v < 1) return raise(kInvalidValue, "elements_meet: dims must be >= 1");
+    for (int64_t v : dbv)
+        if (v < 1) return raise(kInvalidValue, "elements_meet: dims must be >= 1");
+    if (!addressed_bytes(-1, dav.data(), sav.data(), dav.size(), ea, &ba) ||
+        !addressed_bytes(-1, dbv.data(), sbv.data(), dbv.size(), eb, &bb))
+        return raise(kInvalidValue, "elements_meet: a layout addresses more bytes than int64 can count");
+    Span a, b;
+    if (!span_at(pa, ba, 0, true, dav.data(), sav.data(), static_cast<uint32_t>(dav.size()), ea, &a) ||
+        !span_at(pb, bb, 1, false, dbv.data(), sbv.data(), static_cast<uint32_t>(dbv.size()), eb, &b))
+        return raise(kInvalidValue, "elements_meet: a layout runs past the end of the address space");
+    return PyBool_FromLong(layouts_meet(a, b));
+}
+
 PyMethodDef module_methods[] = {
+    {"elements_meet", mod_elements_meet, METH_VARARGS, "Whether two strided layouts share a byte (exact)."},
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_configure)),
      METH_VARARGS | METH_KEYWORDS, "Hand the core the Python objects it needs (once, at import)."},
     {"check_buffer", mod_check_buffer, METH_VARARGS, "The buffer rule for one Resolved value."},
