@@ -12,6 +12,7 @@ from hipdnn.backend.descriptors import (
     ExecutionPlanDescriptor,
     OperationGraphDescriptor,
     PluginVerdict,
+    PreferredEngineError,
     TensorDescriptor,
     VariantPackDescriptor,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "OperationGraphDescriptor",
     "PluginLoadingMode",
     "PluginVerdict",
+    "PreferredEngineError",
     "SkippedPlugin",
     "Status",
     "TensorDescriptor",

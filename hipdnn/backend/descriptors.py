@@ -20,7 +20,7 @@ from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, Des
 from hipdnn.backend.execute_core import LOCATION_CODES, PlanCore
 from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorInfo, summarize, with_override_flag
 from hipdnn.backend.handle import BackendHandle
-from hipdnn.backend.placement import memory_location, rank_by_memory, read_behavior_notes
+from hipdnn.backend.placement import memory_location, memory_rank, rank_by_memory, read_behavior_notes
 from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
 from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.TensorAttributes import TensorAttributesT
@@ -249,6 +249,12 @@ class OperationGraphDescriptor(Descriptor):
         handle: BackendHandle = self._require(A.OPERATIONGRAPH_HANDLE)
         return handle
 
+    @property
+    def preferred_engine_id(self) -> int | None:
+        """The engine the graph asks for (the attribute, else the buffer's field), or None."""
+        engine_id: int | None = self._get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT)
+        return engine_id
+
     def tensor_descriptors(self) -> list[TensorDescriptor]:
         """The graph's tensors as finalized backend tensor descriptors, in buffer order."""
         if self.summary is None:
@@ -348,6 +354,26 @@ class EngineDescriptor(Descriptor):
         return memory_location(self.behavior_notes)
 
 
+def serialized_engine_config(engine_id: int) -> bytes:
+    """The EngineConfig buffer plugins are handed for ``engine_id`` (no knobs)."""
+    config = EngineConfigT()
+    config.engineId = engine_id
+    builder = flatbuffers.Builder(64)
+    builder.Finish(config.Pack(builder))
+    return bytes(builder.Output())
+
+
+class PreferredEngineError(BackendError):
+    """The graph's preferred engine cannot be honoured. ``status`` is BAD_PARAM when no loaded plugin
+    provides the engine, NOT_SUPPORTED when it is refused; ``reason`` says why, in the plugin's own
+    words where it gave any. hipdnn never substitutes another engine for a preferred one."""
+
+    def __init__(self, status: Status, engine_id: int, reason: str) -> None:
+        self.engine_id = engine_id
+        self.reason = reason
+        super().__init__(status, reason)
+
+
 class EngineConfigDescriptor(Descriptor):
     descriptor_type = DescriptorType.ENGINECFG_DESCRIPTOR
     specs = {
@@ -371,11 +397,7 @@ class EngineConfigDescriptor(Descriptor):
 
     def _finalize(self) -> None:
         engine = _require_finalized(self._require(A.ENGINECFG_ENGINE), EngineDescriptor, "engine")
-        config = EngineConfigT()
-        config.engineId = engine._get(A.ENGINE_GLOBAL_INDEX)
-        builder = flatbuffers.Builder(64)
-        builder.Finish(config.Pack(builder))
-        self.serialized_config = bytes(builder.Output())
+        self.serialized_config = serialized_engine_config(engine._get(A.ENGINE_GLOBAL_INDEX))
         assert engine.plugin is not None
         try:
             size = engine.plugin.workspace_size(self.serialized_config, engine.operation_graph.serialized_graph)
@@ -386,7 +408,10 @@ class EngineConfigDescriptor(Descriptor):
 
 class EngineHeurDescriptor(Descriptor):
     """Finalize asks every eligible plugin which of its engines apply (spec 4.5): plugins whose API
-    version is below the graph's requirement are skipped without being asked."""
+    version is below the graph's requirement are skipped without being asked. The results rank
+    engines by the memory they declare under the handle's device, then by load order; engines that
+    declare none come last. A graph with a preferred engine gets that engine's config alone, or
+    PreferredEngineError saying why it cannot have it (rfcs/0004-plugin-loading.md, section 9)."""
 
     descriptor_type = DescriptorType.ENGINEHEUR_DESCRIPTOR
     specs = {
@@ -406,10 +431,18 @@ class EngineHeurDescriptor(Descriptor):
             raise BackendError(Status.BAD_PARAM, f"unknown heuristic mode {mode}")
         required = graph.required_api_version
         assert required is not None
+        handle = graph.handle
+        preferred = graph.preferred_engine_id
+        if preferred is not None and preferred not in handle.engine_to_plugin:
+            raise PreferredEngineError(Status.BAD_PARAM, preferred, unknown_engine_text(handle, preferred))
         engine_ids: list[int] = []
-        for plugin in graph.handle.plugins:
+        # per plugin (by position in handle.plugins): its verdict, and the error its query raised
+        verdicts: list[PluginVerdict] = []
+        query_errors: dict[int, PluginError] = {}
+        for index, plugin in enumerate(handle.plugins):
             verdict = PluginVerdict(plugin.name, str(plugin.api_version), "")
             self.verdicts.append(verdict)
+            verdicts.append(verdict)
             if plugin.api_version < required:
                 verdict.verdict = f"api {plugin.api_version} < required {required}"
                 continue
@@ -417,44 +450,85 @@ class EngineHeurDescriptor(Descriptor):
                 found = plugin.applicable_engine_ids(graph.serialized_graph)
             except PluginError as exc:
                 verdict.verdict = f"error: {exc}"
+                query_errors[index] = exc
                 continue
             verdict.engine_ids = found
             verdict.verdict = f"applicable engines {found}" if found else "not applicable"
             engine_ids.extend(found)
-        preferred = graph._get(A.OPERATIONGRAPH_PREFERRED_ENGINE_ID_EXT)
-        if preferred in engine_ids:
-            engine_ids.remove(preferred)
-            engine_ids.insert(0, preferred)
+        if preferred is not None:
+            # An explicit choice: that engine's config alone, or an error saying why not.
+            config = self._preferred_config(graph, preferred, engine_ids, verdicts, query_errors)
+            self._set_computed(A.ENGINEHEUR_RESULTS, [config])
+            return
         configs: list[EngineConfigDescriptor] = []
         for engine_id in engine_ids:
-            engine = EngineDescriptor()
-            engine.set_attribute(A.ENGINE_OPERATION_GRAPH, T.BACKEND_DESCRIPTOR, graph)
-            engine.set_attribute(A.ENGINE_GLOBAL_INDEX, T.INT64, engine_id)
-            config = EngineConfigDescriptor()
             try:
-                engine.finalize()
-                config.set_attribute(A.ENGINECFG_ENGINE, T.BACKEND_DESCRIPTOR, engine)
-                config.finalize()
+                config = make_engine_config(graph, engine_id)
             except BackendError as exc:
                 for v in self.verdicts:
                     if engine_id in v.engine_ids:
                         v.verdict += f"; engine {engine_id} dropped: {exc.message}"
                 continue
             configs.append(config)
-        # The handle's device ranks engines before load order; "cpu"/"cuda" also drop the other kind.
-        preference = graph.handle.memory_preference
+        # Engines that declare where their memory lives rank before those that do not, and the
+        # handle's device ranks them before load order; "cpu"/"cuda" also drop the other kind.
+        preference = handle.memory_preference
         configs, dropped = rank_by_memory(configs, [c.engine.memory_location for c in configs], preference)
         for config, location in dropped:
             for v in self.verdicts:
                 if config.engine_id in v.engine_ids:
                     v.verdict += (
                         f"; engine {config.engine_id} left out: it takes {location} memory and the handle's "
-                        f"device is {graph.handle.device_name!r}"
+                        f"device is {handle.device_name!r}"
                     )
-        if preferred is not None:  # the graph's preferred engine still wins among those admitted
-            first = [c for c in configs if c.engine_id == preferred]
-            configs = first + [c for c in configs if c.engine_id != preferred]
         self._set_computed(A.ENGINEHEUR_RESULTS, configs)
+
+    def _preferred_config(
+        self,
+        graph: OperationGraphDescriptor,
+        preferred: int,
+        applicable: list[int],
+        verdicts: list[PluginVerdict],
+        query_errors: dict[int, PluginError],
+    ) -> EngineConfigDescriptor:
+        """The config of the graph's preferred engine, or PreferredEngineError (NOT_SUPPORTED) naming
+        the engine, its plugin and why it cannot serve the graph. No other engine is tried."""
+        handle = graph.handle
+        plugin = handle.engine_to_plugin[preferred]
+        index = next(i for i, p in enumerate(handle.plugins) if p is plugin)
+        required = graph.required_api_version
+        assert required is not None
+        reason = ""
+        config: EngineConfigDescriptor | None = None
+        if plugin.api_version < required:
+            reason = (
+                f"its plugin reports api {plugin.api_version} and this graph needs {required} "
+                f"({_api_need(graph)}); the plugin is not asked"
+            )
+        elif index in query_errors:
+            reason = f"asking its plugin which engines apply failed: {query_errors[index]}"
+        elif preferred not in applicable:
+            why = _not_applicable_reason(plugin, preferred, graph)
+            reason = f"the plugin reports it not applicable to this graph: {why}"
+        else:
+            try:
+                config = make_engine_config(graph, preferred)
+            except BackendError as exc:
+                reason = exc.message
+        if config is not None:
+            location = config.engine.memory_location
+            if memory_rank(location, handle.memory_preference) is not None:
+                return config
+            reason = (
+                f"it takes {location} memory and the handle's device is {handle.device_name!r} "
+                "(create the handle with a device that admits it, or leave preferred_engine_id unset)"
+            )
+        verdicts[index].verdict += f"; preferred engine {preferred} refused: {reason}"
+        raise PreferredEngineError(
+            Status.NOT_SUPPORTED,
+            preferred,
+            f"preferred engine {preferred} (plugin {plugin.name!r}) cannot serve this graph: {reason}",
+        )
 
     def report(self) -> str:
         graph = self._get(A.ENGINEHEUR_OPERATION_GRAPH)
@@ -462,6 +536,53 @@ class EngineHeurDescriptor(Descriptor):
         if graph is not None:
             parts += [f"{s.path.name}: skipped at load ({s.reason})" for s in graph.handle.skipped]
         return "; ".join(parts) or "no plugins loaded"
+
+
+def make_engine_config(graph: OperationGraphDescriptor, engine_id: int) -> EngineConfigDescriptor:
+    """A finalized config of ``engine_id`` for ``graph`` (its details read, its workspace asked);
+    BackendError when the engine's plugin refuses either."""
+    engine = EngineDescriptor()
+    engine.set_attribute(A.ENGINE_OPERATION_GRAPH, T.BACKEND_DESCRIPTOR, graph)
+    engine.set_attribute(A.ENGINE_GLOBAL_INDEX, T.INT64, engine_id)
+    engine.finalize()
+    config = EngineConfigDescriptor()
+    config.set_attribute(A.ENGINECFG_ENGINE, T.BACKEND_DESCRIPTOR, engine)
+    config.finalize()
+    return config
+
+
+def unknown_engine_text(handle: BackendHandle, engine_id: int) -> str:
+    """Why ``engine_id`` cannot be preferred on ``handle``: no loaded plugin provides it. Lists the
+    engine ids loaded, by plugin, and the plugins skipped at load (one of them may have had it)."""
+    ids = sorted(handle.engine_to_plugin)
+    by_plugin = ", ".join(f"{p.name} {list(p.engine_ids)}" for p in handle.plugins)
+    text = f"preferred engine {engine_id}: no loaded plugin provides it; engine ids loaded: {ids}"
+    if by_plugin:
+        text += f" ({by_plugin})"
+    if handle.skipped:
+        text += "; skipped at load: " + "; ".join(f"{s.path.name} ({s.reason})" for s in handle.skipped)
+    return text
+
+
+def _api_need(graph: OperationGraphDescriptor) -> str:
+    summary = graph.summary
+    if summary is not None and summary.has_dynamic_tensors:
+        return "it has dynamic tensors"
+    if summary is not None and summary.is_override_shape_enabled:
+        return "it enables shape overrides"
+    return "its features"
+
+
+def _not_applicable_reason(plugin: EnginePlugin, engine_id: int, graph: OperationGraphDescriptor) -> str:
+    """The plugin's own reason for not serving ``graph`` with ``engine_id``, read from its last error
+    after asking the engine's workspace size, which plugins refuse for a graph they cannot run (the
+    SDK's C++ layer answers NOT_APPLICABLE, "engine N cannot run this graph: ..."). Asked only when
+    the engine was preferred; a plugin that accepts the question gave no reason."""
+    try:
+        plugin.workspace_size(serialized_engine_config(engine_id), graph.serialized_graph)
+    except PluginError as exc:
+        return exc.detail or str(exc)
+    return "it gives no reason"
 
 
 def override_refusal(plugin: EnginePlugin) -> str:

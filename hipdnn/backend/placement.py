@@ -3,7 +3,10 @@
 Engines say where their memory lives through behavior notes in their EngineDetails. A handle's
 memory preference ("auto", "host" or "device") orders the applicable engines by it before load
 order, and "host"/"device" also drop the engines that declare the other memory. Engines that
-declare nothing (older plugins) are kept and ranked after those that match."""
+declare nothing (older plugins, third-party no-ops) are kept but ranked after every engine that
+declares a location, under every preference: the host cannot check what memory they are handed,
+so they serve a graph only when asked for by ``preferred_engine_id`` or when no declared engine
+applies (rfcs/0004-plugin-loading.md, section 9)."""
 
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ BEHAVIOR_NOTE_HOST_MEMORY = 1000
 BEHAVIOR_NOTE_DEVICE_MEMORY = 1001
 
 #: A handle's memory preference: "auto" ranks device engines first (they answer applicable only
-#: where they can run), "host" and "device" admit only engines of that memory (and undeclared ones).
+#: where they can run), then host engines; "host" and "device" admit only engines of that memory.
+#: Undeclared ("unknown") engines are admitted by each, always last.
 MEMORY_PREFERENCES = ("auto", "host", "device")
 
 _C = TypeVar("_C")
@@ -91,13 +95,19 @@ def probe_engine_memory(plugin: EnginePlugin) -> dict[int, str]:
     return out
 
 
+#: location -> rank (lower first) under each preference; a location missing is not admitted.
+#: "unknown" is last everywhere: an engine that declares a location is never outranked by one that
+#: does not (the execute core checks host/device memory only for engines that declare it).
+_RANKS: dict[str, dict[str, int]] = {
+    "auto": {"device": 0, "host": 1, "unknown": 2},
+    "host": {"host": 0, "unknown": 1},
+    "device": {"device": 0, "unknown": 1},
+}
+
+
 def memory_rank(location: str, preference: str) -> int | None:
     """Sort key of an engine of ``location`` under ``preference`` (lower first); None: not admitted."""
-    if preference == "host":
-        return {"host": 0, "unknown": 1}.get(location)
-    # "device" and "auto": device engines first; "auto" keeps host engines last.
-    order = {"device": 0, "unknown": 1} if preference == "device" else {"device": 0, "unknown": 1, "host": 2}
-    return order.get(location)
+    return _RANKS[preference].get(location)
 
 
 def rank_by_memory(

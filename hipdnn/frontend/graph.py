@@ -18,6 +18,7 @@ from hipdnn.backend import (
     EngineHeurDescriptor,
     ExecutionPlanDescriptor,
     OperationGraphDescriptor,
+    PreferredEngineError,
     Status,
 )
 from hipdnn.backend.execute_core import Binding, Executor, strides_overlap
@@ -844,7 +845,10 @@ class Graph:
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
-        skipped unasked). GRAPH_NOT_SUPPORTED lists every plugin and its answer when none applies."""
+        skipped unasked). GRAPH_NOT_SUPPORTED lists every plugin and its answer when none applies.
+        With ``preferred_engine_id`` set, that engine is the only candidate: INVALID_VALUE (listing
+        the engine ids loaded) when no loaded plugin provides it, GRAPH_NOT_SUPPORTED with the
+        engine's reason when it cannot serve the graph; another engine is never chosen instead."""
         if self._op_graph is None:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "create_execution_plans before build_operation_graph")
         modes = _heur_modes(heur_modes, "create_execution_plans: heur_modes")
@@ -854,6 +858,10 @@ class Graph:
             heur.set_attribute(A.ENGINEHEUR_MODE, T.HEUR_MODE, int(modes[0]))
             heur.finalize()
             configs = heur.get_attribute(A.ENGINEHEUR_RESULTS)
+        except PreferredEngineError as exc:
+            self._heur, self._configs = heur, []  # plugin_report() says what every plugin answered
+            code = ErrorCode.INVALID_VALUE if exc.status == Status.BAD_PARAM else ErrorCode.GRAPH_NOT_SUPPORTED
+            raise HipdnnError(code, f"graph {self.name!r}: {exc.reason}") from None
         except BackendError as exc:
             raise _backend_error(exc, "querying engines") from None
         self._heur, self._configs = heur, configs
@@ -874,7 +882,8 @@ class Graph:
         return self
 
     def build_plans(self) -> Graph:
-        """Create an execution plan from the first engine config that succeeds."""
+        """Create an execution plan from the first engine config that succeeds. The preferred
+        engine, when the graph names one, is the only config: its failure is the error."""
         if self._handle is None or not self._configs:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "build_plans before check_support")
         failures: list[str] = []
@@ -890,6 +899,15 @@ class Graph:
             self._plan = plan
             self._freeze()
             return self
+        preferred = self._op_graph.preferred_engine_id if self._op_graph is not None else None
+        if preferred is not None:
+            plugin = self._handle.backend.plugin_for(preferred)
+            owner = plugin.name if plugin is not None else "?"
+            raise HipdnnError(
+                ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED,
+                f"graph {self.name!r}: preferred engine {preferred} (plugin {owner!r}) could not build its "
+                "plan, and no other engine is tried in place of a preferred one: " + "; ".join(failures),
+            )
         raise HipdnnError(
             ErrorCode.GRAPH_EXECUTION_PLAN_CREATION_FAILED, "no plan could be built: " + "; ".join(failures)
         )

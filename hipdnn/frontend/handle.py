@@ -110,8 +110,9 @@ class Handle:
         """``device`` picks the engines: "cuda" or "hip" only engines that take device (GPU) memory,
         "cpu" only engines that take host memory; None (default) tries GPU engines first, which
         apply only where they find a GPU, then host engines. Engines that do not declare where
-        their memory lives are kept by every choice, after those that match. The graph's
-        ``preferred_engine_id`` still comes first among the engines the device admits."""
+        their memory lives are kept by every choice, after every engine that declares it. A graph's
+        ``preferred_engine_id`` is that engine or an error at build, also when the device leaves
+        its memory out (rfcs/0004-plugin-loading.md, section 9)."""
         plugin_paths = path_list_arg(plugin_paths, "Handle: plugin_paths")
         self._device = _device_arg(device)
         plugin_loading_mode = _loading_mode(plugin_loading_mode, "Handle: plugin_loading_mode")

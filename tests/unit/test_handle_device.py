@@ -74,10 +74,19 @@ def test_the_device_ranks_engines_before_load_order(placed: Any, device: str | N
 
 
 def test_cpu_leaves_device_engines_out_and_says_so(placed: Any) -> None:
-    g, _, _ = relu(preferred=9007)  # the preferred engine cannot beat the handle's restriction
+    g, _, _ = relu()
     g.build(placed("cpu"))
     assert g.get_engine_id() == 9001
     assert "engine 9007 left out: it takes device memory and the handle's device is 'cpu'" in g.plugin_report()
+
+
+def test_a_preferred_engine_the_device_leaves_out_is_an_error(placed: Any) -> None:
+    g, _, _ = relu(preferred=9007)  # it cannot beat the handle's restriction, nor give way to 9001
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        g.build(placed("cpu"))
+    assert err.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+    assert "preferred engine 9007 (plugin 'fake_override_second')" in err.value.message
+    assert "it takes device memory and the handle's device is 'cpu'" in err.value.message
 
 
 def test_a_device_handle_over_host_engines_only_fails_on_build(placed: Any) -> None:
