@@ -174,15 +174,17 @@ def test_override_into_max_size_buffers_with_non_compact_strides(handle: hipdnn.
     bufs = {n: rng.standard_normal(max_dims).astype(np.float32) for n in "qkv"}
     bufs["o"] = np.full(max_dims, np.nan, dtype=np.float32)
     small = [1, h, 37, d]
+    view = (slice(0, 1), slice(None), slice(0, 37), slice(None))
+    # each value a view of its max-size buffer at the override's shape, with the buffer's (max) strides
+    assert all(list(bufs[n][view].shape) == small for n in "qkvo")
     g.execute(
         handle,
-        {t[n]: bufs[n] for n in "qkvo"},
+        {t[n]: bufs[n][view] for n in "qkvo"},
         workspace_for(g),
         override_uids=[t[n].get_uid() for n in "qkvo"],
         override_shapes=[small] * 4,
         override_strides=[max_strides] * 4,
     )
-    view = (slice(0, 1), slice(None), slice(0, 37), slice(None))
     want, _ = reference.sdpa(bufs["q"][view], bufs["k"][view], bufs["v"][view], 0.125, causal=True)
     assert reference.relative_error(bufs["o"][view], want) < TOL
     untouched = bufs["o"].copy()

@@ -48,13 +48,29 @@ def test_torch_like_bf16_tensor_is_read_through_its_accessors() -> None:
         memory.check_buffer(
             buf, where="q", data_type=hipdnn.DataType.FLOAT, dims=[1, 2, 8, 4], strides=[64, 32, 4, 1], overridden=False
         )
-    with pytest.raises(hipdnn.HipdnnError, match="addresses"):
+    # a sized value must state the call's (overridden) shape: one larger than the tensor is refused
+    with pytest.raises(
+        hipdnn.HipdnnError,
+        match=r"q: buffer shape \[1, 2, 8, 4\] disagrees with the call's \(overridden\) dims \[1, 2, 8, 8\]",
+    ):
         memory.check_buffer(
             buf,
             where="q",
             data_type=hipdnn.DataType.BFLOAT16,
             dims=[1, 2, 8, 8],
             strides=[128, 64, 8, 1],
+            overridden=True,
+        )
+    # and so is one smaller (no longer read as a block at its start), with the view to pass named
+    with pytest.raises(
+        hipdnn.HipdnnError, match=r"dims \[1, 2, 8, 2\]; pass a view of that shape \(x\[:, :, :, :2\]\)"
+    ):
+        memory.check_buffer(
+            buf,
+            where="q",
+            data_type=hipdnn.DataType.BFLOAT16,
+            dims=[1, 2, 8, 2],
+            strides=[64, 32, 4, 1],
             overridden=True,
         )
 

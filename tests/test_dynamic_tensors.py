@@ -43,6 +43,20 @@ def bhsd(b: int, h: int, s: int, d: int) -> list[int]:
     return [h * s * d, s * d, d, 1]
 
 
+def strided_view(shape: list[int], stride: list[int], base: np.ndarray) -> np.ndarray:
+    """A view of the flat float32 ``base`` stating ``shape`` and element strides ``stride``: what a sized
+    value for an overridden tensor must state (issue #26)."""
+    assert sum((d - 1) * s for d, s in zip(shape, stride)) + 1 <= base.size
+    return np.lib.stride_tricks.as_strided(base, shape=shape, strides=[4 * s for s in stride])
+
+
+def views(pack: dict, overrides: dict) -> dict:
+    """``pack`` (flat arrays) with each overridden tensor's array replaced by a view stating its override."""
+    return {
+        t: strided_view(overrides[t].shape, overrides[t].stride, a) if t in overrides else a for t, a in pack.items()
+    }
+
+
 # -- round trips of is_dynamic -----------------------------------------------------------------
 def test_mark_dynamic_chains_and_round_trips_through_the_wire() -> None:
     g, (q, k, v, o) = dynamic_sdpa_graph()
@@ -233,10 +247,12 @@ def test_stride_order_accepts_consistent_layouts_and_rejects_others(fakes, fake_
     arrays = [np.zeros(4096, np.float32) for _ in t]
     vp = dict(zip(t, arrays))
     for strides in (bhsd(*dims), [2 * 7 * 16, 7 * 16, 16, 1]):
-        g.execute(h, vp, overrides={x: hipdnn.OverrideEntry(dims, strides) for x in t})
+        ov = {x: hipdnn.OverrideEntry(dims, strides) for x in t}
+        g.execute(h, views(vp, ov), overrides=ov)
     bshd = [7 * 2 * 8, 8, 2 * 8, 1]
+    ov = {x: hipdnn.OverrideEntry(dims, bshd) for x in t}
     with pytest.raises(hipdnn.HipdnnError) as err:
-        g.execute(h, vp, overrides={x: hipdnn.OverrideEntry(dims, bshd) for x in t})
+        g.execute(h, views(vp, ov), overrides=ov)
     assert "rule 8" in err.value.message
 
 
@@ -252,18 +268,12 @@ def test_static_strides_that_look_like_an_axis_order_are_element_strides(
     y = g.pointwise(hipdnn.PointwiseMode.RELU_FWD, x)
     y.set_output(True).set_stride([1, 2])
     g.build(h)
-    buf = np.zeros(6, np.float32)
-    g.execute(
-        h,
-        {x: buf, y: np.zeros(6, np.float32)},
-        overrides={x: hipdnn.OverrideEntry([2, 2], [1, 2]), y: hipdnn.OverrideEntry([2, 2], [1, 2])},
-    )
+    pack = {x: np.zeros(6, np.float32), y: np.zeros(6, np.float32)}
+    ov = {x: hipdnn.OverrideEntry([2, 2], [1, 2]), y: hipdnn.OverrideEntry([2, 2], [1, 2])}
+    g.execute(h, views(pack, ov), overrides=ov)
+    ov = {x: hipdnn.OverrideEntry([2, 2], [2, 1]), y: hipdnn.OverrideEntry([2, 2], [1, 2])}
     with pytest.raises(hipdnn.HipdnnError, match="rule 8"):
-        g.execute(
-            h,
-            {x: buf, y: np.zeros(6, np.float32)},
-            overrides={x: hipdnn.OverrideEntry([2, 2], [2, 1]), y: hipdnn.OverrideEntry([2, 2], [1, 2])},
-        )
+        g.execute(h, views(pack, ov), overrides=ov)
 
 
 def test_broadcast_of_dynamic_operands_is_checked_at_execute(fakes, fake_handle_factory) -> None:  # type: ignore[no-untyped-def]
@@ -280,11 +290,11 @@ def test_broadcast_of_dynamic_operands_is_checked_at_execute(fakes, fake_handle_
         bias: hipdnn.OverrideEntry([1, 8], [8, 1]),
         y: hipdnn.OverrideEntry([4, 8], [8, 1]),
     }
-    g.execute(h, arrays, overrides=ok)
+    g.execute(h, views(arrays, ok), overrides=ok)
     bad = dict(ok)
     bad[bias] = hipdnn.OverrideEntry([3, 8], [8, 1])  # 3 vs 4: neither equal nor 1
     with pytest.raises(hipdnn.HipdnnError) as err:
-        g.execute(h, arrays, overrides=bad)
+        g.execute(h, views(arrays, bad), overrides=bad)
     assert err.value.code == hipdnn.ErrorCode.INVALID_VALUE and "broadcast" in err.value.message
 
 

@@ -167,12 +167,14 @@ def test_tensor_changes_after_build_do_not_reach_the_plan(handle) -> None:
     x.set_dim([1, 2, 64, 8])
     y.set_dim([1, 2, 64, 8])
     big = np.zeros([1, 2, 64, 8], np.float32)
+    # values must state the override's shape and strides: compact [1, 2, 32, 8] arrays
+    mid = np.zeros([1, 2, 32, 8], np.float32)
     wider = {t: hipdnn.OverrideEntry([1, 2, 32, 8], compact([1, 2, 32, 8])) for t in (x, y)}
     with pytest.raises(hipdnn.HipdnnError, match="rule 7"):
-        g.execute(handle, {x: big, y: np.zeros_like(big)}, None, wider)
+        g.execute(handle, {x: mid, y: np.zeros_like(mid)}, None, wider)
     x.set_dim([-1, 2, 16, 8])
     with pytest.raises(hipdnn.HipdnnError, match="rule 7"):
-        g.execute(handle, {x: big, y: np.zeros_like(big)}, None, wider)
+        g.execute(handle, {x: mid, y: np.zeros_like(mid)}, None, wider)
     bound = g.bind(handle, [x, y], override_uids=[x, y])
     with pytest.raises(hipdnn.HipdnnError, match="rule 7"):
         bound([big.ctypes.data, big.ctypes.data], 0, [[1, 2, 32, 8]] * 2, [compact([1, 2, 32, 8])] * 2)
@@ -185,7 +187,9 @@ def test_tensor_changes_after_build_do_not_reach_the_plan(handle) -> None:
     x.set_dim([1, 2, 64, 8]).set_stride(compact([1, 2, 64, 8]))
     y.set_dim([1, 2, 64, 8]).set_stride(compact([1, 2, 64, 8]))
     g.build(handle)
-    g.execute(handle, {x: big, y: np.zeros_like(big)}, None, wider)
+    ym = np.full_like(mid, np.nan)
+    g.execute(handle, {x: mid, y: ym}, None, wider)
+    np.testing.assert_array_equal(ym, 0)
 
 
 # -- handle lifetime ------------------------------------------------------------------------------
@@ -219,8 +223,11 @@ def test_close_while_other_threads_execute(path: str) -> None:
         ov = {t: hipdnn.OverrideEntry(dims, compact(dims)) for t in ts}
         ptrs = [a.ctypes.data for a in arrays]
 
-        def by_execute(g: Any = g, h: Any = h, ts: Any = ts, arrays: Any = arrays, ws: Any = ws, ov: Any = ov) -> None:
-            g.execute(h, dict(zip(ts, arrays)), ws, ov)
+        # execute gets compact [1, 2, 17, 8] views at the start of the same buffers the bound call points into
+        views = [a.reshape(-1)[: int(np.prod(dims))].reshape(dims) for a in arrays]
+
+        def by_execute(g: Any = g, h: Any = h, ts: Any = ts, views: Any = views, ws: Any = ws, ov: Any = ov) -> None:
+            g.execute(h, dict(zip(ts, views)), ws, ov)
 
         def by_bound(bound: Any = bound, ptrs: Any = ptrs, ws: Any = ws) -> None:
             bound(ptrs, ws.ctypes.data, [dims] * 4, [compact(dims)] * 4)
@@ -326,20 +333,21 @@ def test_positional_map_and_parallel_forms(handle) -> None:
     g, (x, y) = relu_graph([2, 6], [6, 1])
     g.build(handle)
     xs = np.arange(-6, 6, dtype=np.float32).reshape(2, 6)
+    xv = xs[:, :3]  # the override's shape [2, 3] with the max strides [6, 1]
     for call in (
-        lambda ys: g.execute(
+        lambda yv: g.execute(
             handle,
-            {x: xs, y: ys},
+            {x: xv, y: yv},
             None,
             {x: hipdnn.OverrideEntry([2, 3], [6, 1]), y: hipdnn.OverrideEntry([2, 3], [6, 1])},
         ),
-        lambda ys: g.execute(handle, {x: xs, y: ys}, None, [x, y], [[2, 3], [2, 3]], [[6, 1], [6, 1]]),
-        lambda ys: g.execute(
-            handle, {x: xs, y: ys}, None, (x.get_uid(), y.get_uid()), ([2, 3], [2, 3]), ([6, 1], [6, 1])
+        lambda yv: g.execute(handle, {x: xv, y: yv}, None, [x, y], [[2, 3], [2, 3]], [[6, 1], [6, 1]]),
+        lambda yv: g.execute(
+            handle, {x: xv, y: yv}, None, (x.get_uid(), y.get_uid()), ([2, 3], [2, 3]), ([6, 1], [6, 1])
         ),
     ):
         ys = np.full([2, 6], np.nan, np.float32)
-        call(ys)
+        call(ys[:, :3])
         np.testing.assert_array_equal(ys[:, :3], np.maximum(xs[:, :3], 0))
         assert np.isnan(ys[:, 3:]).all()
 

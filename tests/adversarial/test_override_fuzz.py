@@ -6,7 +6,8 @@ checked. Each hypothesis example draws a valid call (shapes within the declared 
 maximum-layout strides, consistent across the graph) and maybe one corruption that makes it invalid
 (a dim of 0, negative, past the maximum or past int64; a stride of 0, negative or reaching past the
 buffer; a rank or length mismatch; shapes the graph's nodes disagree on; an unknown uid). Buffers hold
-exactly the declared maximum between guard bands. Then:
+exactly the declared maximum between guard bands; ``Graph.execute`` gets views of them stating the
+call's shapes and strides (a sized value must, issue #26), the bound call bare pointers. Then:
 
 - a valid call succeeds, its output equals a float64 numpy reference where the override addresses
   it, and every other byte (inputs, the rest of the output, guards, workspace guards) is unchanged;
@@ -146,6 +147,26 @@ def _view(buf: Guarded, shape: list[int], stride: list[int]) -> np.ndarray:
     return np.lib.stride_tricks.as_strided(buf.view, shape=shape, strides=[s * 4 for s in stride])
 
 
+def _stated(buf: Guarded, shape: list[int], stride: list[int]) -> np.ndarray:
+    """What Graph.execute gets for a tensor: a view of its guarded buffer stating the call's shape and
+    strides (a sized value must, issue #26) where that layout lies inside the buffer. Elsewhere (a
+    negative dim, a length mismatch, a layout reaching past the buffer, a stride past int64: only in
+    corrupted calls) the buffer at its full length, which the core refuses too. A view reaching past
+    the buffer is never built: the core bounds a sized value by what it states, so such a view would
+    let the engine outside the buffer."""
+    if len(shape) != len(stride) or any(d < 0 for d in shape):
+        return buf.view
+    if 0 not in shape:
+        lo = sum((d - 1) * s for d, s in zip(shape, stride) if s < 0)
+        hi = sum((d - 1) * s for d, s in zip(shape, stride) if s > 0)
+        if lo < 0 or hi >= len(buf.view):
+            return buf.view
+    try:
+        return np.lib.stride_tricks.as_strided(buf.view, shape=shape, strides=[s * 4 for s in stride])
+    except (ValueError, OverflowError):  # a stride or a size numpy cannot hold
+        return buf.view
+
+
 def _addressed(shape: list[int], stride: list[int]) -> np.ndarray:
     offsets = np.zeros([1], np.int64)
     for d, s in zip(shape, stride):
@@ -233,7 +254,7 @@ def test_execute_overrides(cpu_handle: hipdnn.Handle, built: dict[str, Problem],
     shapes, strides, corrupted = data.draw(calls(p))
     bufs = Buffers(p, np.random.default_rng(0))
     overrides = {t: hipdnn.OverrideEntry(s, st_) for t, s, st_ in zip(p.tensors, shapes, strides)}
-    pack = {t: b.view for t, b in zip(p.tensors, bufs.bufs)}
+    pack = {t: _stated(b, s, st_) for t, b, s, st_ in zip(p.tensors, bufs.bufs, shapes, strides)}
     ok = _run(lambda: p.graph.execute(cpu_handle, pack, bufs.ws_body, overrides), corrupted)
     _check(p, bufs, shapes, strides, ok)
 
@@ -257,9 +278,10 @@ def test_parallel_array_form_refuses_mismatched_lengths(
     """The parallel-array form with lists of different lengths, an unknown uid or a repeated tensor."""
     p = built[name]
     bufs = Buffers(p, np.random.default_rng(2))
-    pack = {t: b.view for t, b in zip(p.tensors, bufs.bufs)}
     shapes = [list(m) for m in p.maxima]
     strides = [compact(m) for m in p.maxima]
+    # views stating the maxima (what the valid call at the end gives every tensor)
+    pack = {t: _stated(b, s, st_) for t, b, s, st_ in zip(p.tensors, bufs.bufs, shapes, strides)}
     unknown = max(t.get_uid() for t in p.tensors) + 1000
     bad_calls: list[tuple[Any, Any, Any]] = [
         (p.tensors, shapes[:-1], strides),

@@ -79,6 +79,21 @@ def arrays_for(tensors: Iterable[hipdnn.TensorAttributes]) -> dict[Any, np.ndarr
     return {t: np.zeros(t.get_dim(), dtype=np.float32) for t in tensors}
 
 
+def strided_view(
+    shape: Sequence[int], stride: Sequence[int], dtype: Any = np.float32, base: np.ndarray | None = None
+) -> np.ndarray:
+    """A view stating ``shape`` and element strides ``stride`` (what a sized value for an overridden
+    tensor must state: issue #26), over the start of ``base`` (a C-contiguous array, e.g. one of
+    :func:`arrays_for`'s maximum-size arrays) or over a fresh zero-filled buffer just large enough."""
+    need = sum((d - 1) * s for d, s in zip(shape, stride)) + 1 if all(d > 0 for d in shape) else 0
+    if base is None:
+        base = np.zeros(max(need, 1), dtype)
+    assert base.flags.c_contiguous, "strided_view needs a C-contiguous base"
+    flat = base.reshape(-1)
+    assert flat.size >= need, f"base of {flat.size} elements is too small for {list(shape)} / {list(stride)}"
+    return np.lib.stride_tricks.as_strided(flat, shape=tuple(shape), strides=tuple(s * flat.itemsize for s in stride))
+
+
 def ptr(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 

@@ -8,7 +8,7 @@ import pytest
 
 import hipdnn
 
-from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, execute_calls
+from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, execute_calls, strided_view
 
 OVERRIDE = "fake_override_v110"
 DIMS = [1, 2, 8, 4]
@@ -34,8 +34,12 @@ def attn(fakes, fake_handle_factory):
 
 
 def run(attn, entries, form):
-    """Execute with ``entries`` = [(uid, shape, stride), ...] in the given call form."""
-    h, g, _, vp = attn
+    """Execute with ``entries`` = [(uid, shape, stride), ...] in the given call form. Each overridden
+    tensor gets a view of its array stating the override's shape and strides (issue #26)."""
+    h, g, ts, vp = attn
+    vp = dict(vp)
+    for u, s, t in entries:
+        vp[ts[u]] = strided_view(s, t, base=vp[ts[u]])
     if form == "parallel":
         g.execute(
             h,

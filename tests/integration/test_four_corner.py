@@ -19,6 +19,7 @@ from .support import (
     fnv1a64,
     ptr,
     sdpa_graph,
+    strided_view,
 )
 
 OVERRIDE = "fake_override_v110"
@@ -92,6 +93,9 @@ def test_corner3_flag_present_with_overrides_full_payload(fakes, fake_handle_fac
         (q, [1, 2, 5, 3], [48, 24, 4, 1]),
         (o, [1, 2, 5, 4], [40, 20, 4, 1]),
     ]
+    # each overridden tensor's value is a view of its array stating the override's shape and strides
+    for t, s, st in entries:
+        vp[t] = strided_view(s, st, base=vp[t])
     spy.clear()
     if form == "parallel":
         g.execute(

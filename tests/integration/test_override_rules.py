@@ -1,5 +1,6 @@
 """Spec 4.2.1: override input validation, rules 1-8, in both call forms, first failure wins; the
-buffer-bounds check on overridden tensors; and map/parallel equivalence."""
+buffer check on overridden tensors (a sized value must state the override's shape and strides,
+issue #26); and map/parallel equivalence."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 import hipdnn
 
-from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, execute_calls, ptr
+from .support import FLOAT, INVALID_VALUE, arrays_for, attn_shapes, compact, execute_calls, ptr, strided_view
 
 OVERRIDE = "fake_override_v110"
 DIMS = [1, 2, 8, 4]
@@ -35,9 +36,30 @@ def attn(fakes, fake_handle_factory):
     return h, g, ts, arrays_for(ts.values())
 
 
+def with_views(ts, vp, entries):
+    """``vp`` with each overridden tensor's array replaced by a view of it stating the override's shape
+    and strides (what a sized value must state, issue #26), where the entry can be one: a known uid,
+    the tensor's rank, dims and strides >= 1, inside the array. The others keep their array: they break
+    one of rules 1-8, which are decided before any buffer is looked at."""
+    vp = dict(vp)
+    for u, shape, stride in entries:
+        t = ts.get(u)
+        if t is None:
+            continue
+        base = vp[t]
+        rank = base.ndim
+        if len(shape) != rank or len(stride) != rank or min(shape) < 1 or min(stride) < 1:
+            continue
+        if sum((d - 1) * st for d, st in zip(shape, stride)) + 1 <= base.size:
+            vp[t] = strided_view(shape, stride, base=base)
+    return vp
+
+
 def run(attn, entries, form):
-    """Execute with ``entries`` = [(uid, shape, stride), ...] in the given call form."""
+    """Execute with ``entries`` = [(uid, shape, stride), ...] in the given call form, each overridden
+    tensor's value a view stating the override's shape and strides (:func:`with_views`)."""
     h, g, ts, vp = attn
+    vp = with_views(ts, vp, entries)
     if form == "parallel":
         g.execute(
             h,
@@ -299,10 +321,12 @@ def test_rule8_follows_the_declared_layout_not_row_major(fakes, fake_handle_fact
     y = g.pointwise(hipdnn.PointwiseMode.RELU_FWD, x)
     y.set_output(True).set_uid(8)
     g.build(h)
-    vp = {x: np.zeros(64, np.float32), y: np.zeros([2, 8, 4], np.float32)}
+    xs, ys = np.zeros(64, np.float32), np.zeros([2, 8, 4], np.float32)
 
-    # y is overridden to x's shape (a unary pointwise node), with its own row-major strides.
+    # y is overridden to x's shape (a unary pointwise node), with its own row-major strides; each value
+    # is a view stating its override's shape and strides.
     def go(stride):
+        vp = {x: strided_view([2, 4, 4], stride, base=xs), y: strided_view([2, 4, 4], [16, 4, 1], base=ys)}
         if form == "parallel":
             g.execute(
                 h,
@@ -331,21 +355,27 @@ def test_rule8_follows_the_declared_layout_not_row_major(fakes, fake_handle_fact
 
 
 # -- buffer bounds ---------------------------------------------------------------------------------
+# A sized value must state the shape and strides the override gives its tensor (issue #26): a buffer
+# smaller than what the override addresses can only be passed as an array of another shape, and that
+# is refused, naming the tensor, before anything reaches the plugin.
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize(
-    "buffer,shape,stride",
+    "buffer,shape,stride,fragment",
     [
-        (np.zeros(16, np.float32), GOOD_SHAPE, GOOD_STRIDE),  # needs 32 elements
-        (np.zeros(31, np.float32), GOOD_SHAPE, GOOD_STRIDE),  # one short
-        (np.zeros(DIMS, np.float32), GOOD_SHAPE, [100, 50, 4, 1]),  # padded past the 64-element store
+        (np.zeros(16, np.float32), GOOD_SHAPE, GOOD_STRIDE, "buffer shape [16]"),  # needs 32 elements
+        (np.zeros(31, np.float32), GOOD_SHAPE, GOOD_STRIDE, "buffer shape [31]"),  # one short
+        # padded past the 64-element store: the array cannot be a view of that layout
+        (np.zeros(DIMS, np.float32), GOOD_SHAPE, [100, 50, 4, 1], "buffer shape [1, 2, 8, 4]"),
+        # a view of the right shape inside it, but with the store's strides, not the override's
+        (np.zeros(DIMS, np.float32)[:, :, :4], GOOD_SHAPE, [100, 50, 4, 1], "buffer strides [64, 32, 4, 1]"),
     ],
-    ids=["far-too-small", "one-short", "padding-overflows"],
+    ids=["far-too-small", "one-short", "padding-overflows", "padding-overflows-view"],
 )
-def test_override_addressing_past_the_buffer_is_rejected(attn, fakes, form, buffer, shape, stride):
+def test_override_addressing_past_the_buffer_is_rejected(attn, fakes, form, buffer, shape, stride, fragment):
     h, g, ts, vp = attn
-    vp = dict(vp)
+    # o overridden alongside (to q's shape, a view of its own buffer) keeps the set shape-consistent
+    vp = with_views(ts, vp, [(O, GOOD_SHAPE, GOOD_STRIDE)])
     vp[ts[Q]] = buffer
-    # o overridden alongside (to q's shape, fitting its own buffer) keeps the set shape-consistent
     with pytest.raises(hipdnn.HipdnnError) as e:
         if form == "parallel":
             g.execute(
@@ -367,29 +397,68 @@ def test_override_addressing_past_the_buffer_is_rejected(attn, fakes, form, buff
                 },
             )
     assert e.value.code == INVALID_VALUE
-    assert f"uid {Q}" in e.value.message and "addresses" in e.value.message
+    msg = e.value.message
+    assert f"tensor 'q' (uid {Q})" in msg and fragment in msg, msg
+    assert "(overridden)" in msg, msg
     assert execute_calls(fakes) == []
 
 
-@pytest.mark.parametrize(
-    "buffer",
-    [np.zeros(32, np.float32), np.zeros(DIMS, np.float32), np.zeros(1000, np.float32)],
-    ids=["exact-flat", "declared-max", "much-larger"],
-)
-def test_larger_contiguous_backing_buffer_is_accepted(attn, fakes, buffer):
+def _execute_q_at_good_shape(attn, q_value, q_stride=GOOD_STRIDE):
     h, g, ts, vp = attn
-    vp = dict(vp)
-    vp[ts[Q]] = buffer
+    vp = with_views(ts, vp, [(O, GOOD_SHAPE, GOOD_STRIDE)])
+    vp[ts[Q]] = q_value
     g.execute(
         h,
         vp,
         None,
         override_uids=[Q, O],
         override_shapes=[GOOD_SHAPE, GOOD_SHAPE],
-        override_strides=[GOOD_STRIDE, GOOD_STRIDE],
+        override_strides=[q_stride, GOOD_STRIDE],
     )
+
+
+@pytest.mark.parametrize(
+    "buffer,hint",
+    [
+        (np.zeros(32, np.float32), None),  # flat: no slice of it has the call's rank
+        (np.zeros(DIMS, np.float32), "x[:, :, :4]"),
+        (np.zeros(1000, np.float32), None),
+    ],
+    ids=["exact-flat", "declared-max", "much-larger"],
+)
+def test_larger_contiguous_backing_buffer_is_refused(attn, fakes, buffer, hint):
+    """Before issue #26 a contiguous array at least as large as the override addresses was read as a
+    compact block at its start; now an array must state the override's shape, so it is refused, naming
+    the tensor and (where a slice of it would do) the view to pass instead."""
+    with pytest.raises(hipdnn.HipdnnError) as e:
+        _execute_q_at_good_shape(attn, buffer)
+    msg = e.value.message
+    assert e.value.code == INVALID_VALUE
+    assert f"tensor 'q' (uid {Q})" in msg, msg
+    assert f"buffer shape {list(buffer.shape)} disagrees with the call's (overridden) dims {GOOD_SHAPE}" in msg, msg
+    if hint is not None:
+        assert f"pass a view of that shape ({hint})" in msg, msg
+    assert execute_calls(fakes) == []
+
+
+@pytest.mark.parametrize(
+    "make,stride",
+    [
+        (lambda: np.zeros(32, np.float32).reshape(GOOD_SHAPE), GOOD_STRIDE),
+        (lambda: np.zeros(DIMS, np.float32)[:, :, :4], compact(DIMS)),  # the hint, with the array's strides
+        (lambda: np.zeros(1000, np.float32)[:32].reshape(GOOD_SHAPE), GOOD_STRIDE),
+        (lambda: strided_view(GOOD_SHAPE, [60, 30, 5, 1], base=np.zeros(1000, np.float32)), [60, 30, 5, 1]),
+    ],
+    ids=["exact-flat", "declared-max", "much-larger", "padded"],
+)
+def test_view_of_a_larger_buffer_stating_the_override_is_accepted(attn, fakes, make, stride):
+    """The same buffers, passed as views stating the override's shape and strides, reach the plugin at
+    the buffer's own address."""
+    view = make()
+    _execute_q_at_good_shape(attn, view, stride)
     rec = last_override_call(fakes)
-    assert [Q, ptr(buffer)] in rec["buffers"]
+    assert [Q, ptr(view)] in rec["buffers"]
+    assert rec["override_strides"][0] == stride
 
 
 def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
@@ -401,6 +470,7 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
     far = (1 << 64) - (1 << 48)
     vp[ts[Q]] = far
     big_stride = [1 << 40, 1 << 30, 1 << 20, 1]  # would address far beyond any real buffer
+    vp = with_views(ts, vp, [(O, GOOD_SHAPE, GOOD_STRIDE)])
     overrides = {
         Q: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=big_stride),
         O: hipdnn.OverrideEntry(shape=GOOD_SHAPE, stride=GOOD_STRIDE),  # o to match, in its own buffer
@@ -409,11 +479,12 @@ def test_bare_int_pointers_are_not_bounds_checked(attn, fakes):
     rec = last_override_call(fakes)
     assert [Q, far] in rec["buffers"]
     assert rec["override_strides"] == [big_stride, GOOD_STRIDE]
-    # the same pointer wrapped in a numpy array of its real size is refused
+    # a numpy array is sized: one of its real size is refused
     vp[ts[Q]] = tiny
     with pytest.raises(hipdnn.HipdnnError) as e:
         g.execute(h, vp, None, overrides=overrides)
     assert e.value.code == INVALID_VALUE
+    assert f"uid {Q}" in e.value.message, e.value.message
 
 
 # -- map vs parallel equivalence --------------------------------------------------------------------
@@ -465,9 +536,10 @@ def test_map_and_parallel_forms_deliver_identical_payloads(attn, fakes):
     def check(entries):
         key = lambda u, by_tensor: ts[u] if by_tensor else u  # noqa: E731
         fakes[OVERRIDE].reset()
+        views = with_views(ts, vp, [(u, s, t) for u, s, t, _ in entries])
         g.execute(
             h,
-            vp,
+            views,
             None,
             override_uids=[key(u, b) for u, _, _, b in entries],
             override_shapes=[s for _, s, _, _ in entries],
@@ -475,7 +547,7 @@ def test_map_and_parallel_forms_deliver_identical_payloads(attn, fakes):
         )
         g.execute(
             h,
-            vp,
+            views,
             None,
             overrides={key(u, not b): hipdnn.OverrideEntry(shape=s, stride=t) for u, s, t, b in entries},
         )

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import hipdnn
 
-from .support import FLOAT, execute_calls, ptr
+from .support import FLOAT, execute_calls, ptr, strided_view
 
 OVERRIDE = "fake_override_v110"
 ODD_DIMS = [1, 2, 3, 5, 7, 37, 129]
@@ -118,13 +118,14 @@ def test_payload_is_delivered_bit_for_bit(fakes, fake_handle_factory):
         vp = {}
         for t in tensors:
             if id(t) in over:
-                n = max(math.prod(t.get_dim()), addressed_elems(*over[id(t)]))
-                vp[t] = np.zeros(n, np.float32)  # a contiguous backing store
+                # a view stating the override's shape and strides (issue #26), over a store as large as
+                # the declared maximum or what the override addresses
+                shape, stride = over[id(t)]
+                base = np.zeros(max(math.prod(t.get_dim()), addressed_elems(shape, stride)), np.float32)
+                vp[t] = strided_view(shape, stride, base=base)
             else:
                 base = np.zeros(math.prod(t.get_dim()), np.float32)
-                vp[t] = np.lib.stride_tricks.as_strided(
-                    base, shape=t.get_dim(), strides=[4 * s for s in t.get_stride()]
-                )
+                vp[t] = strided_view(t.get_dim(), t.get_stride(), base=base)
         fakes[OVERRIDE].reset()
         g.execute(
             h,

@@ -17,6 +17,7 @@ from .support import (
     execute_calls,
     ptr,
     sdpa_graph,
+    strided_view,
 )
 
 A, T = AttributeName, AttributeType
@@ -28,6 +29,16 @@ def _with_overrides(ts):
     declared shapes), a shape-consistent override set."""
     q, _, _, o = ts
     return dict(OVR, override_uids=[q.get_uid(), o.get_uid()])
+
+
+def _override_arrays(ts):
+    """arrays_for(ts) with q and o given as views stating _with_overrides' shape and strides (a sized
+    value must state the override's, issue #26)."""
+    q, _, _, o = ts
+    vp = arrays_for(ts)
+    for t, shape, stride in zip((q, o), OVR["override_shapes"], OVR["override_strides"]):
+        vp[t] = strided_view(shape, stride, base=vp[t])
+    return vp
 
 
 # The spec 4.5 table, one row per fake that loads: (fake, reported api, eligible for override graphs).
@@ -87,7 +98,7 @@ def test_override_capable_plugins_take_the_override_entry(fakes, fake_handle_fac
     h = fake_handle_factory(name)
     g, ts = sdpa_graph(override=True)
     g.build(h)
-    g.execute(h, arrays_for(ts), None, **_with_overrides(ts))
+    g.execute(h, _override_arrays(ts), None, **_with_overrides(ts))
     g.execute(h, arrays_for(ts), None)
     assert [(n, r["entry"]) for n, r in execute_calls(fakes)] == [
         (name, "ExecuteOpGraphWithOverrides"),
@@ -105,8 +116,12 @@ def test_prebaseline_plugin_refused_at_load_and_never_eligible(fakes, fake_handl
     assert ENGINE[name] not in h.backend.engine_to_plugin
 
     g, _ = sdpa_graph(override=False, preferred=ENGINE[name])
-    g.build(h)
-    assert g.get_engine_id() == ENGINE["fake_plain_v100"]  # a preference cannot revive it
+    with pytest.raises(hipdnn.HipdnnError) as e:  # a preference cannot revive it, nor pick another engine
+        g.build(h)
+    assert e.value.code == hipdnn.ErrorCode.INVALID_VALUE
+    assert f"preferred engine {ENGINE[name]}: no loaded plugin provides it" in e.value.message
+    assert f"engine ids loaded: [{ENGINE['fake_plain_v100']}]" in e.value.message
+    assert f"skipped at load: lib{name}.so (" in e.value.message and "0.0.1" in e.value.message
 
     alone = fake_handle_factory(name)
     assert alone.loaded_plugins() == []
@@ -122,9 +137,13 @@ def test_prebaseline_plugin_refused_at_load_and_never_eligible(fakes, fake_handl
 def test_preferred_engine_cannot_bypass_the_filter(fakes, fake_handle_factory):
     h = fake_handle_factory("fake_override_v110", "fake_plain_v100")
     g, _ = sdpa_graph(override=True, preferred=ENGINE["fake_plain_v100"])
-    g.build(h)
-    assert g.get_engine_id() == ENGINE["fake_override_v110"]
+    with pytest.raises(hipdnn.HipdnnError) as e:  # refused, and 9001 is not chosen in its place
+        g.build(h)
+    assert e.value.code == GRAPH_NOT_SUPPORTED
+    assert f"preferred engine {ENGINE['fake_plain_v100']} (plugin 'fake_plain_v100')" in e.value.message
+    assert "reports api 1.0.0 and this graph needs 1.1.0" in e.value.message
     assert fakes["fake_plain_v100"].calls("GetApplicableEngineIds") == []
+    assert fakes["fake_override_v110"].calls("CreateExecutionContext") == []
 
 
 # -- the version liar and the dispatch safety net ----------------------------------------------------
@@ -138,7 +157,7 @@ def test_version_liar_passes_filter_then_fails_at_dispatch(fakes, fake_handle_fa
     vp = arrays_for(ts)
 
     with pytest.raises(hipdnn.HipdnnError) as e:
-        g.execute(h, vp, None, **_with_overrides(ts))
+        g.execute(h, _override_arrays(ts), None, **_with_overrides(ts))
     assert e.value.code == GRAPH_NOT_SUPPORTED
     assert "NOT_SUPPORTED" in e.value.message
     assert "hipdnnEnginePluginExecuteOpGraphWithOverrides" in e.value.message
@@ -243,7 +262,7 @@ def test_plugin_execute_failure_surfaces_the_plugin_message(fakes, fake_handle_f
     fakes[name].fail_execute(3, "boom from fake")
     kwargs = _with_overrides(ts) if with_overrides else {}
     with pytest.raises(hipdnn.HipdnnError) as e:
-        g.execute(h, arrays_for(ts), None, **kwargs)
+        g.execute(h, _override_arrays(ts) if with_overrides else arrays_for(ts), None, **kwargs)
     assert "boom from fake" in e.value.message
     # an engine failure, not a capability refusal
     assert e.value.code in (hipdnn.ErrorCode.HIPDNN_BACKEND_ERROR, hipdnn.ErrorCode.GRAPH_EXECUTION_FAILED)
@@ -270,7 +289,7 @@ def test_two_override_plugins_both_candidates_preference_selects(fakes, fake_han
     assert gp.get_engine_id() == ENGINE[second]
     for c in fakes.values():
         c.reset()
-    gp.execute(h, arrays_for(tsp), None, **_with_overrides(tsp))
+    gp.execute(h, _override_arrays(tsp), None, **_with_overrides(tsp))
     assert [(n, r["entry"]) for n, r in execute_calls(fakes)] == [(second, "ExecuteOpGraphWithOverrides")]
 
 

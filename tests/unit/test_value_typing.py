@@ -54,6 +54,7 @@ def test_resolved_fields_are_in_the_agreed_order() -> None:
         "contiguous",
         "on_device",
         "release",
+        "readonly",
     )
 
 
@@ -118,12 +119,17 @@ def test_zero_size_arrays_cover_no_bytes(shape: tuple[int, ...]) -> None:
 
 
 def test_byte_strides_that_are_not_whole_elements() -> None:
+    """Engines index by element: byte strides that are not whole elements are refused (on axes of size
+    > 1; a size-1 axis never steps), through the array and through its interface alike."""
     raw = np.zeros(64, np.uint8)
     arr = np.lib.stride_tricks.as_strided(raw[:8].view(np.float32), shape=(5,), strides=(6,))
-    r = resolve(arr, LABEL)
-    assert r.strides is None
-    assert (r.low, r.high) == (raw.ctypes.data, raw.ctypes.data + 4 * 6 + 4)
-    assert not r.contiguous
+    refused(arr, "byte strides [6] are not whole 4-byte elements")
+    refused(ArrayInterfaceOnly(arr), "byte strides [6] are not whole 4-byte elements")
+    # the same odd stride on a size-1 axis is never taken: accepted, and the strides are never None
+    one = np.lib.stride_tricks.as_strided(raw[:32].view(np.float32), shape=(1, 5), strides=(6, 4))
+    r = resolve(one, LABEL)
+    assert r.strides is not None and len(r.strides) == 2 and r.strides[1] == 1
+    assert (r.low, r.high) == (raw.ctypes.data, raw.ctypes.data + 4 * 5)
 
 
 def test_size_one_dimensions_do_not_spoil_contiguity() -> None:
@@ -190,10 +196,14 @@ def test_foreign_byte_order_is_refused(dtype: str) -> None:
     refused(np.zeros(4, dtype), "byte order")
 
 
-def test_read_only_array_is_refused() -> None:
+def test_read_only_array_is_reported() -> None:
+    """resolve accepts a read-only array and reports it: the core refuses it only for written tensors."""
     arr = np.zeros(4, np.float16)
+    assert resolve(arr, LABEL).readonly is False
     arr.flags.writeable = False
-    refused(arr, "read-only")
+    r = resolve(arr, LABEL)
+    assert r.readonly is True
+    assert (r.ptr, r.shape, r.strides) == (arr.ctypes.data, (4,), (1,))
 
 
 ML_DTYPES = [
@@ -320,15 +330,21 @@ def test_array_interface_that_is_not_a_dict() -> None:
 
 
 @pytest.mark.parametrize("attr", ["__array_interface__", "__cuda_array_interface__"])
-def test_read_only_interface_is_refused(attr: str) -> None:
+def test_read_only_interface_is_reported(attr: str) -> None:
     iface = {"data": (0x10000, True), "typestr": "<f4", "shape": (4,)}
-    refused(SimpleNamespace(**{attr: iface}), "read-only")
+    r = resolve(SimpleNamespace(**{attr: iface}), LABEL)
+    assert r.readonly is True and r.ptr == 0x10000 and r.shape == (4,)
+    assert r.on_device is (attr == "__cuda_array_interface__")
+    writable = {"data": (0x10000, False), "typestr": "<f4", "shape": (4,)}
+    assert resolve(SimpleNamespace(**{attr: writable}), LABEL).readonly is False
 
 
 def test_read_only_array_through_its_interface() -> None:
     frozen = np.zeros((4, 3), np.float32)
     frozen.flags.writeable = False
-    refused(ArrayInterfaceOnly(frozen), "read-only")
+    r = resolve(ArrayInterfaceOnly(frozen), LABEL)
+    assert r.readonly is True and r.ptr == frozen.ctypes.data
+    assert resolve(ArrayInterfaceOnly(np.zeros((4, 3), np.float32)), LABEL).readonly is False
 
 
 def test_interface_typestr_in_foreign_byte_order() -> None:
@@ -830,8 +846,12 @@ def test_read_only_numpy_through_dlpack() -> None:
     frozen = np.zeros(4, np.float32)
     frozen.flags.writeable = False
     producer = DLPackOnly(frozen)
-    refused(producer, "read-only")
-    assert _capsule_name(producer.capsule) == b"dltensor_versioned"  # not consumed: its destructor frees it
+    r = resolve(producer, LABEL)
+    assert r.readonly is True and r.ptr == frozen.ctypes.data
+    assert _capsule_name(producer.capsule) == b"used_dltensor_versioned"  # consumed: the release frees it
+    assert r.release is not None
+    r.release()
+    assert resolve(DLPackOnly(np.zeros(4, np.float32)), LABEL).readonly is False
     refused(LegacyDLPack(frozen), "BufferError")  # numpy will not hand it out unversioned
 
 
@@ -1079,11 +1099,18 @@ def test_dlpack_dtypes(code_bits: tuple[int, int], code: int, name: str) -> None
     assert (r.dtype_code, r.dtype_name, r.itemsize) == (code, name, code_bits[1] // 8)
 
 
-def test_read_only_flag_is_refused_and_the_capsule_left_to_its_producer() -> None:
+def test_read_only_flag_is_reported_and_the_capsule_consumed() -> None:
     p = HandMade(flags=1)
-    refused(p, "read-only")
-    assert _capsule_name(p.capsule) == b"dltensor_versioned" and p.deleted == []
-    resolve(HandMade(flags=2), LABEL)  # IS_COPIED alone is fine
+    r = resolve(p, LABEL)
+    assert r.readonly is True
+    assert _capsule_name(p.capsule) == b"used_dltensor_versioned" and p.deleted == []
+    assert r.release is not None
+    r.release()
+    assert p.deleted == [p.address]  # freed exactly once, by the release
+    copied = resolve(HandMade(flags=2), LABEL)  # IS_COPIED alone is not read-only
+    assert copied.readonly is False
+    assert copied.release is not None
+    copied.release()
 
 
 @pytest.mark.parametrize(

@@ -204,17 +204,31 @@ def test_mismatched_arrays(setup: Setup, make, fragment) -> None:
 
 
 def test_read_only_array(setup: Setup) -> None:
+    """A read-only array is fine for a tensor the graph only reads, refused for one a node writes."""
+    pack = setup.arrays()
+    pack[setup.a].flags.writeable = False
+    setup.graph.execute(setup.handle, pack)
+    assert setup.buffers()[setup.a.get_uid()] == pack[setup.a].ctypes.data
     pack = setup.arrays()
     pack[setup.out].flags.writeable = False
     refused(setup, pack, ErrorCode.INVALID_VARIANT_PACK, "'out'", "read-only")
 
 
-def test_read_only_array_interface(setup: Setup) -> None:
-    pack: dict[Any, Any] = dict(setup.arrays())
+@pytest.mark.parametrize("wrap", [ArrayInterfaceOnly, DLPackOnly], ids=["array_interface", "dlpack"])
+def test_read_only_protocol_objects(setup: Setup, wrap) -> None:
+    """A read-only __array_interface__ (data=(ptr, True)) or DLPack capsule (READ_ONLY flag) is
+    accepted as an input and refused as an output, naming the tensor."""
     frozen = np.zeros((4, 3), np.float32)
     frozen.flags.writeable = False
-    pack[setup.a] = ArrayInterfaceOnly(frozen)
-    refused(setup, pack, ErrorCode.INVALID_VARIANT_PACK, "'a'", "read-only")
+    if wrap is ArrayInterfaceOnly:
+        assert wrap(frozen).__array_interface__["data"][1] is True
+    pack: dict[Any, Any] = dict(setup.arrays())
+    pack[setup.a] = wrap(frozen)
+    setup.graph.execute(setup.handle, pack)
+    assert setup.buffers()[setup.a.get_uid()] == frozen.ctypes.data
+    pack = dict(setup.arrays())
+    pack[setup.out] = wrap(frozen)
+    refused(setup, pack, ErrorCode.INVALID_VARIANT_PACK, "'out'", "read-only")
 
 
 @pytest.mark.parametrize(
