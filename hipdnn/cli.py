@@ -573,7 +573,8 @@ def _bench_installed(args: argparse.Namespace) -> int:
         try:
             g, t = _sdpa_graph(1, 2, 64, 16, causal=True, overridable=True)
             g.build(handle)
-            vp: dict[hipdnn.TensorAttributes | int, Any] = {t[n]: np.zeros((1, 2, 64, 16), np.float32) for n in "qkvo"}
+            # arrays of the call's shape: a value states its shape, which must be the overridden one
+            vp: dict[hipdnn.TensorAttributes | int, Any] = {t[n]: np.zeros((1, 2, 37, 16), np.float32) for n in "qkvo"}
             entry = hipdnn.OverrideEntry(shape=[1, 2, 37, 16], stride=[2 * 37 * 16, 37 * 16, 16, 1])
             ws = np.empty(max(g.get_workspace_size(), 1), np.uint8)
             bar.set_postfix_str("host time per execute")

@@ -119,9 +119,16 @@ def test_executes_with_and_without_overrides_touching_nothing(handle: hipdnn.Han
     yv = np.full((4, 8), np.nan, np.float32)
     for _ in range(3):
         g.execute(handle, {x: xv, y: yv})
-    small = hipdnn.OverrideEntry(shape=[2, 3], stride=[3, 1])
-    g.execute(handle, {x: xv, y: yv}, overrides={x: small, y: small})
-    g.execute(handle, {x: xv, y: yv}, override_uids=[x, y], override_shapes=[[1, 8]] * 2, override_strides=[[8, 1]] * 2)
+    # views of the call's shape, with the arrays' own strides (a value states its layout)
+    small = hipdnn.OverrideEntry(shape=[2, 3], stride=[8, 1])
+    g.execute(handle, {x: xv[:2, :3], y: yv[:2, :3]}, overrides={x: small, y: small})
+    g.execute(
+        handle,
+        {x: xv[:1], y: yv[:1]},
+        override_uids=[x, y],
+        override_shapes=[[1, 8]] * 2,
+        override_strides=[[8, 1]] * 2,
+    )
     assert np.isnan(yv).all(), "the no-op engine wrote to its output"
 
 
