@@ -223,6 +223,16 @@ struct Buf {
     bool contiguous = false;  // C-contiguous, starting at `ptr`
     bool on_device = false;
     bool readonly = false;  // accepted for tensors the graph only reads
+    // Back to a bare, unknown value, keeping the vectors' storage (a call allocates nothing once warm).
+    void reset() {
+        ptr = low = high = 0;
+        sized = strides_known = contiguous = on_device = readonly = false;
+        dtype_code = -2;
+        dtype_name.clear();
+        itemsize = 0;
+        shape.clear();
+        strides.clear();
+    }
 };
 
 // range must not meet any other; inputs may share memory with each other (x + x, matmul(a, a)).

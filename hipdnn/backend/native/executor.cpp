@@ -268,7 +268,7 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
                                                   ") is virtual and takes no buffer; set_output(True) to read it");
         }
         Buf& b = s.buf;
-        b = Buf();
+        b.reset();
         if (!read_value(value, t.label, stream, b, s.releases, s.holds)) return nullptr;
         bool is_written = x.is_output[static_cast<size_t>(index)] != 0;
         if (b.sized && b.readonly && is_written)

@@ -67,14 +67,18 @@ bool layout_from_bytes(Buf& b, const int64_t* byte_strides, const std::string& l
     b.strides_known = true;
     bool c_contig = true;
     int64_t expect = itemsize;
+    // element sizes are powers of two in practice: a shift and a mask instead of two divisions per axis
+    const bool pow2 = (itemsize & (itemsize - 1)) == 0;
+    const int shift = pow2 ? __builtin_ctzll(static_cast<unsigned long long>(itemsize)) : 0;
     for (size_t i = nd; i-- > 0;) {
         int64_t s = byte_strides[i], dim = b.shape[i];
-        if (dim > 1 && s % itemsize != 0) {
+        int64_t rem = pow2 ? (s & (itemsize - 1)) : s % itemsize;
+        if (dim > 1 && rem != 0) {
             raise(kInvalidVariantPack, label + ": byte strides " + list_str(byte_strides, nd) + " are not whole " +
                                            std::to_string(itemsize) + "-byte elements; engines index by element");
             return false;
         }
-        b.strides[i] = s / itemsize;
+        b.strides[i] = pow2 ? s >> shift : s / itemsize;  // arithmetic shift: exact for whole (and negative) strides
         if (dim != 1 && s != expect) c_contig = false;
         if (__builtin_mul_overflow(expect, dim < 1 ? 1 : dim, &expect)) expect = INT64_MAX;
     }
@@ -311,7 +315,7 @@ bool read_value_raw(PyObject* value, const std::string& label, uint64_t stream, 
             if (done < 0) {
                 // a hostile or broken tensor: let the Python reader name what failed
                 PyErr_Clear();
-                b = Buf();
+                b.reset();
             } else if (done > 0) {
                 return true;
             }
