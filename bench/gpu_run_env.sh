@@ -6,6 +6,13 @@ out=${OUT:-bench/results}
 python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
 inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 suffix=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-g++ -O2 -std=c++17 -shared -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
-  hipdnn/backend/native/execute_core.cpp -o "hipdnn/backend/_execute_core$suffix" || exit 1
+# The execute core's sources, one per step of a call (hipdnn/backend/native/CMakeLists.txt lists them),
+# compiled in parallel, then linked.
+objs=$(mktemp -d)
+for src in hipdnn/backend/native/*.cpp; do
+  g++ -O2 -std=c++17 -fPIC -fvisibility=hidden -Wall -Wextra -Werror -I"$inc" -Iplugin_sdk/include \
+    -c "$src" -o "$objs/$(basename "$src" .cpp).o" &
+done
+for job in $(jobs -p); do wait "$job" || exit 1; done
+g++ -shared "$objs"/*.o -o "hipdnn/backend/_execute_core$suffix" || exit 1
 export PYTHONPATH=$PWD HIPDNN_HIP_ENGINE=$PWD/$plugin

@@ -22,6 +22,7 @@
 // in each call's override, so such a plan is run only through the override entry.
 #include "sdpa_kernels.h" // first: defines hipStream_t before the SDK headers
 #include "sdpa_bwd_plan.h"
+#include "sdpa_call_rules.h"
 #include "sdpa_decode_plan.h"
 
 #include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
@@ -344,6 +345,37 @@ std::string check_shapes(const Plan& p, const Dims4* e)
     return "";
 }
 
+// Whether the node writes role r's tensor: o and stats for the forward (inputs of the backward),
+// the gradients for the backward.
+bool written(const Plan& p, int r)
+{
+    if(p.kind->type == wire::NodeAttributes::SdpaAttributes)
+        return r == kO || r == kStats;
+    return r == kDQ || r == kDK || r == kDV;
+}
+
+// The layout and pointer rules of sdpa_call_rules.h over the node's tensors: "" or what is wrong.
+// e: declared (ptr null: planning, dynamic tensors skipped, their strides come per call) or
+// effective shapes; ptr: the call's buffers by role.
+std::string layout_rules(const Plan& p, const Dims4* e, void* const* ptr)
+{
+    RuleTensor t[kRoles];
+    int n = 0;
+    for(int r = 0; r < kRoles; ++r)
+    {
+        if(p.uid[r] < 0 || (ptr == nullptr && p.dynamic[r]))
+            continue;
+        RuleTensor& x = t[n++];
+        x.name = kRole[r].name;
+        std::copy(e[r].d, e[r].d + 4, x.d);
+        std::copy(e[r].s, e[r].s + 4, x.s);
+        x.addr = ptr != nullptr ? reinterpret_cast<uintptr_t>(ptr[r]) : 0;
+        x.elem_bytes = kRole[r].holds == Holds::Rows ? 2 : 4; // bf16 / fp16 rows; fp32 stats, int32 lengths
+        x.written = written(p, r);
+    }
+    return tensor_rules(t, n);
+}
+
 struct Unsupported
 {
     bool present;
@@ -584,13 +616,17 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             d = plan.shape4[r].d[3];
     if(d == kWild)
         return format("node '%s': the head dim is a wildcard in every tensor that has one; the kernels are built "
-                      "for 64 and 128, so it must be declared",
-                      nm);
-    if(d != 64 && d != 128)
-        return format("node '%s': head dim %lld; the engine implements 64 and 128", nm, static_cast<long long>(d));
+                      "for %s, so it must be declared",
+                      nm, kServedHeadDims);
+    if(std::string why = head_dim_rule(d); !why.empty())
+        return format("node '%s': %s", nm, why.c_str());
     plan.head_dim = d;
     if(std::string why = check_shapes(plan, plan.shape4); !why.empty())
         return why;
+    // The declared layouts of the tensors the node writes (static ones: a dynamic tensor's strides
+    // come with each call, and are checked there).
+    if(std::string why = layout_rules(plan, plan.shape4, nullptr); !why.empty())
+        return format("node '%s': %s", nm, why.c_str());
     if(!plan.scale_given)
         plan.scale = 1.0f / std::sqrt(static_cast<float>(d));
     if(!std::isfinite(plan.scale))
@@ -649,6 +685,7 @@ struct Launch
     const Plan& plan;
     const sdk::Call& call;
     const SdpaArgs& a;
+    float scale;      // the attention scale of this call (a.scale_log2 = scale * log2(e))
     void* const* ptr; // by role
     const Dims4* eff; // by role
 };
@@ -710,7 +747,7 @@ void launch_backward(const Launch& l)
     const Plan& plan = l.plan;
     SdpaBwdArgs b;
     b.f = l.a; // o and stats are inputs here
-    b.scale = plan.scale;
+    b.scale = l.scale;
     b.dout = l.ptr[kDO];
     b.dq = l.ptr[kDQ];
     b.dk = l.ptr[kDK];
@@ -764,6 +801,16 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     }
     if(std::string why = check_shapes(plan, eff); !why.empty())
         fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, why);
+    // What the kernels assume of every call (sdpa_call_rules.h), on this call's shapes and pointers:
+    // an override may shrink the head dim below the plan's, or give strides the declared layout did
+    // not have. Refused before anything is launched.
+    if(std::string why = head_dim_rule(eff[kQ].d[3]); !why.empty())
+        bad_param("engine %lld, node '%s': this call's %s; the plan's head dim is %lld",
+                  static_cast<long long>(call.engine_id), plan.node_name.c_str(), why.c_str(),
+                  static_cast<long long>(plan.head_dim));
+    if(std::string why = layout_rules(plan, eff, ptr); !why.empty())
+        bad_param("engine %lld, node '%s': %s", static_cast<long long>(call.engine_id), plan.node_name.c_str(),
+                  why.c_str());
 
     SdpaArgs a;
     a.q = ptr[kQ];
@@ -795,10 +842,13 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     a.sq = static_cast<int32_t>(eff[kQ].d[2]);
     a.skv = static_cast<int32_t>(eff[kK].d[2]);
     a.d = static_cast<int32_t>(eff[kQ].d[3]);
-    a.scale_log2 = plan.scale * 1.4426950408889634f;
+    // The default scale is 1/sqrt(D) of this call's head dim, as on the CPU engine (a call may have a
+    // smaller head dim than the plan's).
+    const float scale = plan.scale_given ? plan.scale : 1.0f / std::sqrt(static_cast<float>(a.d));
+    a.scale_log2 = scale * 1.4426950408889634f;
     a.mask_tl = plan.mask_tl ? 1 : 0;
     a.mask_br = plan.mask_br ? 1 : 0;
-    plan.kind->launch(Launch{dev, stream, plan, call, a, ptr, eff});
+    plan.kind->launch(Launch{dev, stream, plan, call, a, scale, ptr, eff});
 }
 
 // ============================================================== the plugin ====

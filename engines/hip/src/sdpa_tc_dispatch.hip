@@ -3,6 +3,7 @@
 // and sdpa_ws_kernel.hip (warp-specialized wgmma). Only the NVIDIA build has them; elsewhere the
 // tier reports itself absent and launches fall back to the portable kernel.
 #include "sdpa_async.h"
+#include "sdpa_call_rules.h"
 #include "sdpa_kernels.h"
 #include "sdpa_tc_families.h"
 
@@ -144,15 +145,10 @@ hipError_t prepare_kernels(Tier tier)
 
 bool tensor_core_accepts(const SdpaArgs& a, ElemType)
 {
-    // 16-byte cp.async of K/V rows and 4-byte Q/O accesses: unit head-dim
-    // stride, every other stride a multiple of 8 elements, 16-byte aligned bases.
-    if(a.q_sd != 1 || a.k_sd != 1 || a.v_sd != 1 || a.o_sd != 1)
-        return false;
-    const int64_t s[] = {a.q_sb, a.q_sh, a.q_ss, a.k_sb, a.k_sh, a.k_ss, a.v_sb, a.v_sh, a.v_ss, a.o_sb, a.o_sh, a.o_ss};
-    for(int64_t x : s)
-        if(x % 8 != 0)
-            return false;
-    return aligned16(a.q) && aligned16(a.k) && aligned16(a.v) && aligned16(a.o);
+    // TMA boxes and 16-byte cp.async of Q/K/V rows, 16-byte and 4-byte O stores (sdpa_call_rules.h).
+    // The head dim (64 or 128) is the host's rule for every call, checked before any launch.
+    return rows_vec16(a.q_sb, a.q_sh, a.q_ss, a.q_sd, a.q) && rows_vec16(a.k_sb, a.k_sh, a.k_ss, a.k_sd, a.k)
+           && rows_vec16(a.v_sb, a.v_sh, a.v_ss, a.v_sd, a.v) && rows_vec16(a.o_sb, a.o_sh, a.o_ss, a.o_sd, a.o);
 }
 
 hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape& dev, hipStream_t stream)
