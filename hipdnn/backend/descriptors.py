@@ -474,6 +474,8 @@ class EngineHeurDescriptor(Descriptor):
         # handle's device ranks them before load order; "cpu"/"cuda" also drop the other kind.
         preference = handle.memory_preference
         configs, dropped = rank_by_memory(configs, [c.engine.memory_location for c in configs], preference)
+        if not configs:
+            self._explain_refusals(handle, graph, verdicts)
         for config, location in dropped:
             for v in self.verdicts:
                 if config.engine_id in v.engine_ids:
@@ -482,6 +484,21 @@ class EngineHeurDescriptor(Descriptor):
                         f"device is {handle.device_name!r}"
                     )
         self._set_computed(A.ENGINEHEUR_RESULTS, configs)
+
+    @staticmethod
+    def _explain_refusals(handle: Any, graph: OperationGraphDescriptor, verdicts: list[PluginVerdict]) -> None:
+        """Nothing will run the graph: each engine of a plugin that answered "not applicable" is
+        asked why (its own reason, e.g. "engine 202: head dim 72 not served (64 or 128)"), so that
+        the GRAPH_NOT_SUPPORTED message says it, not only the log. Only on this error path."""
+        for plugin, verdict in zip(handle.plugins, verdicts):
+            if verdict.verdict != "not applicable":
+                continue
+            reasons = [
+                f"engine {engine_id}: {_not_applicable_reason(plugin, engine_id, graph)}"
+                for engine_id in plugin.engine_ids
+            ]
+            if reasons:
+                verdict.verdict += " (" + "; ".join(reasons) + ")"
 
     def _preferred_config(
         self,
@@ -577,7 +594,8 @@ def _not_applicable_reason(plugin: EnginePlugin, engine_id: int, graph: Operatio
     """The plugin's own reason for not serving ``graph`` with ``engine_id``, read from its last error
     after asking the engine's workspace size, which plugins refuse for a graph they cannot run (the
     SDK's C++ layer answers NOT_APPLICABLE, "engine N cannot run this graph: ..."). Asked only when
-    the engine was preferred; a plugin that accepts the question gave no reason."""
+    the engine was preferred or when no engine applies; a plugin that accepts the question gave no
+    reason."""
     try:
         plugin.workspace_size(serialized_engine_config(engine_id), graph.serialized_graph)
     except PluginError as exc:

@@ -164,3 +164,17 @@ def test_an_engine_of_unknown_location_serves_when_nothing_else_applies(
     g.build(cpu_and_fake)
     assert g.get_engine_id() == ENGINE[FIRST]
     assert "hipdnn_cpu_engine (api 1.2.0): not applicable" in g.plugin_report()
+
+
+def test_without_a_preferred_engine_each_engine_gives_its_reason() -> None:
+    """No engine applies: GRAPH_NOT_SUPPORTED carries each engine's own reason, not only the log."""
+    with hipdnn.Handle(device="cpu") as h:
+        half = hipdnn.DataType.HALF
+        g = hipdnn.Graph(name="halfcompute", io_data_type=half, compute_data_type=half)
+        q, k, v = (g.tensor(name=n, dim=[1, 2, 8, 16], data_type=half) for n in "qkv")
+        o, _ = g.sdpa(q, k, v, attn_scale=0.25)
+        o.set_output(True)
+        with pytest.raises(hipdnn.HipdnnError) as info:
+            g.build(h)
+        assert info.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+        assert "engine 101" in info.value.message and "FLOAT" in info.value.message, info.value.message
