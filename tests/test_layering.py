@@ -2,12 +2,15 @@
 the layer directly below it.
 
     hipdnn (root: __init__, cli, sdk, reference)   may use anything
-    hipdnn.frontend  ->  hipdnn.backend  ->  hipdnn.plugins  ->  C ABI (plugin_sdk/include)
+    hipdnn.torch  ->  hipdnn.frontend  ->  hipdnn.backend  ->  hipdnn.plugins  ->  C ABI (plugin_sdk/include)
     hipdnn.wire (generated FlatBuffers code)         may be imported by every layer
 
 Checked statically (``ast``), so an import inside a function or under ``TYPE_CHECKING`` counts, as does
 ``importlib.import_module("...")`` with a literal name. Relative imports are resolved first.
 
+- torch (the optional PyTorch layer, ``pip install "hipdnn[torch]"``): ``hipdnn.torch``, ``hipdnn.wire`` and
+  names of ``hipdnn.frontend`` not starting with ``_``; nothing from the backend, the plugins nor the
+  root. Nothing below imports it: it needs torch, which the rest of hipdnn does not.
 - frontend: ``hipdnn.frontend``, ``hipdnn.wire``, and names of ``hipdnn.backend`` not starting with
   ``_``; nothing from ``hipdnn.plugins`` (the backend re-exports what the frontend needs), nor the
   package root or its top-level modules.
@@ -34,6 +37,8 @@ WIRE = "hipdnn.wire"
 
 #: layer -> the layer directly below it, whose public names it may use (None: the bottom layer).
 LAYERS: dict[str, str | None] = {
+    # hipdnn.torch (attention for PyTorch) sits on the frontend's public API, above every other layer
+    "hipdnn.torch": "hipdnn.frontend",
     # hipdnn.device (GPU buffers and streams) sits beside the frontend: a leaf over the backend's errors
     "hipdnn.device": "hipdnn.backend",
     "hipdnn.frontend": "hipdnn.backend",
@@ -173,6 +178,15 @@ def violations() -> list[tuple[Import, str]]:
         ("hipdnn.plugins", "hipdnn.backend.enums", "upward"),
         ("hipdnn.plugins", "hipdnn.frontend", "upward"),
         ("hipdnn.plugins", "hipdnn", "package root"),
+        ("hipdnn.torch", "torch", None),
+        ("hipdnn.torch", "hipdnn.torch.plans.Plan", None),
+        ("hipdnn.torch", "hipdnn.frontend.Graph", None),
+        ("hipdnn.torch", "hipdnn.frontend._private", "private name '_private'"),
+        ("hipdnn.torch", "hipdnn.backend.BackendHandle", "skipping a layer"),
+        ("hipdnn.torch", "hipdnn.plugins.loader", "skipping a layer"),
+        ("hipdnn.torch", "hipdnn", "package root"),
+        ("hipdnn.frontend", "hipdnn.torch.scaled_dot_product_attention", "upward"),
+        ("hipdnn.backend", "hipdnn.torch", "upward"),
     ],
 )
 def test_problem(layer: str, target: str, expected: str | None) -> None:

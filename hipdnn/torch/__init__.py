@@ -1,0 +1,47 @@
+"""hipdnn for PyTorch (``pip install "hipdnn[torch]"``): attention on hipdnn's engines with torch's
+own signature, autograd, ``torch.compile`` and a transformers attention backend.
+
+    import hipdnn.torch
+    out = hipdnn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    hipdnn.torch.register_transformers()                  # then, in transformers:
+    model.set_attn_implementation("hipdnn")               # or from_pretrained(..., attn_implementation="hipdnn")
+
+Plans are built and cached per attention kind (device, dtype, heads, head dims, layouts, masks,
+scale) at a capacity that grows by powers of two; every other call is served by shape overrides
+(``plan_cache().stats()`` says what it did). See rfcs/0010-torch-integration.md.
+"""
+
+from __future__ import annotations
+
+try:
+    import torch as _torch
+except ImportError as exc:  # pragma: no cover - exercised only without torch
+    raise ImportError('hipdnn.torch needs PyTorch: pip install "hipdnn[torch]"') from exc
+
+from hipdnn.torch.attention import scaled_dot_product_attention
+from hipdnn.torch.kernels import CACHE as _CACHE
+from hipdnn.torch.ops import BACKWARD_OP, FORWARD_OP, AttentionFunction
+from hipdnn.torch.plans import CacheStats, PlanCache
+from hipdnn.torch.transformers_support import TRANSFORMERS_NAME, hipdnn_attention_forward, register_transformers
+
+__all__ = [
+    "BACKWARD_OP",
+    "FORWARD_OP",
+    "TRANSFORMERS_NAME",
+    "AttentionFunction",
+    "CacheStats",
+    "PlanCache",
+    "hipdnn_attention_forward",
+    "plan_cache",
+    "register_transformers",
+    "scaled_dot_product_attention",
+]
+
+del _torch
+
+
+def plan_cache() -> PlanCache:
+    """The process's plan cache: ``.stats()`` (builds, hits, bound and execute calls, capacities)
+    and ``.clear()``."""
+    return _CACHE

@@ -1,0 +1,313 @@
+"""``hipdnn.torch.scaled_dot_product_attention``: torch's signature and semantics, on hipdnn's engines.
+
+The arguments are brought to hipdnn's form with torch operations (so autograd and ``torch.compile``
+see them): batch dimensions flattened into one, broadcasting resolved, boolean masks made additive;
+then one of three paths runs the same computation (hipdnn/torch/kernels.py): the custom op under
+``torch.compile``, the autograd Function when a gradient is wanted, the computation itself otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+
+from hipdnn.frontend import ErrorCode, HipdnnError
+from hipdnn.torch.kernels import attention_forward
+from hipdnn.torch.ops import apply_attention, forward_op
+from hipdnn.torch.plans import ATTENTION_DTYPES, Masking
+
+Alignment = Literal["top_left", "bottom_right"]
+ALIGNMENTS: tuple[str, ...] = ("top_left", "bottom_right")
+SEQ_LEN_DTYPES = (torch.int32, torch.int64)
+
+
+def _fail(message: str, code: ErrorCode = ErrorCode.INVALID_VALUE) -> HipdnnError:
+    return HipdnnError(code, "hipdnn.torch.scaled_dot_product_attention: " + message)
+
+
+def _bound(value: object, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(f"{name} must be None or an int >= 0, not {value!r}")
+    return value
+
+
+def _check_tensors(query: object, key: object, value: object) -> tuple[torch.Size, torch.Size, torch.Size]:
+    """Refuse what torch refuses (and dtypes no engine takes); the three shapes."""
+    if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)):
+        kinds = ", ".join(type(t).__name__ for t in (query, key, value))
+        raise _fail(f"query, key and value must be torch.Tensors, not {kinds}")
+    dtype = query.dtype
+    if key.dtype != dtype or value.dtype != dtype:
+        raise _fail(f"query, key and value must have one dtype, have {dtype}, {key.dtype} and {value.dtype}")
+    if dtype not in ATTENTION_DTYPES:
+        names = ", ".join(str(d).replace("torch.", "") for d in ATTENTION_DTYPES)
+        raise _fail(f"dtype {dtype} is not served (hipdnn's engines take {names})", ErrorCode.GRAPH_NOT_SUPPORTED)
+    device = query.device
+    if key.device != device or value.device != device:
+        raise _fail(f"query, key and value are on different devices: {device}, {key.device}, {value.device}")
+    qs, ks, vs = query.shape, key.shape, value.shape
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
+        raise _fail(f"query, key and value need at least 2 dims (..., L, E), have {list(qs)}, {list(ks)}, {list(vs)}")
+    if qs[-1] != ks[-1]:
+        raise _fail(f"query's last dim {qs[-1]} differs from key's {ks[-1]}")
+    if ks[-2] != vs[-2]:
+        raise _fail(f"key's sequence length {ks[-2]} differs from value's {vs[-2]}")
+    return qs, ks, vs
+
+
+def _pad_rank(t: torch.Tensor, rank: int) -> torch.Tensor:
+    while t.dim() < rank:
+        t = t.unsqueeze(0)
+    return t
+
+
+def _expand_batch(t: torch.Tensor, batch: Sequence[int]) -> torch.Tensor:
+    """``t`` with its batch dims (all but the last three) broadcast to ``batch``; a copy is made
+    later only if the result has expanded (stride-0) axes."""
+    if tuple(t.shape[:-3]) == tuple(batch):
+        return t
+    return t.expand(*batch, *t.shape[-3:])
+
+
+def _flatten_batch(t: torch.Tensor) -> torch.Tensor:
+    """[*batch, H, S, D] -> [prod(batch), H, S, D] (a view where the strides allow, else a copy)."""
+    if t.dim() == 4:
+        return t
+    return t.reshape(-1, *t.shape[-3:])
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+    *,
+    causal_alignment: Alignment = "top_left",
+    seq_len_q: torch.Tensor | None = None,
+    seq_len_kv: torch.Tensor | None = None,
+    left_bound: int | None = None,
+    right_bound: int | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, run by a
+    cached hipdnn plan: ``softmax(query @ key^T * scale + mask) @ value``.
+
+    ``query`` is ``(..., Hq, L, E)``, ``key`` ``(..., H, S, E)``, ``value`` ``(..., H, S, Ev)``; batch
+    dims broadcast; with ``enable_gqa`` (or H == 1) each key/value head serves ``Hq / H`` query heads
+    without being repeated. Any strides are read in place when the last dim is contiguous (BHSD,
+    BSHD views as transformers passes them, slices of a KV cache, views of a packed QKV tensor);
+    other layouts (and expanded, stride-0 axes) are copied first.
+    ``attn_mask``: boolean (True takes part) or additive float (query's dtype or float32),
+    broadcastable to ``(..., Hq, L, S)``; with ``is_causal`` too, both apply. Rows left with no key
+    give zeros, as torch's do. ``dropout_p`` must be 0 (hipdnn has no dropout): anything else is a
+    ``HipdnnError``, never ignored.
+
+    hipdnn's extras (keyword-only):
+
+    - ``causal_alignment="bottom_right"``: the causal diagonal (and the band below) ends at the last
+      key, as for a query appended to a KV cache (key j visible to query i when j <= i + S - L).
+    - ``seq_len_q`` / ``seq_len_kv``: integer tensors ``[B]`` (B: the batch dims flattened), each
+      sequence's true lengths (right padding): keys at or past ``seq_len_kv[b]`` are masked, and query
+      rows at or past ``seq_len_q[b]`` give zeros. One given alone means the other is full length;
+      lengths outside ``[0, L]`` / ``[0, S]`` count as the nearest end. Under bottom-right alignment
+      the diagonal ends at each sequence's own last key.
+    - ``left_bound`` / ``right_bound``: a sliding window around the (aligned) diagonal: key j is
+      visible to query i when ``i - left_bound < j <= i + right_bound``, so ``left_bound=w`` keeps
+      the ``w`` keys ending at the diagonal (with ``is_causal``: Mistral-style windows).
+    - ``return_lse``: also return the natural-log log-sum-exp of each row's scores, ``(..., Hq, L)``
+      float32 (``-inf`` for rows with no visible key); no gradient flows through it.
+
+    Returns the output ``(..., Hq, L, Ev)`` in query's dtype and layout order (a BSHD query gives a
+    BSHD output), or ``(output, lse)``. Gradients flow to query, key and value through hipdnn's
+    ``sdpa_backward``; a mask that requires grad is refused."""
+    qs, ks, vs = _check_tensors(query, key, value)
+    if dropout_p != 0.0:
+        raise _fail(
+            f"dropout_p={dropout_p!r}: hipdnn's engines have no dropout; pass dropout_p=0.0 "
+            "(transformers does in eval mode)",
+            ErrorCode.GRAPH_NOT_SUPPORTED,
+        )
+    if causal_alignment == "top_left":
+        bottom_right = False
+    elif causal_alignment == "bottom_right":
+        bottom_right = True
+    else:
+        raise _fail(f"causal_alignment must be one of {ALIGNMENTS}, not {causal_alignment!r}")
+    if left_bound is not None or right_bound is not None:
+        left_bound, right_bound = _bound(left_bound, "left_bound"), _bound(right_bound, "right_bound")
+    elif not is_causal:
+        bottom_right = False  # the alignment means something only with a causal mask or a band
+    masking = Masking(
+        1.0 / math.sqrt(qs[-1]) if scale is None else float(scale),
+        bool(is_causal),
+        bottom_right,
+        left_bound,
+        right_bound,
+    )
+
+    batch: tuple[int, ...]
+    if len(qs) == 4 and len(ks) == 4 and len(vs) == 4 and qs[0] == ks[0] == vs[0] and qs[1] == ks[1] == vs[1]:
+        q, k, v, mode, batch = query, key, value, "4d", (qs[0],)  # the common case, checked
+    else:
+        q, k, v, mode, batch = _normalize(query, key, value, enable_gqa)
+    b, hq, sq = q.shape[:3]
+    skv = k.shape[2]
+    bias = None
+    if attn_mask is not None:
+        bias = _bias(attn_mask, query, max(len(qs), len(ks), len(vs)), mode, batch, hq, sq, skv)
+    slq = slkv = None
+    if seq_len_q is not None or seq_len_kv is not None:
+        slq, slkv = _lengths(seq_len_q, seq_len_kv, query.device, b, sq, skv)
+
+    grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
+    o: torch.Tensor
+    stats: torch.Tensor | None
+    if torch.compiler.is_compiling():
+        o, stats = forward_op(
+            q, k, v, bias, slq, slkv, masking.scale, masking.causal, masking.bottom_right,
+            masking.left_bound, masking.right_bound, return_lse or grad,
+        )  # fmt: skip
+    elif grad:
+        o, stats = apply_attention(q, k, v, bias, slq, slkv, masking)
+    else:
+        o, stats = attention_forward(q, k, v, bias, slq, slkv, masking, return_lse)
+    if mode == "4d":
+        if not return_lse:
+            return o
+        assert stats is not None
+        return o, stats.view(b, hq, sq)
+    lead = () if mode == "2d" else batch if mode == "batch3" else (hq,) if mode == "heads3" else (*batch, hq)
+    output = o.reshape(*lead, sq, o.shape[-1])
+    if not return_lse:
+        return output
+    assert stats is not None
+    return output, stats.reshape(*lead, sq)
+
+
+def _normalize(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, enable_gqa: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, str, tuple[int, ...]]:
+    """q, k, v as [B, H, S, E] (batch dims broadcast and flattened, a query head broadcast over key
+    heads expanded), how the caller's shapes map to them (``mode``), and the broadcast batch dims."""
+    q, k, v = query, key, value
+    four = q.dim() == 4 and k.dim() == 4 and v.dim() == 4 and q.shape[0] == k.shape[0] == v.shape[0]
+    rank = max(q.dim(), k.dim(), v.dim())
+    if four:
+        mode = "4d"
+    else:
+        q, k, v = (_pad_rank(t, rank) for t in (q, k, v))
+        # rank 3, (N, L, E): N is a batch dim, unless the inputs' differ (grouped or broadcast heads)
+        mode = (
+            "nd"
+            if rank >= 4
+            else "2d"
+            if rank == 2
+            else "batch3"
+            if q.shape[0] == k.shape[0] == v.shape[0]
+            else "heads3"
+        )
+        q, k, v = (_to4d(t, mode) for t in (q, k, v))
+    hq, hk, hv = q.shape[-3], k.shape[-3], v.shape[-3]
+    if hk != hv:
+        raise _fail(f"key has {hk} heads but value has {hv}")
+    if hq != hk:
+        if enable_gqa:
+            if hk == 0 or hq % hk != 0:
+                raise _fail(f"enable_gqa: the key/value heads ({hk}) must divide the query heads ({hq})")
+        elif hk != 1:  # torch broadcasts heads like batch dims; one key head is grouped-query attention
+            if hq != 1:
+                raise _fail(
+                    f"query has {hq} heads and key/value {hk}: pass enable_gqa=True for grouped-query attention"
+                )
+            q = q.expand(*q.shape[:-3], hk, *q.shape[-2:])
+    if four:
+        return q, k, v, mode, (q.shape[0],)
+    sizes: list[int] = []
+    for dims in zip(q.shape[:-3], k.shape[:-3], v.shape[:-3]):
+        size = 1
+        for d in dims:
+            if d != 1:
+                if size != 1 and size != d:
+                    raise _fail(
+                        f"batch dims do not broadcast: query {list(query.shape)}, key {list(key.shape)}, "
+                        f"value {list(value.shape)}"
+                    )
+                size = d
+        sizes.append(size)
+    batch = tuple(sizes)
+    q, k, v = (_flatten_batch(_expand_batch(t, batch)) for t in (q, k, v))
+    return q, k, v, mode, batch
+
+
+def _to4d(t: torch.Tensor, mode: str) -> torch.Tensor:
+    """A tensor padded to the inputs' rank, in hipdnn's [..., H, S, D] form (see ``_normalize``)."""
+    if mode == "2d":
+        return t.reshape(1, 1, *t.shape)
+    if mode == "batch3":
+        return t.unsqueeze(1)
+    if mode == "heads3":
+        return t.unsqueeze(0)
+    return t
+
+
+def _bias(
+    mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
+) -> torch.Tensor:
+    """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq, Skv] (broadcast query or key axes are
+    expanded, and copied later: the engines take the full [Sq, Skv] plane)."""
+    if not isinstance(mask, torch.Tensor):
+        raise _fail(f"attn_mask must be a torch.Tensor or None, not {type(mask).__name__}")
+    if mask.device != query.device:
+        raise _fail(f"attn_mask is on {mask.device}, query on {query.device}")
+    if mask.dtype == torch.bool:
+        additive = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device)
+        mask = additive.masked_fill_(mask.logical_not(), float("-inf"))
+    elif mask.dtype not in (query.dtype, torch.float32):
+        raise _fail(f"attn_mask must be bool, float32 or query's dtype {query.dtype}, not {mask.dtype}")
+    elif mask.requires_grad and torch.is_grad_enabled():
+        raise _fail(
+            "attn_mask requires grad, and hipdnn's sdpa_backward computes no mask gradient: detach it",
+            ErrorCode.GRAPH_NOT_SUPPORTED,
+        )
+    if mask.dim() > rank:
+        raise _fail(f"attn_mask has {mask.dim()} dims, more than the inputs' {rank}")
+    shown = list(mask.shape)
+    mask = _to4d(_pad_rank(mask, rank), mode)
+    scores = (*batch, hq, sq, skv)
+    if mask.dim() != len(scores) or any(m != 1 and m != s for m, s in zip(mask.shape, scores)):
+        raise _fail(f"attn_mask of shape {shown} does not broadcast to the attention scores")
+    if all(d == 1 for d in mask.shape[:-3]):
+        mask = mask.reshape(1, *mask.shape[-3:])
+    else:
+        mask = _flatten_batch(_expand_batch(mask, batch))
+    return mask.expand(mask.shape[0], mask.shape[1], sq, skv)
+
+
+def _lengths(
+    seq_len_q: torch.Tensor | None, seq_len_kv: torch.Tensor | None, device: torch.device, b: int, sq: int, skv: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both sequence-length tensors as contiguous [B] (one not given: full length)."""
+    out: list[torch.Tensor] = []
+    for name, t, full in (("seq_len_q", seq_len_q, sq), ("seq_len_kv", seq_len_kv, skv)):
+        if t is None:
+            t = torch.full((b,), full, dtype=torch.int32, device=device)
+        elif not isinstance(t, torch.Tensor) or t.dtype not in SEQ_LEN_DTYPES:
+            raise _fail(f"{name} must be an int32 or int64 tensor of shape [{b}]")
+        elif t.device != device:
+            raise _fail(f"{name} is on {t.device}, query on {device}")
+        if t.numel() not in (1, b) or t.dim() > 1 and any(d != 1 for d in t.shape[1:]):
+            raise _fail(f"{name} must hold one length per batch entry ([{b}]), has shape {list(t.shape)}")
+        out.append(t.reshape(-1).expand(b).contiguous())
+    return out[0], out[1]
+
+
+__all__ = ["scaled_dot_product_attention"]

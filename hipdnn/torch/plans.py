@@ -1,0 +1,509 @@
+"""Plans for torch tensors: one hipdnn graph per attention *kind*, built at a capacity that grows
+geometrically, every call served through shape overrides (rfcs/0010-torch-integration.md).
+
+A kind is everything a plan bakes in: the op, device, element types, heads, KV heads, head dims, the
+axis order of every tensor, the masks and the scale. The lengths that change from call to call
+(batch, query length, key length) are not part of it: a kind's plan is built at a capacity of at
+least the call's lengths, each rounded up to a power of two, and every later call that fits is
+served by that plan with the call's shapes and strides as overrides. A call that does not fit builds
+the kind's next plan, each length grown to ``max(capacity, next power of two)``; the old plan stays
+alive for calls still running on it.
+
+Calls go through the plan's bound call (``Graph.bind``: int pointers, nothing resolved per call).
+The bound call trusts each pointer to hold its tensor at the plan's declared maximum, so the one
+proof it does not make is made here: every input must span no more elements than the plan's maximum
+does (``1 + sum((d - 1) * stride)`` against the declared extent). Plans declare tensors dense, so a
+view with larger strides (a slice of a packed QKV tensor, or of a KV cache) makes the kind's next
+plan declare that input with per-axis stride floors that cover it (``Plan.floors``, grown to powers
+of two like the lengths). Outputs are allocated by the caller, fresh and dense in the layout the kind
+declares, so they overlap nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import torch
+
+from hipdnn.frontend import (
+    DataType,
+    DiagonalAlignment,
+    ErrorCode,
+    Graph,
+    Handle,
+    HipdnnError,
+    TensorAttributes,
+)
+
+#: torch element type -> hipdnn DataType, for every type a plan may hold
+DATA_TYPES: dict[torch.dtype, DataType] = {
+    torch.float32: DataType.FLOAT,
+    torch.float16: DataType.HALF,
+    torch.bfloat16: DataType.BFLOAT16,
+    torch.int32: DataType.INT32,
+    torch.int64: DataType.INT64,
+}
+
+#: element types q, k, v (and o) may have
+ATTENTION_DTYPES: tuple[torch.dtype, ...] = (torch.float32, torch.float16, torch.bfloat16)
+
+#: the smallest capacity a sequence length is built at (the batch starts at 1)
+MIN_SEQ_CAPACITY = 16
+
+#: kinds kept before the oldest is dropped (its plan stays alive while calls hold it)
+MAX_KINDS = 256
+
+#: axes from outermost to innermost
+Order = tuple[int, ...]
+
+#: capacity axis names: batch, query length, key length
+AXES = ("B", "SQ", "SKV")
+
+
+def next_capacity(n: int, floor: int) -> int:
+    """The power of two at or above ``max(n, floor)``."""
+    n = max(n, floor, 1)
+    return 1 << (n - 1).bit_length()
+
+
+def compact_in_order(dims: Sequence[int], order: Order) -> list[int]:
+    """Strides of a dense tensor of ``dims`` laid out in ``order`` (outermost first)."""
+    strides = [0] * len(dims)
+    step = 1
+    for a in reversed(order):
+        strides[a] = step
+        step *= max(int(dims[a]), 1)
+    return strides
+
+
+def extent(shape: Sequence[int], strides: Sequence[int]) -> int:
+    """Elements spanned from the first one addressed to the last, plus one (0 when empty)."""
+    total = 1
+    for d, s in zip(shape, strides):
+        if d == 0:
+            return 0
+        total += (d - 1) * s
+    return total
+
+
+def needs_copy(t: torch.Tensor) -> bool:
+    """Whether a plan cannot read ``t`` in place: an axis longer than 1 with stride 0 (an expanded
+    tensor; hipdnn takes positive strides only) or a last axis that is not contiguous."""
+    strides = t.stride()
+    if strides[-1] == 1 and 0 not in strides:
+        return False
+    shape = t.shape
+    if shape[-1] > 1 and strides[-1] != 1:
+        return True
+    return any(d > 1 and s <= 0 for d, s in zip(shape, strides))
+
+
+def readable(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when a plan can read it in place, else a contiguous copy."""
+    return t.contiguous() if needs_copy(t) else t
+
+
+#: the layouts of a 4-D tensor whose last axis is innermost, by order code (see ``order_code``)
+LAYOUTS: tuple[Order, ...] = ((0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3), (2, 1, 0, 3))
+
+
+def order_code(strides: Sequence[int]) -> int:
+    """Index into ``LAYOUTS`` of a 4-D tensor's axis order, its last axis taken as innermost: axes 0-2
+    by stride, larger first, ties by axis index (the order hipdnn's rule 8 reads from declared
+    strides), as comparisons: this runs on every call."""
+    a, b, c = strides[0], strides[1], strides[2]
+    if a >= b:
+        return 0 if b >= c else 1 if a >= c else 4
+    return 2 if a >= c else 3 if b >= c else 5
+
+
+class Masking(NamedTuple):
+    """The mask and scale options a plan bakes in (the sequence-length and bias tensors aside). A
+    tuple, so that hashing it as part of a cache key costs nothing."""
+
+    scale: float
+    causal: bool = False
+    bottom_right: bool = False
+    left_bound: int | None = None
+    right_bound: int | None = None
+
+    def normalized(self) -> Masking:
+        """The alignment matters only with a causal mask or a band: dropped otherwise."""
+        banded = self.causal or self.left_bound is not None or self.right_bound is not None
+        return self if banded or not self.bottom_right else self._replace(bottom_right=False)
+
+    def sdpa_options(self) -> dict[str, Any]:
+        return {
+            "attn_scale": self.scale,
+            "use_causal_mask": self.causal,
+            "diagonal_alignment": DiagonalAlignment.BOTTOM_RIGHT if self.bottom_right else DiagonalAlignment.TOP_LEFT,
+            "diagonal_band_left_bound": self.left_bound,
+            "diagonal_band_right_bound": self.right_bound,
+        }
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One tensor of a plan: its role, element type, axis order (outermost first), whether the plan
+    writes it, and its dims at capacity: per axis a capacity axis name (``AXES``) or a fixed size."""
+
+    role: str
+    dtype: torch.dtype
+    order: Order
+    dims: tuple[int | str, ...]
+    output: bool = False
+
+    def capacity_dims(self, caps: dict[str, int]) -> list[int]:
+        return [caps[d] if isinstance(d, str) else d for d in self.dims]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Everything a plan bakes in, spelled out for building it (the cache key says the same in a flat
+    tuple, cheap to hash per call). ``slots`` lists the plan's tensors in the order calls pass them."""
+
+    op: str  # "sdpa" or "sdpa_backward"
+    device: torch.device
+    heads: int
+    kv_heads: int
+    head_dim: int
+    value_dim: int
+    masking: Masking
+    padding: bool
+    slots: tuple[Slot, ...]
+
+
+#: per input slot, the smallest stride each axis is declared with (1: dense)
+Floors = tuple[tuple[int, ...], ...]
+
+#: one call: its tensors in slot order, their shapes and their strides
+Call = tuple[Sequence[torch.Tensor], Sequence[Sequence[int]], Sequence[Sequence[int]]]
+
+
+def call_of(values: Sequence[torch.Tensor]) -> Call:
+    """``values`` with their shapes and strides, read once."""
+    return values, [v.shape for v in values], [v.stride() for v in values]
+
+
+def declared_strides(dims: Sequence[int], order: Order, floors: Sequence[int]) -> list[int]:
+    """Strides of a tensor of ``dims`` laid out in ``order`` (outermost first): dense, except that
+    each axis's stride is at least its floor (then the axes outside it step over the padding). The
+    layout stays non-overlapping and keeps the order."""
+    strides = [0] * len(dims)
+    step = 1
+    for a in reversed(order):
+        strides[a] = max(step, floors[a])
+        step = strides[a] * max(int(dims[a]), 1)
+    return strides
+
+
+class Plan:
+    """One built graph at one capacity, with its bound call. Immutable once built: a kind that
+    outgrows it gets a new Plan, and calls holding this one finish on it.
+
+    The capacity is the lengths (``caps``) and, per input, a stride floor per axis (``floors``): a
+    view whose strides are larger than dense (a slice of a packed QKV tensor, of a KV cache) needs
+    the plan's declared maximum to span at least as much as it does, since the bound call trusts
+    pointers to hold that maximum (``reaches``)."""
+
+    def __init__(self, handle: Handle, kind: Kind, caps: dict[str, int], floors: Floors, number: int) -> None:
+        self.kind = kind
+        self.caps = dict(caps)
+        self.cap_b, self.cap_sq, self.cap_skv = caps["B"], caps["SQ"], caps["SKV"]
+        self.floors = floors
+        #: how many plans this kind had before this one (0: its first)
+        self.number = number
+        self.handle = handle
+        self.graph, self.tensors = build_graph(handle, kind, caps, floors)
+        self.workspace_size = self.graph.get_workspace_size()
+        self.bound = self.graph.bind(handle, self.tensors, override_uids=self.tensors)
+        #: (slot index, elements the slot's declared maximum spans) per input: what a bound pointer is trusted to hold
+        self.input_extents = [
+            (i, extent(t.get_dim(), t.get_stride()))
+            for i, (s, t) in enumerate(zip(kind.slots, self.tensors))
+            if not s.output
+        ]
+
+    def fits(self, batch: int, sq: int, skv: int) -> bool:
+        return batch <= self.cap_b and sq <= self.cap_sq and skv <= self.cap_skv
+
+    def reaches(self, shapes: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]) -> bool:
+        """Whether every input (its shape and strides, in slot order) spans no more elements than the
+        plan's declared maximum for it: the proof the bound call leaves to its caller. Outputs are
+        allocated dense, within their maximum."""
+        for i, most in self.input_extents:
+            (d0, d1, d2, d3), (s0, s1, s2, s3) = shapes[i], strides[i]
+            if 1 + (d0 - 1) * s0 + (d1 - 1) * s1 + (d2 - 1) * s2 + (d3 - 1) * s3 > most:
+                return False
+        return True
+
+    def run(self, call: Call, counters: Counters) -> None:
+        """Execute one call (its tensors, their shapes and strides, in slot order), which ``fits``
+        and ``reaches`` accept."""
+        values, shapes, strides = call
+        device = values[0].device
+        if device.type != "cpu":
+            follow_stream(self.handle, device)
+        workspace = self.workspace(device)
+        self.bound(
+            [v.data_ptr() for v in values], workspace.data_ptr() if workspace is not None else 0, shapes, strides
+        )
+        counters.bound_calls += 1
+
+    def workspace(self, device: torch.device) -> torch.Tensor | None:
+        """The call's workspace. On a GPU, a fresh tensor from torch's caching allocator on the current
+        stream (cheap, ordered with the kernel, and legal under CUDA-graph capture); on the CPU, where
+        calls are synchronous, one buffer per thread, grown as plans need."""
+        size = self.workspace_size
+        if not size:
+            return None
+        if device.type != "cpu":
+            return torch.empty(size, dtype=torch.uint8, device=device)
+        buffer: torch.Tensor | None = getattr(_host_workspace, "buffer", None)
+        if buffer is None or buffer.numel() < size:
+            buffer = _host_workspace.buffer = torch.empty(size, dtype=torch.uint8)
+        return buffer
+
+
+#: per thread, the CPU workspace buffer (Plan.workspace)
+_host_workspace = threading.local()
+
+
+def build_graph(
+    handle: Handle, kind: Kind, caps: dict[str, int], floors: Floors
+) -> tuple[Graph, list[TensorAttributes]]:
+    """The hipdnn graph of ``kind`` at capacity ``caps`` and stride ``floors``, built on ``handle``,
+    and its tensors in slot order."""
+    g = Graph(
+        name=f"hipdnn.torch {kind.op}",
+        io_data_type=DATA_TYPES[kind.slots[0].dtype],
+        intermediate_data_type=DataType.FLOAT,
+        compute_data_type=DataType.FLOAT,
+        is_override_shape_enabled=True,
+    )
+    r: dict[str, TensorAttributes] = {}
+    for slot, floor in zip(kind.slots, floors):
+        if not slot.output:
+            dims = slot.capacity_dims(caps)
+            r[slot.role] = g.tensor(
+                name=slot.role,
+                dim=dims,
+                stride=declared_strides(dims, slot.order, floor),
+                data_type=DATA_TYPES[slot.dtype],
+            )
+    options = kind.masking.sdpa_options()
+    if "bias" in r:
+        options["bias"] = r["bias"]
+    if kind.padding:
+        options.update(use_padding_mask=True, seq_len_q=r["seq_len_q"], seq_len_kv=r["seq_len_kv"])
+    made: dict[str, TensorAttributes | None]
+    if kind.op == "sdpa":
+        stats_wanted = any(s.role == "stats" for s in kind.slots)
+        o, stats = g.sdpa(r["q"], r["k"], r["v"], generate_stats=stats_wanted, **options)
+        made = {"o": o, "stats": stats}
+    else:
+        dq, dk, dv = g.sdpa_backward(r["q"], r["k"], r["v"], r["o"], r["do"], r["stats"], **options)
+        made = {"dq": dq, "dk": dk, "dv": dv}
+    for slot in kind.slots:
+        if slot.output:
+            t = made[slot.role]
+            assert t is not None
+            dims = slot.capacity_dims(caps)
+            t.set_output(True).set_dim(dims).set_stride(compact_in_order(dims, slot.order))
+            t.set_data_type(DATA_TYPES[slot.dtype])
+            r[slot.role] = t
+    try:
+        g.build(handle)
+    except HipdnnError as exc:
+        raise HipdnnError(exc.code, f"hipdnn.torch: no plan for {describe(kind)}: {exc.message}") from None
+    return g, [r[s.role] for s in kind.slots]
+
+
+def describe(kind: Kind) -> str:
+    """The kind in words, for messages and stats."""
+    m = kind.masking
+    parts = [
+        f"{kind.op} on {kind.device}",
+        str(kind.slots[0].dtype).replace("torch.", ""),
+        f"heads {kind.heads}/{kind.kv_heads}",
+        f"head dims {kind.head_dim}/{kind.value_dim}",
+        f"scale {m.scale:g}",
+    ]
+    if m.causal:
+        parts.append("causal " + ("bottom-right" if m.bottom_right else "top-left"))
+    if m.left_bound is not None or m.right_bound is not None:
+        parts.append(f"band left {m.left_bound} right {m.right_bound}" + (" bottom-right" if m.bottom_right else ""))
+    if kind.padding:
+        parts.append("sequence lengths")
+    if any(s.role == "bias" for s in kind.slots):
+        parts.append("additive mask")
+    parts.append("layouts " + " ".join(f"{s.role}{''.join('BHSD'[a] for a in s.order)}" for s in kind.slots))
+    return ", ".join(parts)
+
+
+@dataclass
+class Counters:
+    builds: int = 0
+    hits: int = 0
+    bound_calls: int = 0
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What the plan cache did. ``builds``: graphs built (one per kind and capacity step); ``hits``:
+    calls served by a plan already built; ``bound_calls``: calls run (each through its plan's bound
+    call); ``capacities``: per kind, in words, the lengths its current plan holds."""
+
+    builds: int
+    hits: int
+    bound_calls: int
+    capacities: list[tuple[str, dict[str, int]]] = field(default_factory=list)
+
+
+class PlanCache:
+    """Plans by key, each at its kind's current capacity. Thread-safe: a lookup reads a dict whose
+    values are immutable plans; building (a new kind, or one outgrowing its capacity) holds a lock.
+    The counters are updated without it (exact in single-threaded use)."""
+
+    def __init__(self) -> None:
+        self._plans: dict[Hashable, Plan] = {}
+        self._lock = threading.Lock()
+        self.counters = Counters()
+
+    def plan(self, key: Hashable, batch: int, sq: int, skv: int, call: Call, kind: Callable[[], Kind]) -> Plan:
+        """The plan serving one call: ``key``'s, when its capacity holds the call's lengths and its
+        declared maxima span the call's inputs; else the kind's next plan, built now (``kind`` spells
+        the kind out; called only for a kind's first plan)."""
+        _, shapes, strides = call
+        plan = self._plans.get(key)
+        if (
+            plan is not None
+            and batch <= plan.cap_b
+            and sq <= plan.cap_sq
+            and skv <= plan.cap_skv
+            and plan.reaches(shapes, strides)
+        ):
+            self.counters.hits += 1
+            return plan
+        with self._lock:
+            plan = self._plans.get(key)
+            if plan is not None and plan.fits(batch, sq, skv) and plan.reaches(shapes, strides):
+                self.counters.hits += 1
+                return plan
+            described = plan.kind if plan is not None else kind()
+            old = plan.caps if plan is not None else dict.fromkeys(AXES, 0)
+            caps = {
+                "B": max(old["B"], next_capacity(batch, 1)),
+                "SQ": max(old["SQ"], next_capacity(sq, MIN_SEQ_CAPACITY)),
+                "SKV": max(old["SKV"], next_capacity(skv, MIN_SEQ_CAPACITY)),
+            }
+            floors = plan.floors if plan is not None else tuple((1,) * 4 for _ in described.slots)
+            floors = _grown_floors(described, caps, floors, shapes, strides)
+            new = Plan(
+                handle_for(described.device), described, caps, floors, plan.number + 1 if plan is not None else 0
+            )
+            self.counters.builds += 1
+            if plan is None:
+                while len(self._plans) >= MAX_KINDS:
+                    del self._plans[next(iter(self._plans))]
+            self._plans[key] = new
+            return new
+
+    def plans(self) -> list[Plan]:
+        """The current plan of every kind."""
+        with self._lock:
+            return list(self._plans.values())
+
+    def stats(self) -> CacheStats:
+        c = self.counters
+        caps = [(describe(p.kind), dict(p.caps)) for p in self.plans()]
+        return CacheStats(c.builds, c.hits, c.bound_calls, caps)
+
+    def clear(self) -> None:
+        """Drop every plan (calls running on one finish on it) and zero the counters."""
+        with self._lock:
+            self._plans.clear()
+            self.counters = Counters()
+
+
+def _grown_floors(
+    kind: Kind, caps: dict[str, int], floors: Floors, shapes: Sequence[Sequence[int]], strides: Sequence[Sequence[int]]
+) -> Floors:
+    """``floors``, raised where an input spans more than its declared maximum at ``caps`` would: for
+    each such input, every axis longer than 1 gets at least the call's stride, rounded up to a power
+    of two (so that strides growing call by call rebuild O(log) times)."""
+    grown = list(floors)
+    for i, slot in enumerate(kind.slots):
+        if slot.output:
+            continue
+        dims = slot.capacity_dims(caps)
+        if extent(shapes[i], strides[i]) <= extent(dims, declared_strides(dims, slot.order, floors[i])):
+            continue
+        grown[i] = tuple(
+            max(f, next_capacity(st, 1)) if n > 1 else f for f, st, n in zip(floors[i], strides[i], shapes[i])
+        )
+    return tuple(grown)
+
+
+# -- handles and streams ------------------------------------------------------------------------
+
+_handles: dict[tuple[str, int | None], Handle] = {}
+_handles_lock = threading.Lock()
+
+
+def handle_for(device: torch.device) -> Handle:
+    """The handle plans for ``device`` are built on, one per device type and index, created on first
+    use: ``Handle(device="cpu")`` for CPU tensors, ``Handle(device="cuda")`` for CUDA (and ROCm)
+    tensors."""
+    key = (device.type, device.index)
+    handle = _handles.get(key)
+    if handle is not None:
+        return handle
+    with _handles_lock:
+        handle = _handles.get(key)
+        if handle is None:
+            if device.type not in ("cpu", "cuda"):
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE, f"hipdnn.torch: tensors on {device} are not served (CPU and CUDA only)"
+                )
+            handle = Handle(device=device.type)
+            _handles[key] = handle
+        return handle
+
+
+def follow_stream(handle: Handle, device: torch.device) -> None:
+    """Point ``handle`` at torch's current stream on ``device`` (CUDA/ROCm), so that the kernel is
+    ordered after the work that produced its inputs and before the work that reads its outputs.
+    Nothing on the CPU."""
+    if device.type != "cuda":
+        return
+    stream = int(torch.cuda.current_stream(device).cuda_stream)
+    if handle.get_stream() != stream:
+        handle.set_stream(stream)
+
+
+__all__ = [
+    "ATTENTION_DTYPES",
+    "AXES",
+    "Call",
+    "DATA_TYPES",
+    "LAYOUTS",
+    "CacheStats",
+    "Kind",
+    "Masking",
+    "Plan",
+    "PlanCache",
+    "Slot",
+    "call_of",
+    "compact_in_order",
+    "declared_strides",
+    "extent",
+    "follow_stream",
+    "handle_for",
+    "next_capacity",
+    "order_code",
+    "readable",
+]
