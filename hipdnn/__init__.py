@@ -11,6 +11,7 @@ from importlib import metadata as _metadata
 
 from hipdnn.frontend import (
     DYNAMIC_DIM,
+    AttentionImplementation,
     DataType,
     DeviceChoice,
     DiagonalAlignment,
@@ -41,6 +42,7 @@ except _metadata.PackageNotFoundError:  # a source tree imported without being i
 
 __all__ = [
     "DYNAMIC_DIM",
+    "AttentionImplementation",
     "DataType",
     "DeviceChoice",
     "DiagonalAlignment",

@@ -28,7 +28,6 @@ import hipdnn
 from hipdnn import reference
 from hipdnn.backend.graph_summary import summarize
 from hipdnn.plugins import printable, required_api_version
-from hipdnn.wire.Graph import GraphT
 
 
 def _shown(value: object) -> str:
@@ -355,10 +354,7 @@ def _inspect(args: argparse.Namespace) -> int:
     stop = Stage[args.emit.upper()]
     out: dict[str, Any] = {"file": args.file, "bytes": len(blob), "stage": stop.name.lower()}
     if stop == Stage.PARSED:
-        wire = GraphT.InitFromPackedBuf(blob, 0) if len(blob) >= 8 else None
-        if wire is None:
-            raise hipdnn.HipdnnError(hipdnn.ErrorCode.INVALID_VALUE, "buffer too short to hold a graph")
-        out["graph"] = graph_to_dict(hipdnn.Graph._from_wire(wire))
+        out["graph"] = graph_to_dict(hipdnn.Graph._parse(blob))  # decoded, not validated
     else:
         g = hipdnn.Graph.deserialize(blob)  # parses and validates
         out["graph"] = graph_to_dict(g)
@@ -426,9 +422,12 @@ def _doctor(args: argparse.Namespace) -> int:
         skipped = handle.skipped_plugins()
         search_paths = list(handle.plugin_search_paths)
         choice = _device_choice(handle)
+        gpu_engine = next((p for p in loaded if set(p.engine_ids) & set(_GPU_ENGINES)), None)
+        # "" for each engine of it that can run on this machine, else why not (no GPU, say)
+        here = handle.device_engines_here() if gpu_engine else {}
+        gpu_here = {e: here.get(e, "") for e in gpu_engine.engine_ids} if gpu_engine else {}
     finally:
         handle.close()
-    gpu_engine = next((p for p in loaded if set(p.engine_ids) & set(_GPU_ENGINES)), None)
 
     for tool, why, needed in (
         ("cc", "C compiler (builds plugins, hipdnn.sdk.build_plugin)", True),
@@ -442,10 +441,15 @@ def _doctor(args: argparse.Namespace) -> int:
         report("OK" if found_tool else "WARN" if needed else "INFO", f"{why}: {found_tool or 'not found'}")
 
     if gpu_engine is not None:
-        report(
-            "OK",
-            f"GPU engine: {_shown(gpu_engine.name)} {_shown(gpu_engine.version)} engines {list(gpu_engine.engine_ids)}",
-        )
+        engine_text = f"{_shown(gpu_engine.name)} {_shown(gpu_engine.version)} engines {list(gpu_engine.engine_ids)}"
+        if any(not why for why in gpu_here.values()):
+            report("OK", f"GPU engine: {engine_text}")
+        else:
+            why = next(iter(gpu_here.values()), "")
+            report(
+                "INFO",
+                f"GPU engine: {engine_text} installed but cannot run here ({_shown(why)}): the CPU engine serves",
+            )
     else:
         report("INFO", "GPU engine: not installed (GPU users add it: pip install ./engines/hip, see the README)")
     # What the GPU engine needs at run time: the NVIDIA build carries the CUDA runtime inside it and
@@ -574,7 +578,7 @@ def _bench_installed(args: argparse.Namespace) -> int:
             g, t = _sdpa_graph(1, 2, 64, 16, causal=True, overridable=True)
             g.build(handle)
             # arrays of the call's shape: a value states its shape, which must be the overridden one
-            vp: dict[hipdnn.TensorAttributes | int, Any] = {t[n]: np.zeros((1, 2, 37, 16), np.float32) for n in "qkvo"}
+            vp = {t[n]: np.zeros((1, 2, 37, 16), np.float32) for n in "qkvo"}
             entry = hipdnn.OverrideEntry(shape=[1, 2, 37, 16], stride=[2 * 37 * 16, 37 * 16, 16, 1])
             ws = np.empty(max(g.get_workspace_size(), 1), np.uint8)
             bar.set_postfix_str("host time per execute")
@@ -590,9 +594,7 @@ def _bench_installed(args: argparse.Namespace) -> int:
             rng = np.random.default_rng(0)
             for s in lens:
                 bar.set_postfix_str(f"SDPA S={s}")
-                arrays: dict[hipdnn.TensorAttributes | int, Any] = {
-                    t[n]: rng.standard_normal((b, h, s, d)).astype(np.float32) for n in "qkvo"
-                }
+                arrays = {t[n]: rng.standard_normal((b, h, s, d)).astype(np.float32) for n in "qkvo"}
                 entry = hipdnn.OverrideEntry(shape=[b, h, s, d], stride=[h * s * d, s * d, d, 1])
                 call = functools.partial(g.execute, cpu, arrays, ws, dict.fromkeys(arrays, entry))
                 call()  # warm-up, untimed
@@ -602,6 +604,20 @@ def _bench_installed(args: argparse.Namespace) -> int:
                 flops = 4.0 * b * h * s * s * d / 2
                 rows.append((s, us, flops / (us * 1e-6) / 1e9))
                 bar.update()
+    if args.json:
+        result = {
+            "hipdnn_version": hipdnn.__version__,
+            "quick": bool(args.quick),
+            "host_overhead": {"us_per_execute": overhead, "overrides": 4, "measured_with": measured_with},
+            "cpu_sdpa": {
+                "data_type": "FLOAT",
+                "causal": True,
+                "plan_shape": {"B": b, "H": h, "S": s_max, "D": d},
+                "runs": [{"seq_len": s, "ms": us / 1e3, "gflops": gflops} for s, us, gflops in rows],
+            },
+        }
+        print(json.dumps(result, indent=2))
+        return 0
     print(f"hipdnn {hipdnn.__version__}: host time per execute, four overrides: {overhead:.2f} us ({measured_with})")
     print(f"CPU engine, causal SDPA fp32, one plan built at B={b} H={h} S={s_max} D={d}, served at:")
     for s, us, gflops in rows:
@@ -611,6 +627,13 @@ def _bench_installed(args: argparse.Namespace) -> int:
 
 def _bench_checkout(args: argparse.Namespace) -> int:
     """Run benchmark scripts of a source checkout (they are not installed with the package)."""
+    if args.json:
+        print(
+            "error: --json describes the installed package's measurement (`hipdnn bench --json`); the "
+            "checkout's scripts write their own JSON under bench/results/",
+            file=sys.stderr,
+        )
+        return 2
     bench_dir = Path(args.repo or ".") / "bench"
     scripts = [bench_dir / f"{name}.py" for name in (args.which or ["serving", "cpu_sdpa"])]
     missing = [str(s) for s in scripts if not s.is_file()]
@@ -711,6 +734,9 @@ def _parser() -> argparse.ArgumentParser:
         help="source checkout holding bench/ (default: the current directory, when SCRIPT is given)",
     )
     b.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
+    b.add_argument(
+        "--json", action="store_true", help="print one JSON object instead of text (the installed package's run)"
+    )
     b.set_defaults(func=_bench, log_floor=logging.WARNING)
     return parser
 

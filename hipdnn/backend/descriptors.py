@@ -13,16 +13,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import flatbuffers
 from packaging.version import Version
 
 from hipdnn.backend.enums import AttributeName, AttributeType, BackendError, DescriptorType, HeurMode, Status
 from hipdnn.backend.execute_core import LOCATION_CODES, PlanCore
 from hipdnn.backend.graph_summary import GraphDecodeError, GraphSummary, TensorInfo, summarize, with_override_flag
 from hipdnn.backend.handle import BackendHandle
-from hipdnn.backend.placement import memory_location, memory_rank, rank_by_memory, read_behavior_notes
+from hipdnn.backend.placement import (
+    memory_location,
+    memory_rank,
+    rank_by_memory,
+    read_behavior_notes,
+    serialized_engine_config,
+)
 from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
-from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
@@ -352,15 +356,6 @@ class EngineDescriptor(Descriptor):
     def memory_location(self) -> str:
         """Where the engine expects tensor memory: "host", "device" or "unknown" (not declared)."""
         return memory_location(self.behavior_notes)
-
-
-def serialized_engine_config(engine_id: int) -> bytes:
-    """The EngineConfig buffer plugins are handed for ``engine_id`` (no knobs)."""
-    config = EngineConfigT()
-    config.engineId = engine_id
-    builder = flatbuffers.Builder(64)
-    builder.Finish(config.Pack(builder))
-    return bytes(builder.Output())
 
 
 class PreferredEngineError(BackendError):

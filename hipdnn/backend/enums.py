@@ -5,6 +5,20 @@ from __future__ import annotations
 from enum import IntEnum
 
 
+class NamedIntEnum(IntEnum):
+    """An IntEnum of the user-facing API: ``str()`` and ``format()`` give ``DataType.FLOAT`` (as
+    Python 3.10 printed every IntEnum; from 3.11 IntEnum prints its number), while comparisons,
+    arithmetic and ``int()`` stay an int's. Integer format specs (``f"{dt:d}"``) still format the number."""
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        if spec and spec[-1] in "bcdoxXn":
+            return int.__format__(self, spec)
+        return format(str(self), spec)
+
+
 class Status(IntEnum):
     """hipdnnStatus_t."""
 
@@ -100,7 +114,7 @@ class AttributeName(IntEnum):
     TENSOR_IS_DYNAMIC_EXT = 1308
 
 
-class HeurMode(IntEnum):
+class HeurMode(NamedIntEnum):
     """Heuristic modes (hipDNN frontend numbering)."""
 
     FALLBACK = 0
@@ -118,7 +132,7 @@ class BackendError(Exception):
         self.message = message
 
 
-class DataType(IntEnum):
+class DataType(NamedIntEnum):
     """Element types, numbered as the wire format (and hipDNN's schema) numbers them."""
 
     NOT_SET = 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 from hipdnn.backend.execute_core import Gate
-from hipdnn.backend.placement import MEMORY_PREFERENCES, probe_engine_memory
+from hipdnn.backend.placement import MEMORY_PREFERENCES, probe_engine_memory, probe_runs_here
 from hipdnn.backend.plan_cache import PlanCache
 from hipdnn.plugins import EnginePlugin, PluginCandidate, PluginError, SkippedPlugin, instantiate
 
@@ -57,6 +57,7 @@ class BackendHandle:
         self.plan_cache = PlanCache()
         self.fingerprints = tuple(p.library.fingerprint() for p in self.plugins)
         self._engine_memory: dict[int, str] | None = None
+        self._device_engines_here: dict[int, str] | None = None
 
     def engine_memory(self) -> dict[int, str]:
         """engine id -> "host", "device" or "unknown", as each engine declares it for a probe graph
@@ -68,6 +69,21 @@ class BackendHandle:
                     found.update(probe_engine_memory(plugin))
                 self._engine_memory = found
             return dict(self._engine_memory)
+
+    def device_engines_here(self) -> dict[int, str]:
+        """device-memory engine id -> "" when it can run on this machine, else why not in its own
+        words (e.g. "no GPU device"), from the probe graphs (asked once, on first use: handles
+        created with device="cuda"/"hip", and ``device_choice``)."""
+        memory = self.engine_memory()
+        with self._lock:
+            if self._device_engines_here is None:
+                found: dict[int, str] = {}
+                for plugin in self.plugins:
+                    ids = [e for e in plugin.engine_ids if memory.get(e) == "device"]
+                    if ids:
+                        found.update(probe_runs_here(plugin, ids))
+                self._device_engines_here = found
+            return dict(self._device_engines_here)
 
     @property
     def closed(self) -> bool:

@@ -11,17 +11,20 @@ applies (rfcs/0004-plugin-loading.md, section 9)."""
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 import flatbuffers
 
 from hipdnn.plugins import EnginePlugin, PluginError
+from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.Node import NodeT
 from hipdnn.wire.NodeAttributes import NodeAttributes
 from hipdnn.wire.PointwiseAttributes import PointwiseAttributesT
+from hipdnn.wire.SdpaAttributes import SdpaAttributesT
 from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 #: Behavior notes an engine lists in its EngineDetails to say where tensor memory must live
@@ -60,27 +63,96 @@ def memory_location(notes: Iterable[int]) -> str:
     return "unknown"
 
 
+def _tensor(uid: int, name: str, data_type: int, dims: list[int]) -> TensorAttributesT:
+    t = TensorAttributesT()
+    t.uid, t.name, t.dataType, t.dims = uid, name, data_type, dims
+    t.strides = [1] * len(dims)
+    for i in range(len(dims) - 2, -1, -1):
+        t.strides[i] = t.strides[i + 1] * dims[i + 1]
+    return t
+
+
+def _packed(name: str, io_type: int, tensors: list[TensorAttributesT], node: NodeT) -> bytes:
+    g = GraphT()
+    g.name, g.ioDataType, g.intermediateDataType, g.computeDataType = name, io_type, 1, 1  # 1: FLOAT
+    g.tensors, g.nodes = tensors, [node]
+    builder = flatbuffers.Builder(256)
+    builder.Finish(g.Pack(builder))
+    return bytes(builder.Output())
+
+
 @functools.lru_cache(maxsize=1)
 def probe_graph() -> bytes:
     """A minimal valid graph (fp32 identity of one element) to ask engines for their details when
     no real graph is at hand. Engines built on the SDK answer details for any well-formed graph."""
-    tensors = []
-    for uid, name in ((1, "x"), (2, "y")):
-        t = TensorAttributesT()
-        t.uid, t.name, t.dataType, t.dims, t.strides = uid, name, 1, [1], [1]  # 1: FLOAT
-        tensors.append(t)
     node = NodeT()
     node.name, node.computeDataType = "probe", 1
     node.attributesType = NodeAttributes.PointwiseAttributes
     attrs = PointwiseAttributesT()
     attrs.operation, attrs.in0TensorUid, attrs.out0TensorUid = 23, 1, 2  # 23: IDENTITY
     node.attributes = attrs
-    g = GraphT()
-    g.name, g.ioDataType, g.intermediateDataType, g.computeDataType = "memory_probe", 1, 1, 1
-    g.tensors, g.nodes = tensors, [node]
-    builder = flatbuffers.Builder(256)
-    builder.Finish(g.Pack(builder))
+    return _packed("memory_probe", 1, [_tensor(1, "x", 1, [1]), _tensor(2, "y", 1, [1])], node)
+
+
+@functools.lru_cache(maxsize=1)
+def sdpa_probe_graph() -> bytes:
+    """The smallest attention a GPU engine serves (fp16, one head of dim 64, one query and key):
+    asked of device engines to learn whether they can run on this machine at all."""
+    node = NodeT()
+    node.name, node.computeDataType = "probe", 1
+    node.attributesType = NodeAttributes.SdpaAttributes
+    attrs = SdpaAttributesT()
+    attrs.qTensorUid, attrs.kTensorUid, attrs.vTensorUid, attrs.oTensorUid = 1, 2, 3, 4
+    node.attributes = attrs
+    tensors = [_tensor(uid, name, 2, [1, 1, 1, 64]) for uid, name in enumerate("qkvo", start=1)]  # 2: HALF
+    tensors[3].virtual = False
+    return _packed("device_probe", 2, tensors, node)
+
+
+def serialized_engine_config(engine_id: int) -> bytes:
+    """The EngineConfig buffer plugins are handed for ``engine_id`` (no knobs)."""
+    config = EngineConfigT()
+    config.engineId = engine_id
+    builder = flatbuffers.Builder(64)
+    builder.Finish(config.Pack(builder))
     return bytes(builder.Output())
+
+
+#: what the SDK's layer puts before an engine's own reason: the entry, then "engine N cannot run this graph"
+_REASON_PREFIX = re.compile(r"^(hipdnnEnginePlugin\w+: )?(engine -?\d+ cannot run this graph: )?")
+
+
+def _own_words(exc: PluginError) -> str:
+    return _REASON_PREFIX.sub("", exc.detail or str(exc), count=1)
+
+
+def probe_runs_here(plugin: EnginePlugin, engine_ids: Sequence[int]) -> dict[int, str]:
+    """engine id -> "" when the engine applies to one of the probe graphs (the SDPA one, then the
+    identity), else its reason for the SDPA probe in its own words (the GPU engine: "no GPU
+    device"). Whether a device engine can run on this machine, asked without a real graph: an engine
+    that serves neither probe graph is taken as unable to run here (rfcs/0004-plugin-loading.md,
+    section 9)."""
+    wanted = set(engine_ids)
+    applies: set[int] = set()
+    errors: list[str] = []
+    for graph in (sdpa_probe_graph(), probe_graph()):
+        try:
+            applies.update(set(plugin.applicable_engine_ids(graph)) & wanted)
+        except PluginError as exc:
+            errors.append(_own_words(exc))
+        if applies == wanted:
+            break
+    out: dict[int, str] = {}
+    for engine_id in engine_ids:
+        if engine_id in applies:
+            out[engine_id] = ""
+            continue
+        try:
+            plugin.workspace_size(serialized_engine_config(engine_id), sdpa_probe_graph())
+            out[engine_id] = errors[0] if errors else "it applies to no probe graph and gives no reason"
+        except PluginError as exc:
+            out[engine_id] = _own_words(exc)
+    return out
 
 
 def probe_engine_memory(plugin: EnginePlugin) -> dict[int, str]:
@@ -135,6 +207,9 @@ __all__ = [
     "memory_rank",
     "probe_engine_memory",
     "probe_graph",
+    "probe_runs_here",
+    "sdpa_probe_graph",
+    "serialized_engine_config",
     "rank_by_memory",
     "read_behavior_notes",
 ]

@@ -2,7 +2,7 @@
 
 from hipdnn.frontend.graph import Graph
 from hipdnn.frontend.handle import DeviceChoice, Handle, PluginLoadingMode
-from hipdnn.frontend.ops.attention_options import SdpaAttributes
+from hipdnn.frontend.ops.attention_options import AttentionImplementation, SdpaAttributes
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.tensor import DYNAMIC_DIM, TensorAttributes
 from hipdnn.frontend.types import (
@@ -18,6 +18,7 @@ from hipdnn.frontend.types import (
 
 __all__ = [
     "DYNAMIC_DIM",
+    "AttentionImplementation",
     "DataType",
     "DeviceChoice",
     "DiagonalAlignment",

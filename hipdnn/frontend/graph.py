@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import struct
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import flatbuffers
 
@@ -34,6 +33,7 @@ from hipdnn.frontend.args import (
     optional_int_arg,
     refuse,
     sequence_arg,
+    show,
     str_arg,
 )
 from hipdnn.frontend.handle import Handle
@@ -70,6 +70,46 @@ A = AttributeName
 T = AttributeType
 _INT64_MAX = (1 << 63) - 1
 
+#: A variant pack: tensors or uids (or both) to buffers. Spelled as a union because a Mapping is
+#: invariant in its key type: a ``dict[TensorAttributes, ndarray]`` is not a ``Mapping[TensorAttributes
+#: | int, Any]``, but it is a ``Mapping[TensorAttributes, Any]``.
+VariantPack = Mapping[TensorAttributes, Any] | Mapping[int, Any] | Mapping[TensorAttributes | int, Any]
+#: Overrides as a mapping: tensors or uids (or both) to their shape for one call.
+OverrideMapping = (
+    Mapping[TensorAttributes, OverrideEntry]
+    | Mapping[int, OverrideEntry]
+    | Mapping[TensorAttributes | int, OverrideEntry]
+)
+
+
+class _Required:
+    """The default of execute's leading arguments, so that a call missing them (or passing them in
+    another order) reaches the checks that say so."""
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED: Any = _Required()
+#: ``Graph._ready_handle`` while there is no plan: no handle is this object
+_NOT_BUILT: Any = _Required()
+
+
+def _described(value: object) -> str:
+    """A value as a refusal shows it: a tensor by name, a mapping by its size, else its repr (cut
+    short) and its type."""
+    if isinstance(value, TensorAttributes):
+        return f"tensor {value.get_name()!r}"
+    if isinstance(value, Mapping):
+        try:
+            return f"a {type(value).__name__} of {len(value)} entries"
+        except Exception:  # a hostile __len__ must not replace the error being reported
+            return f"a {type(value).__name__}"
+    return f"{show(value)} (a {type(value).__name__})"
+
+
+_EXECUTE_FORM = "g.execute(handle, variant_pack, workspace)"
+
 
 def _heur_modes(heur_modes: Sequence[HeurMode], what: str) -> list[HeurMode]:
     modes = sequence_arg(heur_modes, what)
@@ -83,6 +123,22 @@ def _check_wire_floats(node_name: str, table: Any) -> None:
     for field, value in vars(table).items():
         if isinstance(value, float) and not math.isfinite(value):
             raise refuse(f"node {node_name!r}: wire field {field}", f"is {value}: it must be a finite number")
+
+
+def _undecodable(exc: Exception, size: int) -> HipdnnError:
+    """Bytes the FlatBuffers decoder could not read as a graph, said in words (the decoder's own
+    exceptions speak of struct offsets)."""
+    if isinstance(exc, (struct.error, IndexError)):
+        why = "an offset in it points outside the buffer"
+    elif isinstance(exc, UnicodeDecodeError):
+        why = "a string in it is not UTF-8"
+    else:
+        why = "its tables do not decode"
+    return HipdnnError(
+        ErrorCode.INVALID_VALUE,
+        f"corrupted graph buffer: these {size} bytes are not a serialized hipdnn graph (the bytes of "
+        f"Graph.serialize()), or a damaged one: {why}",
+    )
 
 
 def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
@@ -118,11 +174,14 @@ class Graph:
         self._tensor_set: set[TensorAttributes] = set()
         self._nodes: list[Operation] = []
         self._validated = False
+        #: how the graph changed since its last plan was built (None: it did not, or never had one)
+        self._changed_after_build: str | None = None
         self._reset_build()
 
     # -- graph attributes: assignable, checked like the constructor's arguments ----------------
     @property
     def name(self) -> str:
+        """The graph's name (in messages and the serialized graph); assignable."""
         return self._name
 
     @name.setter
@@ -131,6 +190,7 @@ class Graph:
 
     @property
     def io_data_type(self) -> DataType:
+        """Element type of tensors that set none (NOT_SET: FLOAT); assignable."""
         return self._io_data_type
 
     @io_data_type.setter
@@ -139,6 +199,7 @@ class Graph:
 
     @property
     def intermediate_data_type(self) -> DataType:
+        """Element type of virtual tensors between nodes (NOT_SET: the io type); assignable."""
         return self._intermediate_data_type
 
     @intermediate_data_type.setter
@@ -147,6 +208,7 @@ class Graph:
 
     @property
     def compute_data_type(self) -> DataType:
+        """Arithmetic type of nodes that set none (NOT_SET: the engine's choice); assignable."""
         return self._compute_data_type
 
     @compute_data_type.setter
@@ -155,6 +217,7 @@ class Graph:
 
     @property
     def preferred_engine_id(self) -> int | None:
+        """The only engine ``build()`` may use, or None to let hipdnn choose; assignable."""
         return self._preferred_engine_id
 
     @preferred_engine_id.setter
@@ -167,10 +230,11 @@ class Graph:
         enabled = bool_arg(enabled, f"graph {self.name!r}: set_override_shape_enabled")
         if enabled != self._override_shape_enabled:
             self._override_shape_enabled = enabled
-            self._reset_build()
+            self._invalidate(f"the override flag was set to {enabled}")
         return self
 
     def is_override_shape_enabled(self) -> bool:
+        """Whether execute may override tensor shapes (declared dims are then maxima)."""
         return self._override_shape_enabled
 
     # -- building the graph ------------------------------------------------------------------
@@ -211,11 +275,15 @@ class Graph:
     def _add_tensor(self, t: TensorAttributes) -> None:
         self._tensors.append(t)
         self._tensor_set.add(t)
-        self._invalidate()
+        self._invalidate(f"tensor {t.get_name()!r} was added")
 
     def _output(self, name: str) -> TensorAttributes:
+        """A node's output tensor. The node, added right after, invalidates the graph (and names itself
+        in the message of a plan it drops)."""
         t = TensorAttributes(name, is_virtual=True)
-        self._add_tensor(t)
+        self._tensors.append(t)
+        self._tensor_set.add(t)
+        self._validated = False
         return t
 
     def _own(self, t: Any, role: str, node: str) -> TensorAttributes:
@@ -243,7 +311,7 @@ class Graph:
 
     def _add_node(self, node: Operation) -> None:
         self._nodes.append(node)
-        self._invalidate()
+        self._invalidate(f"{node.kind} node {node.name!r} was added")
 
     def sdpa(
         self,
@@ -259,10 +327,14 @@ class Graph:
         """Scaled dot-product attention forward; returns ``(o, stats)``, stats None unless
         ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same). Options come as
         a :class:`hipdnn.SdpaAttributes` (``options=``), as keywords named like its fields
-        (``attn_scale=0.125, use_causal_mask=True``), or both: keywords override the object's fields."""
+        (``attn_scale=0.125, use_causal_mask=True``), or both: keywords override the object's fields.
+        cudnn-frontend's other keywords are accepted at their off values (``dropout=None``,
+        ``paged_attention_k_table=None``, ``implementation=AttentionImplementation.AUTO``, ...) and
+        refused, naming the feature, at any other (rfcs/0011-cudnn-frontend-compatibility.md)."""
         node_name = self._node_name(name, "sdpa")
         at = f"sdpa node {node_name!r}: "
-        opts = self._sdpa_options(options, keywords, at, node_name)
+        # the backward's option, when it comes in a shared options object, does not concern the forward
+        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
         compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
         q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
         o = self._output(f"{node_name}::O")
@@ -271,9 +343,9 @@ class Graph:
         return o, stats
 
     def _sdpa_options(
-        self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str
+        self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str, kind: str
     ) -> SdpaAttributes:
-        opts = options_from(options, keywords, at.rstrip(": ")).checked(at)
+        opts = options_from(options, keywords, at.rstrip(": "), kind).checked(at)
         for role, t in (("seq_len_q", opts.seq_len_q), ("seq_len_kv", opts.seq_len_kv), ("bias", opts.bias)):
             if t is not None:
                 self._own(t, role, node_name)
@@ -288,6 +360,9 @@ class Graph:
         compute_data_type: DataType = DataType.NOT_SET,
         name: str | None = None,
     ) -> TensorAttributes:
+        """``c = a @ b`` over the last two dims, the leading (batch) dims broadcast numpy-style:
+        a [..., M, K] and b [..., K, N] give c [..., M, N]. Returns c (virtual until
+        ``set_output(True)``)."""
         node_name = self._node_name(name, "matmul")
         dt = enum_arg(DataType, compute_data_type, f"matmul node {node_name!r}: compute_data_type")
         a, b = self._own(a, "a", node_name), self._own(b, "b", node_name)
@@ -304,6 +379,9 @@ class Graph:
         compute_data_type: DataType = DataType.NOT_SET,
         name: str | None = None,
     ) -> TensorAttributes:
+        """``mode`` applied elementwise to one, two or three inputs (``POINTWISE_ARITY``), broadcast
+        numpy-style; returns the output tensor. The shortcuts (``g.relu(x)``, ``g.add(a, b)``, ...)
+        call this with the mode filled in."""
         node_name = self._node_name(name, "pointwise")
         # members pass as they are; messages are built only for the values that need checking
         if type(mode) is not PointwiseMode:
@@ -386,7 +464,9 @@ class Graph:
         """Scaled dot-product attention backward; returns ``(dQ, dK, dV)``. ``stats`` is the forward's
         log-sum-exp output; masks and options must be those the forward ran with: pass the forward's
         :class:`hipdnn.SdpaAttributes` (its stats fields concern the forward and are ignored here),
-        keywords named like its fields, or both (keywords override)."""
+        keywords named like its fields, or both (keywords override). ``use_deterministic_algorithm``
+        asks for bit-reproducible gradients (engines that cannot promise them decline the graph);
+        cudnn-frontend's other keywords are taken as ``sdpa`` takes them."""
         node_name = self._node_name(name, "sdpa_backward")
         at = f"sdpa_backward node {node_name!r}: "
         forward_only = sorted({"generate_stats", "is_inference"} & set(keywords))
@@ -395,8 +475,7 @@ class Graph:
                 ErrorCode.INVALID_VALUE,
                 f"{at}{', '.join(forward_only)}: forward-only option(s); the backward reads stats",
             )
-        opts = self._sdpa_options(options, keywords, at, node_name)
-        opts = dataclasses.replace(opts, generate_stats=None, is_inference=None)
+        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa_backward").for_op("sdpa_backward")
         compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
         q_, k_, v_, o_, do_, stats_ = [
             self._own(t, role, node_name)
@@ -522,18 +601,24 @@ class Graph:
     # -- introspection -----------------------------------------------------------------------
     @property
     def tensors(self) -> list[TensorAttributes]:
+        """The graph's tensors, in the order they were added (a copy of the list)."""
         return list(self._tensors)
 
     @property
     def nodes(self) -> list[Operation]:
+        """The graph's nodes, in the order they were added (a copy of the list)."""
         return list(self._nodes)
 
     def tensor_by_uid(self, uid: int) -> TensorAttributes | None:
+        """The tensor with uid ``uid``, or None."""
         return next((t for t in self._tensors if t.get_uid() == uid), None)
 
     # -- validation --------------------------------------------------------------------------
-    def _invalidate(self) -> None:
+    def _invalidate(self, change: str) -> None:
+        """The graph changed (``change`` says how): validate again, and drop any plan built."""
         self._validated = False
+        if self._executor is not None:
+            self._changed_after_build = change
         if self._op_graph is not None:  # every later build step sets this one first
             self._reset_build()
 
@@ -548,6 +633,8 @@ class Graph:
         #: the compiled execute path of the built plan, with this graph's tensors and shape rules as
         #: they were at build (changing a tensor afterwards does not reach it: rebuild to apply)
         self._executor: Executor | None = None
+        #: the handle of that plan, or _NOT_BUILT: execute's one check per call
+        self._ready_handle: Any = _NOT_BUILT
 
     def validate(self) -> Graph:
         """Check the graph (unique uids, topological order, no orphans, per-op rules), infer the shapes
@@ -728,27 +815,34 @@ class Graph:
     @classmethod
     def deserialize(cls, blob: bytes | bytearray | memoryview) -> Graph:
         """Rebuild a graph from :meth:`serialize` output. Damaged buffers raise HipdnnError."""
+        graph = cls._parse(blob)
+        graph.validate()
+        return graph
+
+    @classmethod
+    def _parse(cls, blob: bytes | bytearray | memoryview) -> Graph:
+        """A graph decoded from its buffer, not validated (``inspect --emit parsed``). Bytes that are
+        not a graph raise HipdnnError saying so, in words: never the decoder's internals (offsets
+        ``struct`` could not unpack)."""
         if not isinstance(blob, (bytes, bytearray, memoryview)):
             raise refuse("deserialize: blob", f"must be bytes, bytearray or memoryview, not {type(blob).__name__}")
         data = bytes(blob)
         if len(data) < 8:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph buffer of {len(data)} bytes is truncated")
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE, f"graph buffer of {len(data)} bytes is truncated (a graph takes more)"
+            )
         try:
             wire = GraphT.InitFromPackedBuf(data, 0)
         except Exception as exc:
-            raise HipdnnError(
-                ErrorCode.INVALID_VALUE, f"corrupted graph buffer ({type(exc).__name__}: {exc})"
-            ) from None
+            raise _undecodable(exc, len(data)) from None
         try:
-            graph = cls._from_wire(wire)
+            return cls._from_wire(wire)
         except HipdnnError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # decoded, but a value of it makes no graph (the message says which)
             raise HipdnnError(
                 ErrorCode.INVALID_VALUE, f"corrupted graph buffer ({type(exc).__name__}: {exc})"
             ) from None
-        graph.validate()
-        return graph
 
     @classmethod
     def _from_wire(cls, wire: GraphT) -> Graph:
@@ -842,6 +936,8 @@ class Graph:
         # the tensors nodes write: the core refuses calls where their memory meets another tensor's
         outputs = [uid for node in self._nodes for t in node.outputs() if (uid := t.get_uid()) is not None]
         self._executor = Executor(self._plan.core, keys, rules, self._handle.backend, outputs)
+        self._ready_handle = self._handle
+        self._changed_after_build = None
 
     def create_execution_plans(self, heur_modes: Sequence[HeurMode] = (HeurMode.FALLBACK,)) -> Graph:
         """Ask the handle's plugins which engines apply (plugins below the graph's API version are
@@ -873,6 +969,8 @@ class Graph:
         return self
 
     def check_support(self) -> Graph:
+        """Raise GRAPH_NOT_SUPPORTED, listing every plugin's answer, when no engine applies to the graph
+        (after ``create_execution_plans``); else return the graph."""
         if self._heur is None:
             raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, "check_support before create_execution_plans")
         if not self._configs:
@@ -950,10 +1048,13 @@ class Graph:
         return executor.bind(sequence_arg(uids, "bind: uids"), sequence_arg(override_uids, "bind: override_uids"))
 
     def get_workspace_size(self) -> int:
-        return self._require_plan().workspace_size
+        """Bytes of workspace the built plan needs at the declared (maximum) shapes; pass ``execute`` a
+        buffer at least this large (host or device memory, as the engine takes). 0: none needed."""
+        return self._require_plan("get_workspace_size()").workspace_size
 
     def get_engine_id(self) -> int:
-        engine_id = self._require_plan().engine_id
+        """The id of the engine the built plan runs on (101: the CPU engine, 201/202: the GPU engine)."""
+        engine_id = self._require_plan("get_engine_id()").engine_id
         assert engine_id is not None
         return engine_id
 
@@ -961,39 +1062,123 @@ class Graph:
         """What each plugin said about this graph at create_execution_plans."""
         return self._heur.report() if self._heur is not None else ""
 
-    def _require_plan(self) -> ExecutionPlanDescriptor:
+    def _require_plan(self, doing: str = "asking for its plan") -> ExecutionPlanDescriptor:
         if self._plan is None:
-            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"graph {self.name!r} has no execution plan: build it first")
+            raise self._no_plan(doing)
         return self._plan
 
+    def _no_plan(self, doing: str) -> HipdnnError:
+        if self._changed_after_build is not None:
+            return HipdnnError(
+                ErrorCode.ATTRIBUTE_NOT_SET,
+                f"graph {self.name!r} changed after build(): {self._changed_after_build}, which drops the plan "
+                f"built before; call build(handle) again before {doing}",
+            )
+        return HipdnnError(
+            ErrorCode.ATTRIBUTE_NOT_SET, f"graph {self.name!r} has no execution plan: call build(handle) before {doing}"
+        )
+
     # -- execution ---------------------------------------------------------------------------
-    def _require_executor(self, handle: Handle, doing: str) -> Executor:
+    def _require_executor(self, handle: object, doing: str) -> Executor:
+        if not isinstance(handle, Handle):
+            hint = (
+                "; it looks like a variant pack: cudnn-frontend's order (variant_pack, workspace, handle=...) does "
+                "not apply, hipdnn takes the handle first"
+                if isinstance(handle, Mapping)
+                else ""
+            )
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{doing}: the handle passed is {_described(handle)}; expected the hipdnn.Handle graph "
+                f"{self.name!r} was built on{hint}: {_EXECUTE_FORM if doing == 'execute' else doing + '(handle, ...)'}",
+            )
         if self._executor is None:
-            raise HipdnnError(ErrorCode.ATTRIBUTE_NOT_SET, f"graph {self.name!r} has no execution plan: build it first")
+            raise self._no_plan(doing)
         if handle is not self._handle:
-            raise HipdnnError(ErrorCode.INVALID_VALUE, f"{doing} on a different handle than the graph was built on")
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"{doing}: the handle passed, {handle!r}, is another hipdnn.Handle than the one graph "
+                f"{self.name!r} was built on; pass the handle build() was given, or build the graph on this one",
+            )
         return self._executor
 
-    def execute(
-        self,
-        handle: Handle,
-        variant_pack: Mapping[TensorAttributes | int, Any],
-        workspace: Any = None,
-        override_uids: Sequence[int | TensorAttributes] | Mapping[TensorAttributes | int, OverrideEntry] | None = None,
-        override_shapes: Sequence[Sequence[int]] | None = None,
-        override_strides: Sequence[Sequence[int]] | None = None,
-        *,
-        overrides: Mapping[TensorAttributes | int, OverrideEntry] | None = None,
-    ) -> None:
-        """Run the built plan. ``variant_pack`` maps tensors (or uids) to buffers. Overrides give tensors
-        a smaller shape (and its strides) for this call only, as a mapping ``{tensor or uid:
-        OverrideEntry(shape=..., stride=...)}`` (fourth positional argument or ``overrides=``) or in
-        the parallel-array form (``override_uids``, ``override_shapes``, ``override_strides``).
-        Everything is checked in the compiled core before the plugin is called."""
-        executor = self._executor
-        if executor is None or handle is not self._handle:
-            executor = self._require_executor(handle, "execute")
-        executor.execute(variant_pack, workspace, override_uids, override_shapes, override_strides, overrides)
+    def _refuse_call(self, handle: Any, variant_pack: Any, unexpected: dict[str, Any]) -> tuple[Executor, Any]:
+        """execute's checks off the success path: what was passed, against what execute takes. The
+        handle and the variant pack may also come as keywords (``handle=h, variant_pack=vp``)."""
+        extra = dict(unexpected)
+        if handle is _REQUIRED and "handle" in extra:
+            handle = extra.pop("handle")
+        if variant_pack is None and "variant_pack" in extra:
+            variant_pack = extra.pop("variant_pack")
+        if "handle" in extra:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"execute: got cudnn-frontend's argument order, execute(variant_pack, workspace, handle=...): the "
+                f"first argument is {_described(handle)}, handle= is {_described(extra['handle'])}; hipdnn takes "
+                f"the handle first: {_EXECUTE_FORM}",
+            )
+        if extra:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"execute: unexpected keyword argument(s) {', '.join(sorted(extra))}; execute takes handle, "
+                "variant_pack, workspace, override_uids, override_shapes, override_strides and overrides",
+            )
+        if handle is _REQUIRED:
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"execute: no handle given; expected the hipdnn.Handle graph {self.name!r} was built on, then the "
+                f"variant pack: {_EXECUTE_FORM}",
+            )
+        return self._require_executor(handle, "execute"), variant_pack
+
+    if TYPE_CHECKING:
+
+        def execute(
+            self,
+            handle: Handle,
+            variant_pack: VariantPack,
+            workspace: Any = None,
+            override_uids: Sequence[int | TensorAttributes] | OverrideMapping | None = None,
+            override_shapes: Sequence[Sequence[int]] | None = None,
+            override_strides: Sequence[Sequence[int]] | None = None,
+            *,
+            overrides: OverrideMapping | None = None,
+        ) -> None:
+            """Run the built plan (documented on the definition below)."""
+
+    else:
+
+        def execute(
+            self,
+            handle=_REQUIRED,
+            variant_pack=None,
+            /,
+            workspace=None,
+            override_uids=None,
+            override_shapes=None,
+            override_strides=None,
+            *,
+            overrides=None,
+            **unexpected,
+        ):
+            """``execute(handle, variant_pack, workspace=None, override_uids=None, override_shapes=None,
+            override_strides=None, *, overrides=None)``: run the built plan (a variant pack of None is
+            refused by the core like any other non-mapping).
+
+            ``handle`` is the hipdnn.Handle the graph was built on; ``variant_pack`` maps tensors (or
+            uids) to buffers. Overrides give tensors a smaller shape (and its strides) for this call
+            only, as a mapping ``{tensor or uid: OverrideEntry(shape=..., stride=...)}`` (fourth
+            positional argument or ``overrides=``) or in the parallel-array form (``override_uids``,
+            ``override_shapes``, ``override_strides``). Everything is checked in the compiled core
+            before the plugin is called. cudnn-frontend's order, ``execute(variant_pack, workspace,
+            handle=...)``, is refused with a message saying so."""
+            # The success path: one identity check (the plan's handle; no plan: nothing matches) and
+            # an empty **unexpected. Everything else is _refuse_call's.
+            if handle is not self._ready_handle or unexpected:
+                executor, variant_pack = self._refuse_call(handle, variant_pack, unexpected)
+            else:
+                executor = self._executor
+            executor.execute(variant_pack, workspace, override_uids, override_shapes, override_strides, overrides)
 
     def __repr__(self) -> str:
         return (

@@ -127,10 +127,17 @@ class Handle:
             memory_preference=DEVICES[self._device],
             device_name=self._device,
         )
-        if self._device in ("cuda", "hip") and "device" not in self._backend.engine_memory().values():
-            message = self._no_gpu_engine_message()
-            self._backend.close()
-            raise HipdnnError(ErrorCode.INVALID_VALUE, message)
+        if self._device in ("cuda", "hip"):
+            # Refused here rather than at build: no engine to run on a GPU, or none that can run on
+            # this machine (the GPU engine installed where there is no GPU).
+            message = ""
+            if "device" not in self._backend.engine_memory().values():
+                message = self._no_gpu_engine_message()
+            elif not self._runnable_device_engines():
+                message = self._gpu_cannot_run_message()
+            if message:
+                self._backend.close()
+                raise HipdnnError(ErrorCode.INVALID_VALUE, message)
         if stream is not None:
             self.set_stream(stream)
 
@@ -148,6 +155,7 @@ class Handle:
 
     @property
     def backend(self) -> BackendHandle:
+        """The backend handle: plugin instances, the plan cache (``.plan_cache.stats()``)."""
         return self._backend
 
     @property
@@ -169,10 +177,37 @@ class Handle:
             + "). Install the GPU engine (README, GPU engine), or pass device='cpu' or device=None"
         )
 
+    def device_engines_here(self) -> dict[int, str]:
+        """Each loaded engine taking device (GPU) memory -> "" when it can run on this machine, else
+        why not in its own words (the GPU engine where there is no GPU: "no GPU device"). Asked once,
+        of probe graphs (rfcs/0004-plugin-loading.md, section 9)."""
+        return self._backend.device_engines_here()
+
+    def _runnable_device_engines(self) -> list[int]:
+        return [e for e, why in self._backend.device_engines_here().items() if not why]
+
+    def _why_device_engines_cannot_run(self) -> str:
+        by_reason: dict[str, list[int]] = {}
+        for engine_id, why in self._backend.device_engines_here().items():
+            if why:
+                by_reason.setdefault(why, []).append(engine_id)
+        return "; ".join(
+            f"engine{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}: {why}" for why, ids in by_reason.items()
+        )
+
+    def _gpu_cannot_run_message(self) -> str:
+        gpu = _engines_text(self._backend.engine_memory(), self._plugin_of(), "device")
+        return (
+            f"Handle(device={self._device!r}): no usable GPU: the GPU engine ({gpu}) is installed but cannot "
+            f"run on this machine ({self._why_device_engines_cannot_run()}). Run where a GPU is visible, or "
+            "pass device='cpu' or device=None (host engines serve)"
+        )
+
     def device_choice(self, gpus: int | None = None) -> DeviceChoice:
         """Where this handle runs graphs and why. ``gpus``: how many GPUs the caller saw (e.g.
         ``len(hipdnn.device.devices())``), None when it could not tell. Asks each engine once for
-        its details on a probe graph; a real graph's details decide at planning."""
+        its details on a probe graph, and each device engine whether it can run here (a GPU
+        engine without a GPU says it cannot); a real graph's details decide at planning."""
         memory = self._backend.engine_memory()
         plugin_of = self._plugin_of()
         gpu_engines = _engines_text(memory, plugin_of, "device")
@@ -183,23 +218,33 @@ class Handle:
             return DeviceChoice("gpu", f"device={self._device!r}: engines taking device memory only ({gpu_engines})")
         if not gpu_engines:
             return DeviceChoice("cpu", "device=None and no loaded engine takes device memory")
+        if not self._runnable_device_engines():
+            return DeviceChoice(
+                "cpu",
+                f"device=None: {gpu_engines} take device memory but cannot run here "
+                f"({self._why_device_engines_cannot_run()}); host engines serve",
+            )
         if gpus == 0:
             return DeviceChoice(
                 "cpu", f"device=None: {gpu_engines} take device memory, but no GPU is present; host engines serve"
             )
-        seen = f"{gpus} GPU(s) present" if gpus else "they apply only where they find a GPU"
+        seen = f"{gpus} GPU(s) present" if gpus else "they found a GPU"
         return DeviceChoice("gpu", f"device=None: {gpu_engines} take device memory and are tried first ({seen})")
 
     def set_stream(self, stream: int) -> None:
+        """Hand every plugin this stream (a CUDA/HIP stream as an int; 0: the default stream)."""
         self._backend.set_stream(int_arg(stream, "Handle: stream", 0, (1 << 64) - 1))
 
     def get_stream(self) -> int:
+        """The stream set with ``set_stream`` or ``Handle(stream=...)`` (0: the default)."""
         return self._backend.stream
 
     def loaded_plugins(self) -> list[LoadedPlugin]:
+        """The plugins loaded: name, version, API version, path, engine ids, optional entries."""
         return [describe(p) for p in self._backend.plugins]
 
     def skipped_plugins(self) -> list[SkippedPlugin]:
+        """The plugins found but not loaded, each with its path and the reason."""
         return list(self._backend.skipped)
 
     def close(self) -> None:

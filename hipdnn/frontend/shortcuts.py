@@ -61,6 +61,29 @@ POINTWISE_SHORTCUTS: dict[str, tuple[PointwiseMode, str]] = {
 }
 
 
+class UnboundUnaryOp(Protocol):
+    def __call__(
+        _,  # the protocol's own self; the graph is the first argument
+        self: Graph,
+        x: TensorAttributes,
+        name: str | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
+    ) -> TensorAttributes: ...
+
+
+class UnboundBinaryOp(Protocol):
+    def __call__(
+        _,  # the protocol's own self; the graph is the first argument
+        self: Graph,
+        a: TensorAttributes,
+        b: TensorAttributes,
+        name: str | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
+    ) -> TensorAttributes: ...
+
+
 class UnaryOp(Protocol):
     def __call__(
         self, x: TensorAttributes, name: str | None = None, *, compute_data_type: DataType = DataType.NOT_SET
@@ -80,9 +103,9 @@ class BinaryOp(Protocol):
 
 def _unary(mode: PointwiseMode, doc: str) -> types.FunctionType:
     def op(
-        graph: Graph, x: TensorAttributes, name: str | None = None, *, compute_data_type: DataType = DataType.NOT_SET
+        self: Graph, x: TensorAttributes, name: str | None = None, *, compute_data_type: DataType = DataType.NOT_SET
     ) -> TensorAttributes:
-        return graph.pointwise(mode, x, compute_data_type=compute_data_type, name=name)
+        return self.pointwise(mode, x, compute_data_type=compute_data_type, name=name)
 
     op.__doc__ = f"{doc}: ``pointwise(PointwiseMode.{mode.name}, x)``; returns the output tensor."
     return cast(types.FunctionType, op)
@@ -90,14 +113,14 @@ def _unary(mode: PointwiseMode, doc: str) -> types.FunctionType:
 
 def _binary(mode: PointwiseMode, doc: str, names: str) -> types.FunctionType:
     def op(
-        graph: Graph,
+        self: Graph,
         a: TensorAttributes,
         b: TensorAttributes,
         name: str | None = None,
         *,
         compute_data_type: DataType = DataType.NOT_SET,
     ) -> TensorAttributes:
-        return graph.pointwise(mode, a, b, compute_data_type=compute_data_type, name=name)
+        return self.pointwise(mode, a, b, compute_data_type=compute_data_type, name=name)
 
     op.__doc__ = f"{doc}: ``pointwise(PointwiseMode.{mode.name}, {names})``; returns the output tensor."
     return cast(types.FunctionType, op)
@@ -113,7 +136,9 @@ def _function(key: str) -> types.FunctionType:
 
 
 class _Shortcut:
-    """A Graph method from the table: bound on attribute access like a function."""
+    """A Graph method from the table: bound on attribute access like a function; on the class
+    (``Graph.add``) it is the plain function, so ``inspect.signature`` and ``help()`` see its
+    parameters and docstring."""
 
     arity = 0
 
@@ -124,29 +149,29 @@ class _Shortcut:
         self.__doc__ = self._fn.__doc__
 
     def _bind(self, graph: Graph | None) -> object:
-        return self if graph is None else types.MethodType(self._fn, graph)
+        return self._fn if graph is None else types.MethodType(self._fn, graph)
 
 
 class UnaryShortcut(_Shortcut):
     arity = 1
 
     @overload
-    def __get__(self, graph: None, owner: type) -> UnaryShortcut: ...
+    def __get__(self, graph: None, owner: type) -> UnboundUnaryOp: ...
     @overload
     def __get__(self, graph: Graph, owner: type) -> UnaryOp: ...
-    def __get__(self, graph: Graph | None, owner: type) -> UnaryShortcut | UnaryOp:
-        return cast("UnaryShortcut | UnaryOp", self._bind(graph))
+    def __get__(self, graph: Graph | None, owner: type) -> UnboundUnaryOp | UnaryOp:
+        return cast("UnboundUnaryOp | UnaryOp", self._bind(graph))
 
 
 class BinaryShortcut(_Shortcut):
     arity = 2
 
     @overload
-    def __get__(self, graph: None, owner: type) -> BinaryShortcut: ...
+    def __get__(self, graph: None, owner: type) -> UnboundBinaryOp: ...
     @overload
     def __get__(self, graph: Graph, owner: type) -> BinaryOp: ...
-    def __get__(self, graph: Graph | None, owner: type) -> BinaryShortcut | BinaryOp:
-        return cast("BinaryShortcut | BinaryOp", self._bind(graph))
+    def __get__(self, graph: Graph | None, owner: type) -> UnboundBinaryOp | BinaryOp:
+        return cast("UnboundBinaryOp | BinaryOp", self._bind(graph))
 
 
 def shortcut_arity(key: str) -> int:

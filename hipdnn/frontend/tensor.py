@@ -108,6 +108,7 @@ class TensorAttributes:
 
     # -- setters (chainable) -----------------------------------------------------------------
     def set_name(self, name: str) -> TensorAttributes:
+        """The name (in messages and the serialized graph)."""
         self._name = str_arg(name, f"tensor {self._name!r}: name")
         return self
 
@@ -117,23 +118,28 @@ class TensorAttributes:
         return self
 
     def set_stride(self, stride: Sequence[int]) -> TensorAttributes:
+        """The strides, in elements (for a dynamic tensor: an axis order, 0 = innermost)."""
         self._stride = _int_list(stride, "stride", self._name)
         return self
 
     def set_data_type(self, data_type: DataType) -> TensorAttributes:
+        """The element type."""
         self._data_type = enum_arg(DataType, data_type, f"tensor {self._name!r}: data_type")
         return self
 
     def set_uid(self, uid: int) -> TensorAttributes:
+        """The uid (variant packs may use it as the key); unset, validation assigns one."""
         self._uid = int_arg(uid, f"tensor {self._name!r}: uid", INT64_MIN, INT64_MAX)
         self._uid_assigned = False
         return self
 
     def set_is_virtual(self, is_virtual: bool) -> TensorAttributes:
+        """Virtual: an intermediate between nodes, given no buffer (``set_output(True)`` clears it)."""
         self._is_virtual = bool_arg(is_virtual, f"tensor {self._name!r}: is_virtual")
         return self
 
     def set_is_dynamic(self, is_dynamic: bool) -> TensorAttributes:
+        """Whether the tensor is dynamic (see :meth:`mark_dynamic`)."""
         self._is_dynamic = bool_arg(is_dynamic, f"tensor {self._name!r}: is_dynamic")
         return self
 
@@ -149,9 +155,11 @@ class TensorAttributes:
 
     # -- getters -----------------------------------------------------------------------------
     def get_name(self) -> str:
+        """The name."""
         return self._name
 
     def get_dim(self) -> list[int]:
+        """The dims (a copy)."""
         return list(self._dim)
 
     def get_stride(self) -> list[int]:
@@ -168,32 +176,41 @@ class TensorAttributes:
         return bool(self._stride)
 
     def get_data_type(self) -> DataType:
+        """The element type (NOT_SET until given or inferred at validation)."""
         return self._data_type
 
     def get_uid(self) -> int | None:
+        """The uid given, or assigned at validation; None before either."""
         return self._uid
 
     def has_uid(self) -> bool:
+        """Whether a uid was given (an assigned one does not count)."""
         return self._uid is not None and not self._uid_assigned
 
     def get_is_virtual(self) -> bool:
+        """Whether the tensor is virtual (an intermediate without a buffer)."""
         return self._is_virtual
 
     def is_virtual(self) -> bool:
+        """Whether the tensor is virtual (an intermediate without a buffer)."""
         return self._is_virtual
 
     def is_dynamic(self) -> bool:
+        """Whether the tensor is dynamic (shape given per call)."""
         return self._is_dynamic
 
     def get_is_dynamic(self) -> bool:
+        """Whether the tensor is dynamic (shape given per call)."""
         return self._is_dynamic
 
     def get_rank(self) -> int:
+        """The number of dims."""
         return len(self._dim)
 
     # -- read-only views, for code that prints and inspects (assign through the set_* methods) ----
     @property
     def name(self) -> str:
+        """The name (read-only view of ``get_name()``)."""
         return self._name
 
     @name.setter
@@ -202,6 +219,7 @@ class TensorAttributes:
 
     @property
     def dim(self) -> list[int]:
+        """The dims (read-only view of ``get_dim()``)."""
         return self.get_dim()
 
     @dim.setter
@@ -210,6 +228,7 @@ class TensorAttributes:
 
     @property
     def stride(self) -> list[int]:
+        """The strides (read-only view of ``get_stride()``)."""
         return self.get_stride()
 
     @stride.setter
@@ -218,6 +237,7 @@ class TensorAttributes:
 
     @property
     def data_type(self) -> DataType:
+        """The element type (read-only view of ``get_data_type()``; prints as ``DataType.FLOAT``)."""
         return self._data_type
 
     @data_type.setter
@@ -226,6 +246,7 @@ class TensorAttributes:
 
     @property
     def uid(self) -> int | None:
+        """The uid (read-only view of ``get_uid()``)."""
         return self._uid
 
     @uid.setter

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-from hipdnn.backend.enums import DataType, HeurMode
+from hipdnn.backend.enums import DataType, HeurMode, NamedIntEnum
 from hipdnn.backend.errors import ErrorCode, HipdnnError
 
 
-class PointwiseMode(IntEnum):
+class PointwiseMode(NamedIntEnum):
     """Pointwise operations, numbered as hipDNN numbers them."""
 
     ABS = 1
@@ -98,12 +96,15 @@ POINTWISE_ARITY: dict[PointwiseMode, int] = {
 }
 
 
-class DiagonalAlignment(IntEnum):
+class DiagonalAlignment(NamedIntEnum):
+    """Where a causal mask or band's diagonal starts: at the top-left corner of the scores, or at the
+    bottom-right (offset by Skv - Sq)."""
+
     TOP_LEFT = 0
     BOTTOM_RIGHT = 1
 
 
-class ReductionMode(IntEnum):
+class ReductionMode(NamedIntEnum):
     """Reduction operations, numbered as hipDNN numbers them."""
 
     ADD = 1
@@ -121,7 +122,7 @@ class ReductionMode(IntEnum):
     MAX_OP = 4
 
 
-class NormFwdPhase(IntEnum):
+class NormFwdPhase(NamedIntEnum):
     """INFERENCE writes y only; TRAINING also the statistics (inv_rms, or mean and inv_variance)."""
 
     INFERENCE = 0

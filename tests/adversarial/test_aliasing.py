@@ -153,8 +153,10 @@ def test_a_workspace_overlapping_a_tensor_is_refused(cpu_handle: hipdnn.Handle) 
     size = g.get_workspace_size()
     if size == 0:
         pytest.skip("the CPU engine needs no workspace for this graph")
-    xs = np.zeros((4, 64), np.float32)
-    ys = np.zeros((4, 64), np.float32)
+    # x's array is the head of an allocation holding the whole workspace, so that the workspace at
+    # x's pointer meets x alone (not y, wherever the allocator puts it)
+    xs = np.zeros(256 + size // 4 + 1, np.float32)[:256].reshape(4, 64)
+    ys = np.zeros(256 + size // 4 + 1, np.float32)[:256].reshape(4, 64)  # the same for y below
     with pytest.raises(HipdnnError) as exc:
         g.execute(cpu_handle, {x: xs, y: ys}, ptr(xs))
     assert exc.value.code is ErrorCode.INVALID_VARIANT_PACK and "the workspace" in exc.value.message

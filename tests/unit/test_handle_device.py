@@ -157,3 +157,75 @@ def test_doctor_says_which_device_a_handle_uses(capsys: pytest.CaptureFixture[st
 
     main(["doctor"])
     assert "[INFO] device: hipdnn.Handle() runs graphs on the " in capsys.readouterr().out
+
+
+# -- a GPU engine installed where no GPU is (issue #31) ---------------------------------------------
+def test_a_device_engine_that_cannot_run_here_is_not_the_choice(placed: Any, fakes: dict[str, Any]) -> None:
+    """The device fake declines every graph (as the GPU engine does without a GPU): with the GPU count
+    unknown (no GPU runtime for hipdnn.device), the handle does not claim the GPU."""
+    fakes[DEVICE].set_applicable(False)
+    choice = placed(None).device_choice(None)
+    assert choice.device == "cpu", choice
+    assert "fake_override_second [9007] take device memory but cannot run here" in choice.reason
+    assert "host engines serve" in choice.reason
+
+
+@pytest.mark.parametrize("device", ["cuda", "hip"])
+def test_gpu_device_without_a_usable_gpu_fails_at_creation(placed: Any, fakes: dict[str, Any], device: str) -> None:
+    fakes[DEVICE].set_applicable(False)
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        placed(device)
+    message = err.value.message
+    assert err.value.code == hipdnn.ErrorCode.INVALID_VALUE
+    assert f"Handle(device={device!r}): no usable GPU" in message
+    assert "fake_override_second [9007]" in message and "cannot run on this machine" in message
+    assert "device='cpu' or device=None" in message
+
+
+def test_a_usable_device_engine_is_still_chosen(placed: Any) -> None:
+    assert placed("cuda").device_engines_here() == {9007: ""}
+    assert placed(None).device_choice(None).device == "gpu"
+
+
+def _hip_engine_without_a_gpu() -> Any:
+    from tests.gpu.hip_support import find_plugin
+
+    plugin = find_plugin()
+    if plugin is None:
+        pytest.skip("the HIP engine is not built here")
+    h = hipdnn.Handle(plugin_paths=[plugin])
+    if any(not why for why in h.device_engines_here().values()):
+        h.close()
+        pytest.skip("this machine has a GPU the HIP engine can use")
+    return plugin, h
+
+
+def test_the_real_gpu_engine_without_a_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built HIP engine on a machine without a GPU: plugins and doctor say the CPU serves,
+    and Handle(device="cuda") fails at creation, in the engine's own words."""
+    import hipdnn.device as hd
+    from hipdnn.cli import main
+
+    plugin, h = _hip_engine_without_a_gpu()
+    try:
+        choice = h.device_choice(None)
+        assert choice.device == "cpu" and "cannot run here" in choice.reason
+    finally:
+        h.close()
+    with pytest.raises(hipdnn.HipdnnError) as err:
+        hipdnn.Handle(plugin_paths=[plugin], device="cuda")
+    assert "no usable GPU" in err.value.message and "hipdnn_hip_engine" in err.value.message
+    # hipdnn.device cannot count GPUs (no cuda-bindings / hip-python): the engine's answer decides
+    monkeypatch.setenv("HIPDNN_PLUGIN_DIR", str(plugin.parent))
+
+    def no_runtime() -> list[Any]:
+        raise hipdnn.HipdnnError(hipdnn.ErrorCode.INVALID_VALUE, "no GPU runtime package installed")
+
+    monkeypatch.setattr(hd, "devices", no_runtime)
+    assert main(["plugins"]) == 0
+    out = capsys.readouterr().out
+    assert "runs graphs on the cpu" in out and "runs graphs on the gpu" not in out
+    main(["doctor"])
+    out = capsys.readouterr().out
+    assert "runs graphs on the cpu" in out and "runs graphs on the gpu" not in out
+    assert "installed but cannot run here" in out

@@ -3,7 +3,13 @@
 here, once.
 
 Forward and backward carry the same scale and mask options and both wire tables the same fields, so
-the mapping lives here too. ``generate_stats`` and ``is_inference`` are the forward's alone."""
+the mapping lives here too. ``generate_stats`` and ``is_inference`` are the forward's alone,
+``use_deterministic_algorithm`` the backward's.
+
+cudnn-frontend's ``pygraph.sdpa`` / ``sdpa_backward`` take more keywords than hipdnn implements
+(dropout, paged attention, sink tokens, ...). Code ported from it passes them at their "off" values,
+which are accepted and change nothing; any other value is refused naming the feature
+(:data:`CUDNN_FRONTEND_OPTIONS`, rfcs/0011-cudnn-frontend-compatibility.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from hipdnn.backend.enums import NamedIntEnum
 from hipdnn.frontend.args import (
     INT64_MAX,
     bool_arg,
@@ -21,9 +28,19 @@ from hipdnn.frontend.args import (
     optional_bool_arg,
     optional_int_arg,
     refuse,
+    show,
 )
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DiagonalAlignment, ErrorCode, HipdnnError
+
+
+class AttentionImplementation(NamedIntEnum):
+    """cudnn-frontend's ``attention_implementation`` (numbered as the wire schema numbers it). hipdnn
+    chooses engines itself (``Graph(preferred_engine_id=...)`` names one): only AUTO is accepted."""
+
+    AUTO = 0
+    COMPOSITE = 1
+    UNIFIED = 2
 
 
 @dataclass
@@ -46,6 +63,14 @@ class SdpaAttributes:
     - ``bias``: an additive tensor that broadcasts to the scores [B, Hq, Sq, Skv]; ``use_alibi_mask``.
     - ``generate_stats`` / ``is_inference`` (forward only): also output the row log-sum-exp that the
       backward needs (cudnn-frontend's ``is_inference=False`` means the same).
+    - ``use_deterministic_algorithm`` (backward only): the same inputs give bit-identical gradients;
+      engines that cannot promise it decline the graph (the GPU engine sums dQ in no fixed order, the
+      CPU engine's backward is deterministic). Ignored by the forward when it comes in ``options``.
+
+    cudnn-frontend's other SDPA keywords (``dropout=None``, ``paged_attention_k_table=None``,
+    ``sink_token=None``, ``implementation=AUTO``, ...) are accepted as keywords of ``sdpa`` /
+    ``sdpa_backward`` at their off values; ``sliding_window_length`` is its older name for
+    ``diagonal_band_left_bound``.
 
     Dropout, which the wire schema has fields for, is not offered: no engine implements it, and an
     engine ignoring a dropout field would return undropped results silently."""
@@ -63,6 +88,7 @@ class SdpaAttributes:
     use_alibi_mask: bool = False
     generate_stats: bool | None = None
     is_inference: bool | None = None
+    use_deterministic_algorithm: bool = False
 
     def checked(self, at: str) -> SdpaAttributes:
         """A checked, normalized copy (``at`` prefixes messages): arguments of the right types, the
@@ -87,6 +113,7 @@ class SdpaAttributes:
             use_alibi_mask=bool_arg(self.use_alibi_mask, at + "use_alibi_mask"),
             generate_stats=optional_bool_arg(self.generate_stats, at + "generate_stats"),
             is_inference=optional_bool_arg(self.is_inference, at + "is_inference"),
+            use_deterministic_algorithm=bool_arg(self.use_deterministic_algorithm, at + "use_deterministic_algorithm"),
         )
         if out.use_causal_mask_bottom_right:
             out.use_causal_mask, out.diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
@@ -95,6 +122,14 @@ class SdpaAttributes:
         if gs is not None and inf is not None and gs == inf:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"{at}generate_stats and is_inference contradict each other")
         return out
+
+    def for_op(self, kind: str) -> SdpaAttributes:
+        """A copy for op ``kind`` ("sdpa" or "sdpa_backward"): the fields of the other direction
+        (:data:`ONE_DIRECTION_OPTIONS`) back at their defaults, as one options object serves both."""
+        defaults: dict[str, Any] = {f.name: f.default for f in dataclasses.fields(self)}
+        return dataclasses.replace(
+            self, **{name: defaults[name] for name, ops in ONE_DIRECTION_OPTIONS.items() if kind not in ops}
+        )
 
     @property
     def stats_wanted(self) -> bool:
@@ -112,17 +147,121 @@ class SdpaAttributes:
 #: the option names (the keywords Graph.sdpa and Graph.sdpa_backward take besides tensors)
 SDPA_OPTION_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SdpaAttributes))
 
+_FWD, _BWD = frozenset({"sdpa"}), frozenset({"sdpa_backward"})
+_BOTH = _FWD | _BWD
+#: options of one direction only, as cudnn-frontend has them; the other direction refuses them as keywords
+ONE_DIRECTION_OPTIONS: dict[str, frozenset[str]] = {
+    "generate_stats": _FWD,
+    "is_inference": _FWD,
+    "use_deterministic_algorithm": _BWD,
+}
 
-def options_from(options: SdpaAttributes | None, keywords: Mapping[str, Any], what: str) -> SdpaAttributes:
-    """The options of one call: ``options`` (or the defaults) with ``keywords`` overriding its fields.
-    An unknown keyword names itself and the known ones."""
+
+@dataclass(frozen=True)
+class ForeignOption:
+    """A keyword of cudnn-frontend's ``pygraph.sdpa`` / ``sdpa_backward`` for a feature hipdnn lacks:
+    accepted at its off value (``off``: None, False or AUTO, cudnn-frontend's default), refused
+    otherwise with ``feature`` in the message."""
+
+    feature: str
+    off: object
+    ops: frozenset[str]
+
+    def is_off(self, value: object) -> bool:
+        if self.off is AttentionImplementation.AUTO:
+            # None too: a port that forwards ``implementation=None`` means "not chosen"
+            return value is None or (isinstance(value, AttentionImplementation) and value is self.off)
+        return value is self.off
+
+
+#: cudnn-frontend's SDPA keywords (python/pygraph/sdpa.cpp) that name features hipdnn does not
+#: implement, by keyword. ``sliding_window_length`` is not here: it is an alias (of
+#: ``diagonal_band_left_bound``), served.
+CUDNN_FRONTEND_OPTIONS: dict[str, ForeignOption] = {
+    "dropout": ForeignOption("dropout", None, _BOTH),
+    "rng_dump": ForeignOption("dumping the dropout RNG mask (rng_dump)", None, _BOTH),
+    "paged_attention_k_table": ForeignOption("paged attention (a K page table)", None, _FWD),
+    "paged_attention_v_table": ForeignOption("paged attention (a V page table)", None, _FWD),
+    "paged_attention_max_seq_len_kv": ForeignOption("paged attention (its maximum KV length)", None, _FWD),
+    "max_total_seq_len_q": ForeignOption("ragged (packed) Q layouts", None, _BOTH),
+    "max_total_seq_len_kv": ForeignOption("ragged (packed) K/V layouts", None, _BOTH),
+    "cu_seq_len_q": ForeignOption("cumulative (ragged) query sequence lengths", None, _FWD),
+    "cu_seq_len_kv": ForeignOption("cumulative (ragged) key/value sequence lengths", None, _FWD),
+    "block_mask": ForeignOption("block-sparse masks (block_mask)", None, _FWD),
+    "score_mod": ForeignOption("score modification callbacks (score_mod)", None, _BOTH),
+    "score_mod_bprop": ForeignOption("score modification callbacks (score_mod_bprop)", None, _BWD),
+    "score_max": ForeignOption("the row-max output (score_max)", None, _FWD),
+    "score_sum_exp": ForeignOption("the row sum-of-exponents output (score_sum_exp)", None, _FWD),
+    "sink_token": ForeignOption("attention sink tokens (sink_token)", None, _BOTH),
+    "dSink_token": ForeignOption("the sink-token gradient (dSink_token)", None, _BWD),
+    "dBias": ForeignOption("a bias gradient (dBias)", None, _BWD),
+    "unfuse_fma": ForeignOption("unfused softmax arithmetic (unfuse_fma, an SM100 cuDNN switch)", False, _FWD),
+    "stats_use_log2": ForeignOption("base-2 stats (stats_use_log2; hipdnn's stats are natural-log)", False, _FWD),
+    "implementation": ForeignOption(
+        "choosing cuDNN's SDPA implementation (hipdnn chooses engines itself; "
+        "Graph(preferred_engine_id=...) names one)",
+        AttentionImplementation.AUTO,
+        _FWD,
+    ),
+}
+
+_OTHER = {"sdpa": "sdpa_backward", "sdpa_backward": "sdpa"}
+
+
+def _off_text(option: ForeignOption) -> str:
+    off = option.off
+    return "AttentionImplementation.AUTO" if off is AttentionImplementation.AUTO else repr(off)
+
+
+def cudnn_keywords(keywords: Mapping[str, Any], kind: str, what: str) -> dict[str, Any]:
+    """``keywords`` with cudnn-frontend's spellings resolved for op ``kind`` ("sdpa" or
+    "sdpa_backward"): its unimplemented features dropped at their off values (refused, naming the
+    feature, at any other), ``sliding_window_length`` renamed ``diagonal_band_left_bound``, and the
+    options of the other direction refused as that direction's."""
+    out: dict[str, Any] = {}
+    for name, value in keywords.items():
+        option = CUDNN_FRONTEND_OPTIONS.get(name)
+        ops = option.ops if option is not None else ONE_DIRECTION_OPTIONS.get(name, _BOTH)
+        if kind not in ops:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"{what}: {name} is an option of {_OTHER[kind]}, not of {kind}")
+        if option is None:
+            out[name] = value
+        elif not option.is_off(value):
+            shown = f"tensor {value.get_name()!r}" if isinstance(value, TensorAttributes) else show(value)
+            raise HipdnnError(
+                ErrorCode.GRAPH_NOT_SUPPORTED,
+                f"{what}: {name}={shown} asks for {option.feature}, which hipdnn does not support; "
+                f"leave {name} out or pass {_off_text(option)} (cudnn-frontend's default)",
+            )
+    window = keywords.get("sliding_window_length")
+    if "sliding_window_length" in keywords:
+        del out["sliding_window_length"]
+        if window is not None:
+            if keywords.get("diagonal_band_left_bound") is not None:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"{what}: sliding_window_length and diagonal_band_left_bound are both set; give one "
+                    "(sliding_window_length is cudnn-frontend's older name for the left bound)",
+                )
+            out["diagonal_band_left_bound"] = window
+    return out
+
+
+def options_from(
+    options: SdpaAttributes | None, keywords: Mapping[str, Any], what: str, kind: str = "sdpa"
+) -> SdpaAttributes:
+    """The options of one call of op ``kind``: ``options`` (or the defaults) with ``keywords``
+    overriding its fields. cudnn-frontend's keywords are resolved first (:func:`cudnn_keywords`);
+    an unknown keyword names itself and the known ones."""
     if options is not None and not isinstance(options, SdpaAttributes):
         raise refuse(f"{what}: options", f"must be a hipdnn.SdpaAttributes, not {type(options).__name__}")
+    keywords = cudnn_keywords(keywords, kind, what)
     unknown = sorted(set(keywords) - set(SDPA_OPTION_NAMES))
     if unknown:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE,
-            f"{what}: unknown option(s) {', '.join(unknown)}; SdpaAttributes has {', '.join(SDPA_OPTION_NAMES)}",
+            f"{what}: unknown option(s) {', '.join(unknown)}; SdpaAttributes has {', '.join(SDPA_OPTION_NAMES)}"
+            " (and cudnn-frontend's keywords at their off values)",
         )
     return dataclasses.replace(options or SdpaAttributes(), **keywords)
 
@@ -149,6 +288,17 @@ def write_options(options: SdpaAttributes, table: Any) -> None:
     table.seqLenKvTensorUid = _uid(options.seq_len_kv)
     table.attnMaskTensorUid = _uid(options.bias)
     table.alibiMask = options.use_alibi_mask
+
+
+def write_backward_options(options: SdpaAttributes, table: Any) -> None:
+    """The backward's wire table: the shared options, and its own (deterministic)."""
+    write_options(options, table)
+    table.deterministic = options.use_deterministic_algorithm
+
+
+def read_backward_options(table: Any, tensor: Callable[[int | None], Any]) -> SdpaAttributes:
+    """The backward's options, read back from its wire table."""
+    return dataclasses.replace(read_options(table, tensor), use_deterministic_algorithm=bool(table.deterministic))
 
 
 def read_options(table: Any, tensor: Callable[[int | None], Any]) -> SdpaAttributes:

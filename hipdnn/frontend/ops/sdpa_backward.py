@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hipdnn.frontend.ops.attention_options import SdpaAttributes, check_options, read_options, write_options
+from hipdnn.frontend.ops.attention_options import (
+    SdpaAttributes,
+    check_options,
+    read_backward_options,
+    write_backward_options,
+)
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
@@ -104,7 +109,7 @@ class SdpaBackwardNode(Operation):
         t.qTensorUid, t.kTensorUid, t.vTensorUid = self.q.get_uid(), self.k.get_uid(), self.v.get_uid()
         t.oTensorUid, t.doTensorUid, t.statsTensorUid = self.o.get_uid(), self.do.get_uid(), self.stats.get_uid()
         t.dqTensorUid, t.dkTensorUid, t.dvTensorUid = self.dq.get_uid(), self.dk.get_uid(), self.dv.get_uid()
-        write_options(self.options, t)
+        write_backward_options(self.options, t)
         return t
 
     @classmethod
@@ -123,5 +128,5 @@ class SdpaBackwardNode(Operation):
             dq=tensor(table.dqTensorUid),
             dk=tensor(table.dkTensorUid),
             dv=tensor(table.dvTensorUid),
-            options=read_options(table, tensor),
+            options=read_backward_options(table, tensor),
         )
