@@ -399,19 +399,24 @@ def forward_example(handle: hipdnn.Handle, engine: int, data: st.DataObject, tal
         tally.run(run_forward_call, (handle, g, t, p, c, gen))
 
 
-@ENGINES
-def test_every_forward_call_is_exact_or_refused(handle: hipdnn.Handle, engine: int) -> None:
-    skip_unless_here(handle, engine)
-    tally = Tally()
-
-    @settings(
-        max_examples=EXAMPLES[engine],
+def sweep(examples: int) -> Any:
+    """The sweeps' hypothesis settings: reproducible draws, every failure counted rather than shrunk."""
+    return settings(
+        max_examples=examples,
         deadline=None,
         derandomize=True,
         database=None,
         phases=NO_SHRINK,
         suppress_health_check=HEALTH,
     )
+
+
+@ENGINES
+def test_every_forward_call_is_exact_or_refused(handle: hipdnn.Handle, engine: int) -> None:
+    skip_unless_here(handle, engine)
+    tally = Tally()
+
+    @sweep(EXAMPLES[engine])
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         forward_example(handle, engine, data, tally)
@@ -511,14 +516,7 @@ def test_every_backward_call_is_exact_or_refused(handle: hipdnn.Handle, engine: 
     skip_unless_here(handle, engine)
     tally = Tally()
 
-    @settings(
-        max_examples=BWD_EXAMPLES[engine],
-        deadline=None,
-        derandomize=True,
-        database=None,
-        phases=NO_SHRINK,
-        suppress_health_check=HEALTH,
-    )
+    @sweep(BWD_EXAMPLES[engine])
     @given(data=st.data())
     def check(data: st.DataObject) -> None:
         draw = data.draw

@@ -175,8 +175,6 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
     OverrideSet& o = s.overrides;
     o.clear();
     size_t m = bd.override_uids.size();
-    s.slot_dims.assign(bd.slot_dims.begin(), bd.slot_dims.end());
-    s.slot_strides.assign(bd.slot_strides.begin(), bd.slot_strides.end());
     if (m && shapes != Py_None) {
         if (strides == Py_None) return raise(kInvalidValue, "override shapes given without override strides");
         o.reset(m);
@@ -184,6 +182,8 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
         if (!read_bound_overrides(shapes, strides, m, o)) return nullptr;
         s.bytes.assign(bd.slot_bytes.begin(), bd.slot_bytes.end());
+        s.slot_dims.assign(bd.slot_dims.begin(), bd.slot_dims.end());  // the declared layouts, overridden below
+        s.slot_strides.assign(bd.slot_strides.begin(), bd.slot_strides.end());
         for (size_t i = 0; i < m; ++i) {
             size_t idx = static_cast<size_t>(o.index[i]);
             const TensorSpec& t = d.tensors[idx];
@@ -205,9 +205,11 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
     if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
     size_t n_written = bd.written_slots.size();
     const int64_t* bytes_now = o.size() ? s.bytes.data() : bd.slot_bytes.data();
+    const int64_t* const* dims_now = o.size() ? s.slot_dims.data() : bd.slot_dims.data();
+    const int64_t* const* strides_now = o.size() ? s.slot_strides.data() : bd.slot_strides.data();
     if ((n_written + 1) * (n + 1) <= 64) {
         if (!check_alias_few(d, s.buffers.data(), bytes_now, bd.slot_tensor.data(), bd.slot_written.data(),
-                             s.slot_dims.data(), s.slot_strides.data(), bd.slot_rank.data(), bd.slot_itemsize.data(),
+                             dims_now, strides_now, bd.slot_rank.data(), bd.slot_itemsize.data(),
                              bd.written_slots.data(), n_written, n, ws, d.workspace_size))
             return nullptr;
     } else {
@@ -216,7 +218,7 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
         Span sp;
         for (size_t i = 0; i < n; ++i) {
             if (span_at(reinterpret_cast<uint64_t>(s.buffers[i].ptr), bytes_now[i], bd.slot_tensor[i],
-                        bd.slot_written[i] != 0, s.slot_dims[i], s.slot_strides[i], bd.slot_rank[i],
+                        bd.slot_written[i] != 0, dims_now[i], strides_now[i], bd.slot_rank[i],
                         bd.slot_itemsize[i], &sp))
                 add_span(s.spans, &written, sp);
         }
