@@ -155,8 +155,15 @@ def scaled_dot_product_attention(
     )
 
     batch: tuple[int, ...]
-    if len(qs) == 4 and len(ks) == 4 and len(vs) == 4 and qs[0] == ks[0] == vs[0] and qs[1] == ks[1] == vs[1]:
-        q, k, v, mode, batch = query, key, value, "4d", (qs[0],)  # the common case, checked
+    if (
+        len(qs) == 4
+        and len(ks) == 4
+        and len(vs) == 4
+        and qs[0] == ks[0] == vs[0]
+        and ks[1] == vs[1]
+        and (qs[1] == ks[1] or (enable_gqa and ks[1] > 0 and qs[1] % ks[1] == 0))
+    ):
+        q, k, v, mode, batch = query, key, value, "4d", (qs[0],)  # the common cases (GQA too), checked
     else:
         q, k, v, mode, batch = _normalize(query, key, value, enable_gqa)
     b, hq, sq = q.shape[:3]
@@ -295,7 +302,9 @@ def _bias(
 def _lengths(
     seq_len_q: torch.Tensor | None, seq_len_kv: torch.Tensor | None, device: torch.device, b: int, sq: int, skv: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Both sequence-length tensors as contiguous [B] (one not given: full length)."""
+    """Both sequence-length tensors as contiguous int32 [B] (one not given: full length). int64
+    lengths are clamped to their range first (outside it they mean the nearest end anyway), so none
+    wraps in the conversion: the engines take INT32."""
     out: list[torch.Tensor] = []
     for name, t, full in (("seq_len_q", seq_len_q, sq), ("seq_len_kv", seq_len_kv, skv)):
         if t is None:
@@ -306,6 +315,8 @@ def _lengths(
             raise _fail(f"{name} is on {t.device}, query on {device}")
         if t.numel() not in (1, b) or t.dim() > 1 and any(d != 1 for d in t.shape[1:]):
             raise _fail(f"{name} must hold one length per batch entry ([{b}]), has shape {list(t.shape)}")
+        if t.dtype != torch.int32:
+            t = t.clamp(0, full).to(torch.int32)
         out.append(t.reshape(-1).expand(b).contiguous())
     return out[0], out[1]
 

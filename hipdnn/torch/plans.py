@@ -245,13 +245,21 @@ class Plan:
         and ``reaches`` accept."""
         values, shapes, strides = call
         device = values[0].device
+        if device.type == "cuda" and _current_device is not None and _current_device() != device.index:
+            with torch.cuda.device(device.index):  # launch on the tensors' GPU, not the current one
+                self._launch(call, device)
+        else:
+            self._launch(call, device)
+        counters.bound_calls += 1
+
+    def _launch(self, call: Call, device: torch.device) -> None:
+        values, shapes, strides = call
         if device.type != "cpu":
             follow_stream(self.handle, device)
         workspace = self.workspace(device)
         self.bound(
             [v.data_ptr() for v in values], workspace.data_ptr() if workspace is not None else 0, shapes, strides
         )
-        counters.bound_calls += 1
 
     def workspace(self, device: torch.device) -> torch.Tensor | None:
         """The call's workspace. On a GPU, a fresh tensor from torch's caching allocator on the current
@@ -474,13 +482,22 @@ def handle_for(device: torch.device) -> Handle:
         return handle
 
 
+#: torch's C accessors of the current CUDA stream and device (a CUDA build's; about 10 us cheaper per
+#: call than ``torch.cuda.current_stream``), None in a CPU-only build
+_current_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device: Callable[[], int] | None = getattr(torch._C, "_cuda_getDevice", None)
+
+
 def follow_stream(handle: Handle, device: torch.device) -> None:
     """Point ``handle`` at torch's current stream on ``device`` (CUDA/ROCm), so that the kernel is
     ordered after the work that produced its inputs and before the work that reads its outputs.
     Nothing on the CPU."""
     if device.type != "cuda":
         return
-    stream = int(torch.cuda.current_stream(device).cuda_stream)
+    if _current_raw_stream is not None and device.index is not None:
+        stream = int(_current_raw_stream(device.index))
+    else:
+        stream = int(torch.cuda.current_stream(device).cuda_stream)
     if handle.get_stream() != stream:
         handle.set_stream(stream)
 

@@ -1,0 +1,186 @@
+"""hipdnn.torch on CUDA tensors (engine 202, bf16/fp16): values and gradients against torch's own
+SDPA computed in float32, grouped-query attention, BSHD views, causal alignments and sequence
+lengths; calls follow torch's current stream; a captured CUDA graph replays with new input values and
+new device-side lengths; torch.compile (inductor) traces the custom op; a tiny random-weight Llama on
+the GPU gives sdpa's logits. Skips where no CUDA device or no GPU engine is present (CI has neither)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="hipdnn.torch needs PyTorch (pip install 'hipdnn[torch]')")
+
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA device (torch.cuda.is_available() is False)", allow_module_level=True)
+
+import hipdnn  # noqa: E402
+import hipdnn.torch as ht  # noqa: E402
+
+try:
+    hipdnn.Handle(device="cuda")
+except hipdnn.HipdnnError as exc:  # pragma: no cover - depends on the machine
+    pytest.skip(f"no GPU engine loads here: {exc}", allow_module_level=True)
+
+DEV = torch.device("cuda")
+TOL = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
+
+
+def reference(q: Any, k: Any, v: Any, causal: bool, bottom_right: bool, seq_kv: Any = None) -> Any:
+    """float32 attention from the definition (grouped heads repeated), masked rows zero."""
+    q, k, v = (t.float() for t in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    sq, skv = q.shape[2], k.shape[2]
+    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(skv, device=q.device)[None, :]
+    lengths = torch.full((q.shape[0],), skv, device=q.device) if seq_kv is None else seq_kv.to(q.device)
+    keep = j[None] < lengths[:, None, None]
+    if causal:
+        shift = (lengths - sq)[:, None, None] if bottom_right else torch.zeros_like(lengths)[:, None, None]
+        keep = keep & (j[None] <= i[None] + shift)
+    s = s.masked_fill(~keep[:, None], float("-inf"))
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    return p @ v
+
+
+def close(got: Any, want: Any, tol: float, what: str) -> None:
+    assert torch.isfinite(got).all(), f"{what}: non-finite values"
+    err = (got.float() - want.float()).abs().max().item()
+    assert err <= tol * max(1.0, want.float().abs().max().item()), f"{what}: max error {err}"
+
+
+def inputs(b: int, hq: int, hk: int, sq: int, skv: int, d: int, dtype: Any, layout: str, seed: int) -> tuple[Any, ...]:
+    gen = torch.Generator(device=DEV).manual_seed(seed)
+
+    def make(h: int, s: int) -> Any:
+        if layout == "bshd":
+            return torch.randn(b, s, h, d, device=DEV, dtype=dtype, generator=gen).transpose(1, 2)
+        return torch.randn(b, h, s, d, device=DEV, dtype=dtype, generator=gen)
+
+    return make(hq, sq), make(hk, skv), make(hk, skv)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+@pytest.mark.parametrize(("sq", "skv"), [(1, 37), (1, 1056), (37, 37), (129, 300), (512, 512)])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", ["none", "top_left", "bottom_right"])
+def test_forward_values(dtype: Any, layout: str, sq: int, skv: int, d: int, causal: str) -> None:
+    q, k, v = inputs(2, 8, 2, sq, skv, d, dtype, layout, seed=sq * 7 + skv + d)
+    got = ht.scaled_dot_product_attention(
+        q, k, v, is_causal=causal != "none", enable_gqa=True,
+        causal_alignment="bottom_right" if causal == "bottom_right" else "top_left",
+    )  # fmt: skip
+    want = reference(q, k, v, causal != "none", causal == "bottom_right")
+    assert got.shape == want.shape and got.dtype == dtype and got.is_cuda
+    close(got, want, TOL[dtype], f"{dtype} {layout} sq={sq} skv={skv} d={d} {causal}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_sequence_lengths(dtype: Any) -> None:
+    """Per-sequence key lengths (a KV cache filled to different depths), int32 and int64, with a
+    bottom-right causal query block: each sequence's diagonal ends at its own last key."""
+    q, k, v = inputs(3, 8, 8, 16, 300, 128, dtype, "bshd", seed=5)
+    for lengths in (
+        torch.tensor([300, 17, 129], device=DEV),
+        torch.tensor([1, 300, 64], device=DEV, dtype=torch.int32),
+    ):
+        got = ht.scaled_dot_product_attention(
+            q, k, v, is_causal=True, causal_alignment="bottom_right", seq_len_kv=lengths
+        )
+        close(got, reference(q, k, v, True, True, lengths), TOL[dtype], f"lengths {lengths.tolist()}")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients(dtype: Any, causal: bool) -> None:
+    q, k, v = inputs(2, 8, 2, 200, 200, 128, dtype, "bshd", seed=11)
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    refs = [t.detach().float().clone().requires_grad_(True) for t in (q, k, v)]
+    go = torch.randn(2, 8, 200, 128, device=DEV, dtype=dtype)
+    ht.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True).backward(go)
+    reference(*refs, causal, False).backward(go.float())
+    for name, a, r in zip("qkv", leaves, refs):
+        assert a.grad is not None and r.grad is not None
+        close(a.grad, r.grad, 2 * TOL[dtype], f"d{name} causal={causal}")
+
+
+def test_follows_current_stream() -> None:
+    """Inputs written on a side stream behind a long kernel: the attention call made on that stream
+    must wait for them (it runs on torch's current stream, not the handle's default one)."""
+    side = torch.cuda.Stream()
+    q, k, v = inputs(1, 8, 8, 1, 4096, 128, torch.bfloat16, "bhsd", seed=3)
+    want = reference(q, k, v, False, False)
+    qs, ks, vs = (torch.zeros_like(t) for t in (q, k, v))
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU time ahead of the copies
+        for dst, src in ((qs, q), (ks, k), (vs, v)):
+            dst.copy_(src)
+        got = ht.scaled_dot_product_attention(qs, ks, vs)
+    side.synchronize()
+    close(got, want, TOL[torch.bfloat16], "on a side stream")
+
+
+def test_cuda_graph_replay() -> None:
+    """Capture one decode step (KV cache at its full size, its filled length a device tensor), then
+    replay it with new query values and new lengths written into the captured tensors."""
+    b, h, skv, d = 2, 8, 1024, 128
+    q, k, v = inputs(b, h, h, 1, skv, d, torch.bfloat16, "bshd", seed=21)
+    lengths = torch.tensor([100, 700], device=DEV, dtype=torch.int32)
+    static_q = q.clone()
+    for _ in range(2):  # warm up: plans are built before capture
+        ht.scaled_dot_product_attention(
+            static_q, k, v, is_causal=True, causal_alignment="bottom_right", seq_len_kv=lengths
+        )
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = ht.scaled_dot_product_attention(
+            static_q, k, v, is_causal=True, causal_alignment="bottom_right", seq_len_kv=lengths
+        )
+    for step, new_lengths in enumerate(([100, 700], [101, 701], [1024, 5])):
+        static_q.copy_(torch.randn_like(static_q))
+        lengths.copy_(torch.tensor(new_lengths, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        close(out, reference(static_q, k, v, True, True, lengths), TOL[torch.bfloat16], f"replay {step}")
+
+
+def test_compiled_inductor() -> None:
+    q, k, v = inputs(2, 8, 2, 129, 129, 64, torch.bfloat16, "bshd", seed=8)
+
+    def layer(q: Any, k: Any, v: Any) -> Any:
+        return ht.scaled_dot_product_attention(q * 1.0, k, v, is_causal=True, enable_gqa=True) + 1.0
+
+    torch._dynamo.reset()
+    compiled = torch.compile(layer, backend="inductor", fullgraph=True)
+    close(compiled(q, k, v), reference(q, k, v, True, False) + 1.0, TOL[torch.bfloat16], "inductor")
+
+
+def test_transformers_llama_logits() -> None:
+    transformers = pytest.importorskip("transformers")
+    ht.register_transformers()
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=512,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(config).to(DEV, torch.bfloat16).eval()
+    ids = torch.randint(0, 256, (2, 77), device=DEV)
+    logits = {}
+    for impl in ("sdpa", "hipdnn"):
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            logits[impl] = model(ids).logits.float()
+        calls = ht.plan_cache().stats().bound_calls
+        with torch.no_grad():
+            tokens = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
+        assert tokens.shape == (2, 85)
+        if impl == "hipdnn":
+            assert ht.plan_cache().stats().bound_calls - calls == 8 * config.num_hidden_layers
+    close(logits["hipdnn"], logits["sdpa"], 5e-2, "llama logits")
