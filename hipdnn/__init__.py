@@ -1,9 +1,11 @@
 """hipdnn: a DNN graph runtime whose engines are C-ABI plugins, with execute-time shape overrides.
 
-import hipdnn
-handle = hipdnn.Handle()
-g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
-...
+The public names are those of ``__all__`` (``hipdnn.torch`` and ``hipdnn.device`` add their own). A start::
+
+    import hipdnn
+    handle = hipdnn.Handle()
+    g = hipdnn.Graph(name="attn", io_data_type=hipdnn.DataType.FLOAT)
+    ...
 """
 
 import logging as _logging
@@ -36,6 +38,7 @@ _logging.getLogger("hipdnn").addHandler(_logging.NullHandler())
 
 # Written once, in pyproject.toml; the engines report the same string (HIPDNN_VERSION in CMake).
 try:
+    #: The installed distribution's version ("0+unknown" for a source tree imported uninstalled).
     __version__ = _metadata.version("hipdnn")
 except _metadata.PackageNotFoundError:  # a source tree imported without being installed
     __version__ = "0+unknown"

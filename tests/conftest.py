@@ -1,4 +1,5 @@
-"""Shared fixtures: the fake plugins (built once per session with CMake) and handles over them."""
+"""Shared fixtures: the fake plugins (built once per session with CMake) and handles over them, and
+the HIP engine (built once per session where nvcc or hipcc exists)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 import hipdnn
 from tests.fake_abi.fake_build import FAKE_VARIANTS, build_fake_plugins, load_fake
+from tests.gpu.hip_support import GPU_COMPILERS, build_hip_wheel, find_plugin, plugin_of_wheel
 
 
 @pytest.fixture(scope="session")
@@ -80,3 +82,36 @@ def fake_handle_factory(fake_plugin_paths: dict[str, Path]) -> Iterator[Any]:
     yield make
     for h in handles:
         h.close()
+
+
+@pytest.fixture(scope="session")
+def hip_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """engines/hip's distribution (hipdnn-engine-hip) built as a wheel with this machine's GPU compiler,
+    once per session; the GPU tests load its plugin (``hip_plugin``), tests/test_packaging.py checks
+    the wheel itself."""
+    if not GPU_COMPILERS:
+        pytest.skip("no GPU compiler (nvcc or hipcc) on PATH: the hipdnn-engine-hip distribution is not built here")
+    return build_hip_wheel(tmp_path_factory.mktemp("hip_wheel"))
+
+
+@pytest.fixture(scope="session")
+def hip_plugin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The HIP engine plugin the GPU tests load: the file HIPDNN_HIP_ENGINE names; else, where nvcc or
+    hipcc exists, this tree's engines/hip built for this session (``hip_wheel``), so that what is
+    tested is the source beside the tests; else an installed hipdnn-engine-hip or a build tree
+    (``find_plugin``). Skips, saying which, when there is none of these."""
+    env = os.environ.get("HIPDNN_HIP_ENGINE")
+    if env:
+        if not Path(env).is_file():
+            pytest.fail(f"HIPDNN_HIP_ENGINE={env!r} is not a file (unset it to build the engine here)")
+        return Path(env)
+    if GPU_COMPILERS:
+        wheel: Path = request.getfixturevalue("hip_wheel")
+        return plugin_of_wheel(wheel, tmp_path_factory.mktemp("hip_plugin"))
+    found = find_plugin()
+    if found is None:
+        pytest.skip(
+            "the HIP engine is not built and cannot be here: no nvcc or hipcc on PATH, no hipdnn-engine-hip "
+            "installed, HIPDNN_HIP_ENGINE unset"
+        )
+    return found

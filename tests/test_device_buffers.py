@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -94,16 +95,13 @@ def test_cuda_array_interface_values_are_on_device_and_bounded() -> None:
         )
 
 
-def test_gpu_engine_declares_device_memory_in_its_engine_details() -> None:
+def test_gpu_engine_declares_device_memory_in_its_engine_details(hip_plugin: Path) -> None:
     """Checked without a GPU: the HIP engine's details carry the device-memory note."""
     from hipdnn.backend.placement import BEHAVIOR_NOTE_DEVICE_MEMORY, read_behavior_notes
-    from tests.gpu.hip_support import find_plugin
 
-    plugin = find_plugin()  # the hipdnn-engine-hip distribution, HIPDNN_HIP_ENGINE or a build tree
-    with hipdnn.Handle(plugin_paths=[plugin] if plugin else []) as handle:
+    with hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE) as handle:
         hip = [p for p in handle.backend.plugins if p.name == "hipdnn_hip_engine"]
-        if not hip:
-            pytest.skip("the HIP engine is not built here (pip install ./engines/hip, or set HIPDNN_HIP_ENGINE)")
+        assert hip, f"the HIP engine at {hip_plugin} did not load: {handle.skipped_plugins()}"
         g = hipdnn.Graph(name="bf16", io_data_type=hipdnn.DataType.BFLOAT16)
         dims, strides = [1, 2, 64, 64], [8192, 4096, 64, 1]
         q, k, v = (g.tensor(name=n, dim=dims, stride=strides, data_type=hipdnn.DataType.BFLOAT16) for n in "qkv")

@@ -19,12 +19,15 @@ Checked statically (``ast``), so an import inside a function or under ``TYPE_CHE
   ``from hipdnn import x``).
 - plugins: ``hipdnn.plugins`` and ``hipdnn.wire``; nothing from ``hipdnn.backend``,
   ``hipdnn.frontend`` nor the root.
+
+Within a layer, too, the imports go one way: no module of the package reaches itself through its
+imports (``test_no_import_cycles``).
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -249,3 +252,144 @@ def test_allow_lists_are_not_stale() -> None:
     seen = {(imp.file, imp.target) for imp, _ in violations()}
     stale = sorted((BEING_FIXED | ACCEPTED) - seen)
     assert not stale, f"these allowed violations are gone; delete them from the allow-list: {stale}"
+
+
+# -- no import circles -------------------------------------------------------------------------
+#
+# The package's modules and their imports form a graph that must have no cycle. Every import counts,
+# wherever it sits (module level, under ``TYPE_CHECKING``, inside a function): a deferred import is
+# the same dependency, and counting it keeps a circle from being hidden by moving an import into a
+# function. ``from x import y`` names the module ``x.y`` when that is a module, else ``x``. The implicit
+# import of a module's parent packages is not an edge: a package's ``__init__`` re-exporting its
+# submodules is the usual shape, not a circle.
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the hipdnn package, the generated wire code included, by dotted name. A
+    ``.pyi`` stub stands for a compiled extension (``hipdnn.backend._execute_core``)."""
+    found: dict[str, Path] = {}
+    for path in sorted(PACKAGE.rglob("*.py*")):
+        if path.suffix in (".py", ".pyi"):
+            found.setdefault(module_name(path), path)  # the .py source wins over its stub
+    return found
+
+
+def resolve_module(target: str, modules: Collection[str]) -> str | None:
+    """The module of hipdnn that importing ``target`` (``pkg.mod`` or ``pkg.mod.name``) reads."""
+    while target:
+        if target in modules:
+            return target
+        target = target.rpartition(".")[0]
+    return None
+
+
+def import_graph() -> dict[str, dict[str, Import]]:
+    """module -> {module of hipdnn it imports: the first import statement naming it}."""
+    modules = package_modules()
+    graph: dict[str, dict[str, Import]] = {}
+    for module, path in modules.items():
+        edges: dict[str, Import] = {}
+        if path.suffix == ".py":
+            rel = path.relative_to(REPO).as_posix()
+            for imp in imports_of(path.read_text(), module, rel, path.name == "__init__.py"):
+                target = resolve_module(imp.target, modules)
+                if target is not None and target != module:
+                    edges.setdefault(target, imp)
+        graph[module] = edges
+    return graph
+
+
+def find_cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One shortest cycle through each strongly connected component of ``graph`` that has more than
+    one node, as ``[a, b, ..., a]``; an empty list when the graph is acyclic."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def strongconnect(root: str) -> None:  # Tarjan's algorithm, iterative
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            strongconnect(node)
+
+    cycles = []
+    for component in sorted(components, key=min):
+        start = min(component)
+        previous: dict[str, str] = {}
+        frontier = [start]
+        while frontier and start not in previous:  # breadth-first, back to start, inside the component
+            following = []
+            for node in frontier:
+                for child in sorted(graph.get(node, ())):
+                    if child in component and child not in previous:
+                        previous[child] = node
+                        following.append(child)
+            frontier = following
+        path = [start]
+        while path[-1] != start or len(path) == 1:
+            path.append(previous[path[-1]])
+        cycles.append(path[::-1])
+    return cycles
+
+
+def test_find_cycles() -> None:
+    assert find_cycles({"a": ["b"], "b": ["c"], "c": []}) == []
+    assert find_cycles({"a": ["b"], "b": ["a"]}) == [["a", "b", "a"]]
+    got = find_cycles({"a": ["b"], "b": ["c", "d"], "c": ["a"], "d": ["b"], "e": ["e2"], "e2": ["e"]})
+    assert got == [["a", "b", "c", "a"], ["e", "e2", "e"]]
+
+
+def test_imports_resolve_to_modules() -> None:
+    modules = {"hipdnn", "hipdnn.plugins", "hipdnn.plugins.loader"}
+    assert resolve_module("hipdnn.plugins.loader.SkippedPlugin", modules) == "hipdnn.plugins.loader"
+    assert resolve_module("hipdnn.plugins.loader", modules) == "hipdnn.plugins.loader"
+    assert resolve_module("hipdnn.plugins.PluginError", modules) == "hipdnn.plugins"
+    assert resolve_module("numpy.linalg", modules) is None
+    graph = import_graph()
+    assert "hipdnn.backend._execute_core" in graph["hipdnn.backend.execute_core"]  # a compiled module, by its stub
+    assert "hipdnn.frontend.shortcuts" in graph["hipdnn.frontend.graph"]
+
+
+def test_no_import_cycles() -> None:
+    graph = import_graph()
+    cycles = find_cycles(graph)
+    shown = [
+        " -> ".join(cycle)
+        + "\n"
+        + "\n".join(
+            f"    {graph[a][b].file}:{graph[a][b].line} imports {graph[a][b].target}" for a, b in zip(cycle, cycle[1:])
+        )
+        for cycle in cycles
+    ]
+    assert not cycles, "import cycles in the hipdnn package (move the shared piece to one side):\n" + "\n".join(shown)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import hipdnn
+from tests.gpu.hip_support import plugin_of_wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,7 +53,8 @@ def test_the_hipdnn_logger_has_a_null_handler_and_keeps_its_level(
 
 
 # -- the GPU engine as its own distribution ------------------------------------------------------
-GPU_COMPILERS = [c for c in ("nvcc", "hipcc") if shutil.which(c)]
+# ``hip_wheel`` (tests/conftest.py): engines/hip built as a wheel once per session with this machine's
+# GPU compiler, the same build the GPU tests load their plugin from.
 
 
 def test_the_root_package_builds_cpu_only() -> None:
@@ -62,20 +64,6 @@ def test_the_root_package_builds_cpu_only() -> None:
     hip = (ROOT / "engines" / "hip" / "pyproject.toml").read_text()
     assert 'name = "hipdnn-engine-hip"' in hip
     assert '[project.entry-points."hipdnn.engine_plugins"]\nhip = "hipdnn_engine_hip"' in hip
-
-
-@pytest.fixture(scope="module")
-def hip_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """engines/hip built as a wheel with this machine's GPU compiler (nvcc is preferred when both are
-    present). About 1.5 min for a first build on 2 cores; engines/hip/build keeps it for the next run."""
-    if not GPU_COMPILERS:
-        pytest.skip("no GPU compiler (nvcc or hipcc) on PATH: the hipdnn-engine-hip distribution is not built here")
-    out = tmp_path_factory.mktemp("hip_wheel")
-    command = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out)]
-    result = subprocess.run([*command, str(ROOT / "engines" / "hip")], capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    (wheel,) = out.glob("hipdnn_engine_hip-*.whl")
-    return wheel
 
 
 def test_the_gpu_engine_wheel_holds_the_plugin_and_its_entry_point(hip_wheel: Path) -> None:
@@ -116,11 +104,9 @@ def test_the_installed_gpu_engine_is_found_through_its_entry_point(hip_wheel: Pa
 
 def test_the_gpu_engine_wheel_passes_its_no_gpu_tests(hip_wheel: Path, tmp_path: Path) -> None:
     """The engine's ABI tests that need no GPU (tests/gpu/test_hip_dynamic_abi.py: graph rules checked
-    through the engine's own refusal log) against the plugin of the built wheel."""
-    with zipfile.ZipFile(hip_wheel) as z:
-        z.extract("hipdnn_engine_hip/libhipdnn_hip_engine.so", tmp_path)
-    plugin = tmp_path / "hipdnn_engine_hip" / "libhipdnn_hip_engine.so"
-    plugin.chmod(0o755)
+    through the engine's own refusal log) against the plugin of the built wheel, named by
+    HIPDNN_HIP_ENGINE as a user would."""
+    plugin = plugin_of_wheel(hip_wheel, tmp_path)
     env = {**os.environ, "HIPDNN_HIP_ENGINE": str(plugin)}
     test = ["tests/gpu/test_hip_dynamic_abi.py", "-q", "-p", "no:cacheprovider"]
     result = subprocess.run(

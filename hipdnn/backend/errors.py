@@ -9,7 +9,7 @@ from enum import Enum
 
 
 class ErrorCode(Enum):
-    """hipdnn_frontend::ErrorCode."""
+    """What kind of failure a :class:`HipdnnError` reports (its ``.code``): hipdnn_frontend::ErrorCode."""
 
     OK = 0
     INVALID_VALUE = 1

@@ -2,7 +2,10 @@
 
 Keys name everything a plan depends on: the serialized graph (by hash), how the engine was chosen
 (heuristic mode, requested engine), the knobs, and the fingerprints of the handle's plugins (name,
-version, API version, file hash), so a rebuilt plugin never serves a stale plan."""
+version, API version, file hash), so a rebuilt plugin never serves a stale plan.
+
+The cache knows a plan only through :class:`CachedPlan`: the plans are descriptors, which are made on
+a handle, and the handle owns this cache, so naming the descriptor class here would close a circle."""
 
 from __future__ import annotations
 
@@ -10,16 +13,23 @@ import hashlib
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from hipdnn.plugins import PluginFingerprint
 
-if TYPE_CHECKING:
-    from hipdnn.backend.descriptors import ExecutionPlanDescriptor
+
+class CachedPlan(Protocol):
+    """What the cache asks of a plan (an ``ExecutionPlanDescriptor``): its execution context, which
+    is None once destroyed; such a plan can no longer serve and is dropped on lookup."""
+
+    @property
+    def context(self) -> object: ...
 
 
 @dataclass(frozen=True)
 class PlanKey:
+    """Everything a plan depends on; :meth:`for_graph` hashes the serialized graph."""
+
     graph_sha256: str
     heur_mode: int
     engine_id: int | None
@@ -40,6 +50,8 @@ class PlanKey:
 
 @dataclass(frozen=True)
 class PlanCacheStats:
+    """A snapshot of :meth:`PlanCache.stats`: lookups served and missed, plans evicted, plans held."""
+
     hits: int
     misses: int
     evictions: int
@@ -55,11 +67,11 @@ class PlanCache:
         if capacity < 0:
             raise ValueError("capacity must be >= 0")
         self._capacity = capacity
-        self._plans: OrderedDict[PlanKey, ExecutionPlanDescriptor] = OrderedDict()
+        self._plans: OrderedDict[PlanKey, CachedPlan] = OrderedDict()
         self._lock = threading.Lock()
         self._hits = self._misses = self._evictions = 0
 
-    def get(self, key: PlanKey) -> ExecutionPlanDescriptor | None:
+    def get(self, key: PlanKey) -> CachedPlan | None:
         with self._lock:
             plan = self._plans.get(key)
             if plan is None or plan.context is None:
@@ -71,7 +83,7 @@ class PlanCache:
             self._hits += 1
             return plan
 
-    def put(self, key: PlanKey, plan: ExecutionPlanDescriptor) -> None:
+    def put(self, key: PlanKey, plan: CachedPlan) -> None:
         with self._lock:
             if self._capacity == 0:
                 return

@@ -1020,7 +1020,8 @@ class Graph:
         blob = self.serialize()
         key = PlanKey.for_graph(blob, int(mode), handle.backend.fingerprints)
         cached = handle.backend.plan_cache.get(key)
-        if cached is not None and cached.graph is not None:
+        # build() put every plan there; the cache itself types them only by what it uses (CachedPlan)
+        if isinstance(cached, ExecutionPlanDescriptor) and cached.graph is not None:
             self._reset_build()
             self._op_graph, self._handle, self._serialized, self._plan = cached.graph, handle, blob, cached
             self._freeze()

@@ -2,18 +2,17 @@
 shortcuts, each a ``Graph.pointwise`` call with its mode filled in.
 
 The table is the one place a shortcut is defined; ``Graph`` names each entry once (``relu =
-PointwiseShortcut("relu")``) so that type checkers see it, and a test holds the two together."""
+UnaryShortcut("relu")``) so that type checkers see it, and a test holds the two together. The
+shortcuts know the graph only through :class:`PointwiseBuilder` (its ``pointwise`` method), since the
+graph imports this module."""
 
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, Protocol, cast, overload
+from typing import Protocol, cast, overload
 
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import POINTWISE_ARITY, DataType, PointwiseMode
-
-if TYPE_CHECKING:
-    from hipdnn.frontend.graph import Graph
 
 P = PointwiseMode
 
@@ -42,7 +41,7 @@ POINTWISE_SHORTCUTS: dict[str, tuple[PointwiseMode, str]] = {
     "rsqrt": (P.RSQRT, "1 / sqrt(x)"),
     "reciprocal": (P.RECIPROCAL, "1 / x"),
     "neg": (P.NEG, "-x"),
-    "abs": (P.ABS, "|x|"),
+    "abs": (P.ABS, "``|x|``"),
     "erf": (P.ERF, "erf(x)"),
     "sin": (P.SIN, "sin(x)"),
     "tan": (P.TAN, "tan(x)"),
@@ -61,10 +60,24 @@ POINTWISE_SHORTCUTS: dict[str, tuple[PointwiseMode, str]] = {
 }
 
 
+class PointwiseBuilder(Protocol):
+    """What a shortcut calls: ``Graph.pointwise``, with the same signature."""
+
+    def pointwise(
+        self,
+        mode: PointwiseMode,
+        in_0: TensorAttributes,
+        in_1: TensorAttributes | None = None,
+        in_2: TensorAttributes | None = None,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+    ) -> TensorAttributes: ...
+
+
 class UnboundUnaryOp(Protocol):
     def __call__(
         _,  # the protocol's own self; the graph is the first argument
-        self: Graph,
+        self: PointwiseBuilder,
         x: TensorAttributes,
         name: str | None = None,
         *,
@@ -75,7 +88,7 @@ class UnboundUnaryOp(Protocol):
 class UnboundBinaryOp(Protocol):
     def __call__(
         _,  # the protocol's own self; the graph is the first argument
-        self: Graph,
+        self: PointwiseBuilder,
         a: TensorAttributes,
         b: TensorAttributes,
         name: str | None = None,
@@ -103,7 +116,11 @@ class BinaryOp(Protocol):
 
 def _unary(mode: PointwiseMode, doc: str) -> types.FunctionType:
     def op(
-        self: Graph, x: TensorAttributes, name: str | None = None, *, compute_data_type: DataType = DataType.NOT_SET
+        self: PointwiseBuilder,
+        x: TensorAttributes,
+        name: str | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
     ) -> TensorAttributes:
         return self.pointwise(mode, x, compute_data_type=compute_data_type, name=name)
 
@@ -113,7 +130,7 @@ def _unary(mode: PointwiseMode, doc: str) -> types.FunctionType:
 
 def _binary(mode: PointwiseMode, doc: str, names: str) -> types.FunctionType:
     def op(
-        self: Graph,
+        self: PointwiseBuilder,
         a: TensorAttributes,
         b: TensorAttributes,
         name: str | None = None,
@@ -148,7 +165,7 @@ class _Shortcut:
         self._fn = _function(key)
         self.__doc__ = self._fn.__doc__
 
-    def _bind(self, graph: Graph | None) -> object:
+    def _bind(self, graph: PointwiseBuilder | None) -> object:
         return self._fn if graph is None else types.MethodType(self._fn, graph)
 
 
@@ -158,8 +175,8 @@ class UnaryShortcut(_Shortcut):
     @overload
     def __get__(self, graph: None, owner: type) -> UnboundUnaryOp: ...
     @overload
-    def __get__(self, graph: Graph, owner: type) -> UnaryOp: ...
-    def __get__(self, graph: Graph | None, owner: type) -> UnboundUnaryOp | UnaryOp:
+    def __get__(self, graph: PointwiseBuilder, owner: type) -> UnaryOp: ...
+    def __get__(self, graph: PointwiseBuilder | None, owner: type) -> UnboundUnaryOp | UnaryOp:
         return cast("UnboundUnaryOp | UnaryOp", self._bind(graph))
 
 
@@ -169,8 +186,8 @@ class BinaryShortcut(_Shortcut):
     @overload
     def __get__(self, graph: None, owner: type) -> UnboundBinaryOp: ...
     @overload
-    def __get__(self, graph: Graph, owner: type) -> BinaryOp: ...
-    def __get__(self, graph: Graph | None, owner: type) -> UnboundBinaryOp | BinaryOp:
+    def __get__(self, graph: PointwiseBuilder, owner: type) -> BinaryOp: ...
+    def __get__(self, graph: PointwiseBuilder | None, owner: type) -> UnboundBinaryOp | BinaryOp:
         return cast("UnboundBinaryOp | BinaryOp", self._bind(graph))
 
 

@@ -10,6 +10,7 @@ from hipdnn.plugins.discovery import (
     PluginSource,
     SearchPath,
     builtin_engine_dirs,
+    discover,
     discover_candidates,
     env_plugin_dirs,
     unsafe_reason,
@@ -22,7 +23,6 @@ from hipdnn.plugins.loader import (
     PluginFingerprint,
     SkippedPlugin,
     describe,
-    discover,
     instantiate,
 )
 from hipdnn.plugins.text import MAX_IDENTITY_BYTES, MAX_MESSAGE_BYTES, printable

@@ -56,6 +56,8 @@ _PACKAGE = __name__.partition(".")[0]
 
 
 class PluginLoadingMode(Enum):
+    """How ``Handle(plugin_paths=...)`` combines with the default search paths."""
+
     #: the given paths come after the defaults (built-in engines, HIPDNN_PLUGIN_DIR, entry points)
     ADDITIVE = "additive"
     #: only the given paths are searched
@@ -312,6 +314,16 @@ def expand(roots: Iterable[SearchPath], rejected: list[SkippedPlugin] | None = N
                 continue
             result.candidates.append(PluginCandidate(member, root.source, root.origin))
     return result
+
+
+def discover(paths: Iterable[Path]) -> list[Path]:
+    """Expand directories (non-recursively, sorted by name) and files into candidate files, in order,
+    without opening them. Duplicates (same real path) keep their first position. Untrusted or missing
+    paths are left out with a warning; :func:`discover_candidates` says more."""
+    found = expand(SearchPath(Path(p), PluginSource.HANDLE) for p in paths)
+    for r in found.rejected:
+        log.warning("plugin path %s left out: %s", r.path, r.reason)
+    return found.paths
 
 
 def discover_candidates(

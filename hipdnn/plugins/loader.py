@@ -24,7 +24,7 @@ import os
 import struct
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -866,18 +866,6 @@ class _Candidate(Protocol):
 
     @property
     def source(self) -> Any: ...
-
-
-def discover(paths: Iterable[Path]) -> list[Path]:
-    """Expand directories (non-recursively, sorted by name) and files into candidate files, in order,
-    without opening them. Duplicates (same real path) keep their first position. Untrusted or missing
-    paths are left out with a warning; hipdnn.plugins.discover_candidates says more."""
-    from hipdnn.plugins.discovery import PluginSource, SearchPath, expand
-
-    found = expand(SearchPath(Path(p), PluginSource.HANDLE) for p in paths)
-    for r in found.rejected:
-        log.warning("plugin path %s left out: %s", r.path, r.reason)
-    return found.paths
 
 
 def instantiate(

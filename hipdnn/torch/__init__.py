@@ -1,5 +1,5 @@
 """hipdnn for PyTorch (``pip install "hipdnn[torch]"``): attention on hipdnn's engines with torch's
-own signature, autograd, ``torch.compile`` and a transformers attention backend.
+own signature, autograd, ``torch.compile`` and a transformers attention backend::
 
     import hipdnn.torch
     out = hipdnn.torch.scaled_dot_product_attention(q, k, v, is_causal=True)

@@ -66,6 +66,8 @@ class AttentionFunction(torch.autograd.Function):
         seq_len_kv: torch.Tensor | None,
         masking: Masking,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(o, stats)`` of one attention call; saves the inputs, ``o`` and ``stats`` for the backward.
+        ``stats`` (the row log-sum-exp) is marked non-differentiable."""
         o, stats = attention_forward(q, k, v, bias, seq_len_q, seq_len_kv, masking, True)
         assert stats is not None
         ctx.save_for_backward(q, k, v, o, stats, bias, seq_len_q, seq_len_kv)
@@ -76,6 +78,8 @@ class AttentionFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable  # type: ignore[untyped-decorator, unused-ignore]
     def backward(ctx: Any, grad_o: torch.Tensor, grad_stats: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+        """``(dq, dk, dv, None, ...)`` from hipdnn's ``sdpa_backward``, each in its input's layout; a mask
+        (``bias``) that requires grad is refused (there is no dBias)."""
         _no_bias_grad(bool(ctx.needs_input_grad[3]))
         q, k, v, o, stats, bias, seq_len_q, seq_len_kv = ctx.saved_tensors
         dq, dk, dv = attention_backward(grad_o, q, k, v, o, stats, bias, seq_len_q, seq_len_kv, ctx.masking)

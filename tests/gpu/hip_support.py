@@ -1,11 +1,15 @@
-"""Helpers shared by the GPU engine tests and bench/gpu_sdpa.py: locating the HIP engine plugin,
-building SDPA forward and backward graphs for it, and references on the device (float32 for the
-forward's output, float64 for the backward's gradients)."""
+"""Helpers shared by the GPU engine tests and bench/gpu_sdpa.py: locating (or building) the HIP engine
+plugin, building SDPA forward and backward graphs for it, and references on the device (float32 for
+the forward's output, float64 for the backward's gradients)."""
 
 from __future__ import annotations
 
 import math
 import os
+import shutil
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,29 @@ import hipdnn
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_NAME = "libhipdnn_hip_engine.so"
 PORTABLE, TENSOR_CORE = 201, 202
+#: the GPU compilers on PATH that engines/hip builds with (nvcc is preferred when both are present)
+GPU_COMPILERS = [c for c in ("nvcc", "hipcc") if shutil.which(c)]
+
+
+def build_hip_wheel(out: Path) -> Path:
+    """engines/hip built as a wheel into ``out`` with this machine's GPU compiler, as ``pip install
+    ./engines/hip`` builds it (without build isolation: the test extra has the build requirements).
+    About 1.5 min for a first build on 2 cores; engines/hip/build keeps the build tree for the next."""
+    command = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out)]
+    result = subprocess.run([*command, str(ROOT / "engines" / "hip")], capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    (wheel,) = out.glob("hipdnn_engine_hip-*.whl")
+    return wheel
+
+
+def plugin_of_wheel(wheel: Path, out: Path) -> Path:
+    """The engine library of a hipdnn-engine-hip wheel, extracted under ``out`` (mode 0755: the loader
+    refuses files others may write)."""
+    with zipfile.ZipFile(wheel) as z:
+        z.extract(f"hipdnn_engine_hip/{PLUGIN_NAME}", out)
+    plugin = out / "hipdnn_engine_hip" / PLUGIN_NAME
+    plugin.chmod(0o755)
+    return plugin
 
 
 def find_plugin() -> Path | None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +15,6 @@ import hipdnn
 import hipdnn.device as hd
 from hipdnn.backend import values
 from hipdnn.device import _dlpack
-from tests.gpu.hip_support import find_plugin
 
 try:
     RUNTIME = hd.runtime()
@@ -96,19 +96,16 @@ def test_freed_buffer_and_closed_stream_are_errors() -> None:
         s.synchronize()
 
 
-PLUGIN = find_plugin()
-
-
-@pytest.mark.skipif(PLUGIN is None, reason="the HIP engine plugin is not built")
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_sdpa_on_the_hip_engine_from_device_buffers(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sdpa_on_the_hip_engine_from_device_buffers(
+    dtype: str, hip_plugin: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``hipdnn demo --device gpu``: the max-shape plan served at several lengths from hipdnn.device
     buffers on the handle's stream, each checked against float64 on the host."""
     if dtype == "bf16" and not HAVE_ML_DTYPES:
         pytest.skip("ml_dtypes is not installed")
     from hipdnn.cli import main
 
-    assert PLUGIN is not None
-    monkeypatch.setenv("HIPDNN_PLUGIN_DIR", str(PLUGIN.parent))
+    monkeypatch.setenv("HIPDNN_PLUGIN_DIR", str(hip_plugin.parent))
     args = ["--max-seq-len", "300", "--seq-lens", "1", "77", "300"]
     assert main(["demo", "--device", "gpu", "--dtype", dtype, *args]) == 0

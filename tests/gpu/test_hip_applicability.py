@@ -25,6 +25,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -40,18 +41,12 @@ from tests.gpu.hip_support import (  # noqa: E402
     PORTABLE,
     TENSOR_CORE,
     alignment,
-    find_plugin,
     forward64,
     gpu_graph,
     reference_backward,
     sdpa_graph,
     seq_len_tensors,
 )
-
-PLUGIN = find_plugin()
-if PLUGIN is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
-
 from tests.gpu.test_hip_engine import BF16, HALF, TOL_O, TORCH, check_lse, rel_err, skip_unless_here  # noqa: E402
 
 TOL_GRAD = {BF16: 2e-2, HALF: 5e-3}
@@ -69,8 +64,8 @@ HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_ba
 
 
 @pytest.fixture(scope="module")
-def handle() -> Iterator[hipdnn.Handle]:
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     if not any(p.name == "hipdnn_hip_engine" for p in h.loaded_plugins()):
         pytest.fail(f"the HIP engine did not load: {h.skipped_plugins()}")
     yield h

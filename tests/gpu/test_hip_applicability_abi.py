@@ -1,13 +1,14 @@
 """Which graphs and calls the HIP engine refuses because its kernels would compute them wrongly, and the
 reason it gives; through its C ABI with cffi, no torch (issue 27).
 
-Runs wherever the plugin is built, GPU or not, like test_hip_dynamic_abi.py: the graph rules run before
-the engine looks for a device, so a graph the kernels cannot serve is declined for that reason on any
-machine, and GetWorkspaceSize answers NOT_APPLICABLE with it as the last error (the text the host
-shows). Where a GPU is present, the per-call refusals are checked too: an override may shrink the head
-dim below the plan's, misalign a pointer or fold an output onto itself, and each is refused before any
-launch (the buffers passed are never dereferenced). The numerics of what is served are in
-test_hip_applicability.py; the rules themselves, compiled on the host, in tests/test_hip_call_rules.py.
+Runs wherever the plugin is built or can be (tests/conftest.py's ``hip_plugin``), GPU or not, like
+test_hip_dynamic_abi.py: the graph rules run before the engine looks for a device, so a graph the
+kernels cannot serve is declined for that reason on any machine, and GetWorkspaceSize answers
+NOT_APPLICABLE with it as the last error (the text the host shows). Where a GPU is present, the per-call
+refusals are checked too: an override may shrink the head dim below the plan's, misalign a pointer or
+fold an output onto itself, and each is refused before any launch (the buffers passed are never
+dereferenced). The numerics of what is served are in test_hip_applicability.py; the rules themselves,
+compiled on the host, in tests/test_hip_call_rules.py.
 """
 
 from __future__ import annotations
@@ -17,16 +18,12 @@ from typing import Any
 
 import pytest
 
+import tests.gpu.test_hip_dynamic_abi as dynamic_abi
 from tests.engine_abi.test_cpu_engine_abi import BAD_PARAM, NOT_APPLICABLE, SUCCESS, Ctx, config_bytes, const_data
 from tests.engine_abi.test_cpu_engine_abi import last_error as abi_last_error
-from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, compact, find_plugin
-
-if find_plugin() is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
-
-import tests.gpu.test_hip_dynamic_abi as dynamic_abi  # noqa: E402
-from tests.gpu.test_hip_backward_abi import bwd_bytes  # noqa: E402
-from tests.gpu.test_hip_dynamic_abi import STATIC_SERVABLE, Abi, sdpa_bytes  # noqa: E402
+from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, compact
+from tests.gpu.test_hip_backward_abi import bwd_bytes
+from tests.gpu.test_hip_dynamic_abi import STATIC_SERVABLE, Abi, sdpa_bytes
 
 #: the plugin session (logging callback, handle) of the dynamic-tensor ABI tests, as this module's fixture
 abi = dynamic_abi.abi
@@ -118,7 +115,7 @@ def ctx(abi: Abi, probe: tuple[list[int], str], request: pytest.FixtureRequest) 
     """A context of one engine for the static plan q, k, v, o [2, 4, 64, 128] (BHSD) + stats."""
     engine = request.param
     if engine not in probe[0]:
-        pytest.skip(f"engine {engine} does not run here")
+        pytest.skip(f"engine {engine} does not run here: {probe[1].partition('not applicable: ')[2] or probe[1]}")
     keep: list[Any] = []
     g, c = const_data(abi.ffi, fwd(128), keep), const_data(abi.ffi, config_bytes(engine), keep)
     ws = abi.ffi.new("size_t*")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,18 +39,12 @@ from tests.gpu.hip_support import (  # noqa: E402
     bwd_plan_workspace,
     compact,
     dynamic_sdpa_backward_graph,
-    find_plugin,
     forward64,
     layout_strides,
     reference_backward,
     sdpa_backward_graph,
     sdpa_graph,
 )
-
-PLUGIN = find_plugin()
-if PLUGIN is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
-
 from tests.gpu.test_hip_engine import (  # noqa: E402
     BF16,
     HALF,
@@ -68,8 +63,8 @@ MASKS = {"none": (False, False), "tl": (True, False), "br": (False, True)}
 
 
 @pytest.fixture(scope="module")
-def handle() -> Iterator[hipdnn.Handle]:
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     if not any(p.name == "hipdnn_hip_engine" for p in h.loaded_plugins()):
         pytest.fail(f"the HIP engine did not load: {h.skipped_plugins()}")
     yield h
@@ -269,12 +264,12 @@ def test_default_scale_and_a_negative_one(handle: hipdnn.Handle) -> None:
         run_backward(handle, g, t, BF16, c, torch.Generator(device="cuda").manual_seed(4))
 
 
-def test_engine_202_is_chosen_for_bf16_backward() -> None:
+def test_engine_202_is_chosen_for_bf16_backward(hip_plugin: Path) -> None:
     """With every engine found by default (the CPU engine takes the backward too), a bf16 backward on
     an H200 goes to the tensor-core engine."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("engine 202 runs on compute capability 9.0 only")
-    h = hipdnn.Handle(plugin_paths=[PLUGIN])
+    h = hipdnn.Handle(plugin_paths=[hip_plugin])
     try:
         g, _ = sdpa_backward_graph(BF16, [2, 8, 256, 128], [2, 2, 256, 128], "bshd", causal=True, scale=0.1)
         g.build(h)

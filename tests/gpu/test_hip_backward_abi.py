@@ -1,11 +1,12 @@
 """The HIP engine's SDPA backward graph rules, driven through its C ABI with cffi; no torch.
 
-Runs wherever the plugin is built, GPU or not, like test_hip_dynamic_abi.py: without a usable GPU the
-engine offers no engine for any graph, but it parses every graph first and logs why it declined it,
-so which backward graphs it takes and which it refuses (and why) is checked here on any machine. A
-graph it can serve is declined, if at all, for the same reason as a forward graph it runs (no GPU).
-Where a GPU is present the refusals of the execute path that come before any launch are checked
-too, with buffers that are never dereferenced. The numerics are in test_hip_backward.py (GPU only).
+Runs wherever the plugin is built or can be (tests/conftest.py's ``hip_plugin``), GPU or not, like
+test_hip_dynamic_abi.py: without a usable GPU the engine offers no engine for any graph, but it parses
+every graph first and logs why it declined it, so which backward graphs it takes and which it refuses
+(and why) is checked here on any machine. A graph it can serve is declined, if at all, for the same
+reason as a forward graph it runs (no GPU). Where a GPU is present the refusals of the execute path that
+come before any launch are checked too, with buffers that are never dereferenced. The numerics are in
+test_hip_backward.py (GPU only).
 """
 
 from __future__ import annotations
@@ -16,19 +17,15 @@ from typing import Any
 import flatbuffers
 import pytest
 
+import tests.gpu.test_hip_dynamic_abi as dynamic_abi
 from hipdnn.wire.DataType import DataType
 from hipdnn.wire.DiagonalAlignment import DiagonalAlignment
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.NodeAttributes import NodeAttributes
 from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributesT
 from tests.engine_abi.test_cpu_engine_abi import BAD_PARAM, Ctx, config_bytes, const_data, last_error, node
-from tests.gpu.hip_support import AXIS_ORDER, bwd_plan_workspace, compact, find_plugin
-
-if find_plugin() is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
-
-import tests.gpu.test_hip_dynamic_abi as dynamic_abi  # noqa: E402
-from tests.gpu.test_hip_dynamic_abi import STATIC_SERVABLE, Abi, tensor  # noqa: E402
+from tests.gpu.hip_support import AXIS_ORDER, bwd_plan_workspace, compact
+from tests.gpu.test_hip_dynamic_abi import STATIC_SERVABLE, Abi, tensor
 
 #: the plugin session (logging callback, handle) of the dynamic-tensor ABI tests, as this module's fixture
 abi = dynamic_abi.abi

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +21,8 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA/HIP device visible to torch", allow_module_level=True)
 
 import hipdnn  # noqa: E402
-from tests.gpu.hip_support import TENSOR_CORE, find_plugin, sdpa_graph  # noqa: E402
+from tests.gpu.hip_support import TENSOR_CORE, sdpa_graph  # noqa: E402
 
-PLUGIN = find_plugin()
-if PLUGIN is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
 if torch.cuda.get_device_capability() != (9, 0):
     pytest.skip("engine 202 (and its decode path) runs on compute capability 9.0 only", allow_module_level=True)
 
@@ -32,8 +30,8 @@ from tests.gpu.test_hip_engine import BF16, HALF, run_case  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def handle() -> Iterator[hipdnn.Handle]:
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     yield h
     h.close()
 

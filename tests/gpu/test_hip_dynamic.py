@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -19,20 +20,15 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA/HIP device visible to torch", allow_module_level=True)
 
 import hipdnn  # noqa: E402
-from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, dynamic_sdpa_graph, find_plugin  # noqa: E402
-
-PLUGIN = find_plugin()
-if PLUGIN is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
-
+from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, dynamic_sdpa_graph  # noqa: E402
 from tests.gpu.test_hip_engine import BF16, HALF, run_case, skip_unless_here  # noqa: E402
 
 ENGINES = pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
 
 
 @pytest.fixture(scope="module")
-def handle() -> Iterator[hipdnn.Handle]:
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     if not any(p.name == "hipdnn_hip_engine" and p.api_version == "1.2.0" for p in h.loaded_plugins()):
         pytest.fail(f"the HIP engine at API 1.2.0 did not load: {h.loaded_plugins()} {h.skipped_plugins()}")
     yield h

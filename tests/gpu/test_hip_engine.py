@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,16 +24,11 @@ from tests.gpu.hip_support import (  # noqa: E402
     PORTABLE,
     TENSOR_CORE,
     compact,
-    find_plugin,
     layout_strides,
     reference,
     sdpa_graph,
     workspace_for,
 )
-
-PLUGIN = find_plugin()
-if PLUGIN is None:
-    pytest.skip("the HIP engine plugin is not built (set HIPDNN_HIP_ENGINE)", allow_module_level=True)
 
 BF16, HALF = hipdnn.DataType.BFLOAT16, hipdnn.DataType.HALF
 TORCH = {BF16: torch.bfloat16, HALF: torch.float16}
@@ -42,8 +38,8 @@ GUARD = 4096
 
 
 @pytest.fixture(scope="module")
-def handle() -> Iterator[hipdnn.Handle]:
-    h = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
+    h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     if not any(p.name == "hipdnn_hip_engine" for p in h.loaded_plugins()):
         pytest.fail(f"the HIP engine did not load: {h.skipped_plugins()}")
     yield h
@@ -396,7 +392,7 @@ def test_float_graph_is_not_applicable(handle: hipdnn.Handle) -> None:
 SLEEP_CYCLES = 1_000_000_000
 
 
-def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
+def test_runs_on_the_handle_stream(handle: hipdnn.Handle, hip_plugin: Path) -> None:
     """The engine queues its kernel on the handle's stream, behind the work already there, and not on
     the legacy default stream.
 
@@ -435,7 +431,7 @@ def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
         return seen, o
 
     h = hipdnn.Handle(
-        plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, stream=stream.cuda_stream
+        plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE, stream=stream.cuda_stream
     )
     try:
         seen, o = run(h)
@@ -447,7 +443,7 @@ def test_runs_on_the_handle_stream(handle: hipdnn.Handle) -> None:
         h.close()
 
     # Control: a handle on the legacy default stream launches there, the probe sees the result at once.
-    h0 = hipdnn.Handle(plugin_paths=[PLUGIN], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+    h0 = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     try:
         seen, _ = run(h0)
         assert not torch.isnan(seen).any(), "the probe missed a launch on the legacy default stream"
