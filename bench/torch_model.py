@@ -158,6 +158,10 @@ def host_rows(skvs: list[int], calls: int) -> list[dict[str, Any]]:
     return rows
 
 
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=8, help="decoder layers (Llama-3-8B has 32; default 8)")
@@ -182,8 +186,7 @@ def main() -> int:
     }
     result["host"] = host_rows([39, 256, 1056, 4096], 2000)
     model = make_model(args.layers)
-    ints = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
-    result["generate"] = generate_rows(model, ints(args.batches), ints(args.prompts), args.new_tokens, args.reps)
+    result["generate"] = generate_rows(model, _ints(args.batches), _ints(args.prompts), args.new_tokens, args.reps)
     result["training"] = training_rows(model, args.train_seq, args.reps)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,11 @@
-"""hipdnn.torch on CUDA tensors (engine 202, bf16/fp16): values and gradients against torch's own
-SDPA computed in float32, grouped-query attention, BSHD views, causal alignments and sequence
+"""hipdnn.torch on CUDA tensors (engine 202, bf16/fp16): values and gradients against the float64
+reference of tests/torch/support.py, grouped-query attention, BSHD views, causal alignments and sequence
 lengths; calls follow torch's current stream; a captured CUDA graph replays with new input values and
 new device-side lengths; torch.compile (inductor) traces the custom op; a tiny random-weight Llama on
 the GPU gives sdpa's logits. Skips where no CUDA device or no GPU engine is present (CI has neither)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
@@ -18,6 +17,8 @@ if not torch.cuda.is_available():
 
 import hipdnn  # noqa: E402
 import hipdnn.torch as ht  # noqa: E402
+from tests.torch.support import reference as reference64  # noqa: E402
+from tests.torch.support import visible  # noqa: E402
 
 try:
     hipdnn.Handle(device="cuda")
@@ -29,22 +30,11 @@ TOL = {torch.bfloat16: 3e-2, torch.float16: 4e-3}
 
 
 def reference(q: Any, k: Any, v: Any, causal: bool, bottom_right: bool, seq_kv: Any = None) -> Any:
-    """float32 attention from the definition (grouped heads repeated), masked rows zero."""
-    q, k, v = (t.float() for t in (q, k, v))
-    g = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+    """The float64 reference of tests/torch/support.py, masked per sequence by its key length."""
     sq, skv = q.shape[2], k.shape[2]
-    s = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    i = torch.arange(sq, device=q.device)[:, None]
-    j = torch.arange(skv, device=q.device)[None, :]
-    lengths = torch.full((q.shape[0],), skv, device=q.device) if seq_kv is None else seq_kv.to(q.device)
-    keep = j[None] < lengths[:, None, None]
-    if causal:
-        shift = (lengths - sq)[:, None, None] if bottom_right else torch.zeros_like(lengths)[:, None, None]
-        keep = keep & (j[None] <= i[None] + shift)
-    s = s.masked_fill(~keep[:, None], float("-inf"))
-    p = torch.softmax(s, -1).nan_to_num(0.0)
-    return p @ v
+    lengths = [skv] * q.shape[0] if seq_kv is None else [int(n) for n in seq_kv.tolist()]
+    mask = torch.stack([visible(sq, skv, causal=causal, bottom_right=bottom_right, len_kv=n) for n in lengths])
+    return reference64(q, k, v, mask=mask[:, None].to(q.device))[0]
 
 
 def close(got: Any, want: Any, tol: float, what: str) -> None:
@@ -100,10 +90,10 @@ def test_sequence_lengths(dtype: Any) -> None:
 def test_gradients(dtype: Any, causal: bool) -> None:
     q, k, v = inputs(2, 8, 2, 200, 200, 128, dtype, "bshd", seed=11)
     leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
-    refs = [t.detach().float().clone().requires_grad_(True) for t in (q, k, v)]
+    refs = [t.detach().double().clone().requires_grad_(True) for t in (q, k, v)]
     go = torch.randn(2, 8, 200, 128, device=DEV, dtype=dtype)
     ht.scaled_dot_product_attention(*leaves, is_causal=causal, enable_gqa=True).backward(go)
-    reference(*refs, causal, False).backward(go.float())
+    reference(*refs, causal, False).backward(go.double())
     for name, a, r in zip("qkv", leaves, refs):
         assert a.grad is not None and r.grad is not None
         close(a.grad, r.grad, 2 * TOL[dtype], f"d{name} causal={causal}")
