@@ -1,9 +1,11 @@
-"""SDPA forward and backward on the CPU: hipdnn's CPU engine vs PyTorch's CPU SDPA vs numpy.
+"""SDPA forward and backward on the CPU: hipdnn's CPU engine vs PyTorch's CPU SDPA vs numpy, per ISA path.
 
     python bench/cpu_sdpa.py                      # full sweep, writes bench/results/cpu_sdpa.{json,png}
-    python bench/cpu_sdpa.py --quick              # S = 512, 1024 only
+    python bench/cpu_sdpa.py --quick              # S = 512, 1024 only (and fewer decode rows)
     python bench/cpu_sdpa.py --backward-only      # backward rows at S = 512, 1024, 2048: cpu_sdpa_bwd.{json,png}
     python bench/cpu_sdpa.py --engine-dir DIR     # the CPU engine built in DIR (e.g. an older commit's)
+    python bench/cpu_sdpa.py --isa avx2,avx512 --no-backward --seqs 512,1024,2048 --out bench/results/cpu_sdpa_isa
+                                                  # each ISA build of the kernels (HIPDNN_CPU_ISA), in one run
 
 fp32, B=1, H=8, D in (64, 128), S in (512 ... 4096), causal and not. Each case is built once through
 ``hipdnn.Graph`` and executed repeatedly; the three implementations are timed interleaved (one run of
@@ -22,26 +24,43 @@ and got no credit for the extra two). ``--backward-only`` still runs the forward
 backward needs its o and stats) but times only the backward. PyTorch is optional (the engine and numpy
 still run without it); it is a benchmark-only dependency, never a runtime or test one.
 
-The fraction of peak uses the cores' fp32 FMA peak: cores x 2 FMA pipes x 8 lanes (AVX2; 16 where the
-CPU has AVX-512) x 2 flops x the clock the FMA units run at. Under a hypervisor /proc/cpuinfo's "cpu MHz"
-is the nominal clock (2100 on the sessions' Xeon), below the sustained turbo clock, which made fractions
-above 100 %; so the clock is ``--fma-ghz`` (default 2.75: measured on that Xeon with a register-only loop
-of 24 independent zmm FMA chains, 173-176 GFLOP/s per core = 2.75 GHz x 64 flops a cycle, 336-347 on
-both cores, and a dependent imul chain timed at 2.73-2.77 GHz). ``--fma-ghz 0`` uses /proc/cpuinfo's
-clock. The peak is an upper bound for these kernels: the hypervisor's neighbours can lower the clock
-(2.5 GHz was seen under load).
+Decode rows (Sq = 1, Skv 256 ... 4096, B = 1, H in 8 and 32, D in 64 and 128; ``--no-decode`` skips
+them) time three calls on the same data, interleaved: a whole ``Graph.execute`` (variant pack of numpy
+arrays), a bound call (``Graph.bind``, pointers), and ``torch.nn.functional.scaled_dot_product_attention``.
+A round times ``--decode-calls`` calls of each back to back (after the settle sleep) and the best round's
+mean is kept, in microseconds.
+
+ISA. ``--isa`` (comma-separated: baseline, avx2, avx512; default: the engine's own choice, the widest
+the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
+plans are built; the ISA reported is the one the engine's plan description names (logged at INFO when
+a plan's context is made), not the one asked for.
+
+Peak. The fraction of peak is against a measured peak of the ISA that ran: cores x the GFLOP/s of a
+register-only loop of independent FMAs on one core (24 zmm chains for AVX-512, 12 ymm for AVX2; 14 SSE
+mulps + 14 addps for the baseline, which the x86-64-v2 build compiles to), best of 5, compiled here
+with ``cc``; the loop on every core at once is recorded beside it (on a shared machine it is the first
+to lose to other processes). ``--no-probe``, or no compiler, falls back to cores x 2 FMA pipes x lanes
+x 2 x ``--fma-ghz`` (default 2.75, the measured FMA clock of the Xeon the earlier results came from).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import math
 import os
 import platform
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -51,10 +70,59 @@ import hipdnn  # noqa: E402
 from hipdnn.plugins.discovery import PluginLoadingMode  # noqa: E402
 
 F32 = hipdnn.DataType.FLOAT
+Row = dict[str, Any]
+Impls = dict[str, Callable[[], object]]
 
 
-def cpu_info(fma_ghz: float) -> dict:
-    model, mhz, flags = "unknown", None, set()
+ISAS = ("baseline", "avx2", "avx512")
+LANES = {"baseline": 4, "avx2": 8, "avx512": 16}
+
+# Register-only FLOP loops, one per ISA, run on N threads at once; prints GFLOP/s.
+PROBE_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static long iters; static int kind; static pthread_barrier_t bar;
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+#define Z(i) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #i "\n"
+#define Y(i) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #i "\n"
+#define M(i) "mulps %%xmm14, %%xmm" #i "\n"
+#define A(i) "addps %%xmm15, %%xmm" #i "\n"
+static void loop(long n) {
+  if (kind == 2)
+    __asm__ volatile("vxorps %%xmm30, %%xmm30, %%xmm30\n vxorps %%xmm31, %%xmm31, %%xmm31\n 1:\n"
+      Z(0) Z(1) Z(2) Z(3) Z(4) Z(5) Z(6) Z(7) Z(8) Z(9) Z(10) Z(11)
+      Z(12) Z(13) Z(14) Z(15) Z(16) Z(17) Z(18) Z(19) Z(20) Z(21) Z(22) Z(23)
+      "dec %0\n jnz 1b\n" : "+r"(n) :: "memory");
+  else if (kind == 1)
+    __asm__ volatile("vxorps %%xmm14, %%xmm14, %%xmm14\n vxorps %%xmm15, %%xmm15, %%xmm15\n 1:\n"
+      Y(0) Y(1) Y(2) Y(3) Y(4) Y(5) Y(6) Y(7) Y(8) Y(9) Y(10) Y(11)
+      "dec %0\n jnz 1b\n" : "+r"(n) :: "memory");
+  else
+    __asm__ volatile("xorps %%xmm14, %%xmm14\n xorps %%xmm15, %%xmm15\n 1:\n"
+      M(0) A(7) M(1) A(8) M(2) A(9) M(3) A(10) M(4) A(11) M(5) A(12) M(6) A(13)
+      M(0) A(7) M(1) A(8) M(2) A(9) M(3) A(10) M(4) A(11) M(5) A(12) M(6) A(13)
+      "dec %0\n jnz 1b\n" : "+r"(n) :: "memory");
+}
+static void* run(void* a) { (void)a; pthread_barrier_wait(&bar); loop(iters); pthread_barrier_wait(&bar); return 0; }
+int main(int argc, char** argv) {
+  kind = atoi(argv[1]); int nt = atoi(argv[2]); iters = atol(argv[3]);
+  double per_iter = kind == 2 ? 24 * 32 : kind == 1 ? 12 * 16 : 28 * 4;
+  pthread_t th[256]; pthread_barrier_init(&bar, 0, nt + 1);
+  for (int i = 0; i < nt; ++i) pthread_create(&th[i], 0, run, 0);
+  pthread_barrier_wait(&bar); double t0 = now(); pthread_barrier_wait(&bar); double t = now() - t0;
+  for (int i = 0; i < nt; ++i) pthread_join(th[i], 0);
+  printf("%.3f\n", nt * iters * per_iter / t / 1e9);
+  return 0;
+}
+"""
+
+
+def cpu_flags_model() -> tuple[str, float | None, set[str]]:
+    model: str = "unknown"
+    mhz: float | None = None
+    flags: set[str] = set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, val = line.partition(":")
@@ -67,23 +135,132 @@ def cpu_info(fma_ghz: float) -> dict:
                 flags = set(val.split())
     except OSError:
         pass
+    return model, mhz, flags
+
+
+def measure_peaks(cores: int, flags: set[str]) -> dict[str, dict[str, float]] | None:
+    """GFLOP/s of each ISA's register-only loop on 1 core and on every core (best of 3), or None."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None
+    kinds = {"baseline": 0}
+    if {"avx2", "fma"} <= flags:
+        kinds["avx2"] = 1
+    if "avx512f" in flags:
+        kinds["avx512"] = 2
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
+        src.write_text(PROBE_C)
+        if subprocess.run([cc, "-O2", "-pthread", str(src), "-o", str(exe)], capture_output=True).returncode:
+            return None
+        peaks: dict[str, dict[str, float]] = {}
+        for isa, kind in kinds.items():
+            row = {}
+            for nt in sorted({1, cores}):
+                best = 0.0
+                for _ in range(5):
+                    out = subprocess.run([str(exe), str(kind), str(nt), "20000000"], capture_output=True, text=True)
+                    with contextlib.suppress(ValueError):
+                        best = max(best, float(out.stdout.strip()))
+                row["1_core" if nt == 1 else "all_cores"] = best
+            row.setdefault("all_cores", row["1_core"])
+            peaks[isa] = row
+    return peaks
+
+
+def cpu_info(fma_ghz: float, probe: bool) -> Row:
+    model, mhz, flags = cpu_flags_model()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
-    fma_pipes = 2
+    peaks = measure_peaks(cores, flags) if probe else None
     clock_ghz = fma_ghz if fma_ghz > 0 else (mhz or 0.0) / 1e3
-    peak = cores * fma_pipes * lanes * 2 * clock_ghz if clock_ghz else None
+    formula = {
+        isa: cores * 2 * LANES[isa] * 2 * clock_ghz if clock_ghz else None
+        for isa in ISAS
+        if isa == "baseline" or (isa == "avx2" and "avx2" in flags) or (isa == "avx512" and "avx512f" in flags)
+    }
     return {
         "model": model,
         "cpu_mhz_from_proc_cpuinfo": mhz,
         "cores": cores,
-        "fp32_lanes": lanes,
-        "fma_pipes_per_core_assumed": fma_pipes,
-        "peak_gflops": peak,
-        "peak_clock_ghz": clock_ghz or None,
-        "peak_formula": "cores x fma_pipes x fp32_lanes x 2 flops x clock ("
-        + ("--fma-ghz: measured FMA clock" if fma_ghz > 0 else "cpu MHz from /proc/cpuinfo")
+        "isa_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
+        "peak_gflops_measured": peaks,
+        "peak_gflops_formula": formula,
+        "peak_clock_ghz_formula": clock_ghz or None,
+        "peak_method": "measured: register-only loops (24 zmm FMA chains; 12 ymm; 14 SSE mulps + 14 addps) on one "
+        "core and on every core at once, best of 5; the peak used is cores x the one-core figure"
+        if peaks
+        else "formula: cores x 2 FMA pipes x fp32 lanes x 2 flops x clock ("
+        + ("--fma-ghz" if fma_ghz > 0 else "cpu MHz from /proc/cpuinfo")
         + ")",
     }
+
+
+def peak_for(info: Row, isa: str) -> float | None:
+    """The machine's peak for isa: cores x the best one-core figure (on a shared machine the all-cores run
+    is the first to lose to other processes, and a peak below the kernel's own speed means nothing)."""
+    measured = info["peak_gflops_measured"]
+    if measured and isa in measured:
+        return float(info["cores"] * measured[isa]["1_core"])
+    formula: float | None = info["peak_gflops_formula"].get(isa)
+    return formula
+
+
+@contextlib.contextmanager
+def isa_env(isa: str | None) -> Iterator[None]:
+    """HIPDNN_CPU_ISA=isa while plans are built (None: leave the environment alone)."""
+    if isa is None:
+        yield
+        return
+    old = os.environ.get("HIPDNN_CPU_ISA")
+    os.environ["HIPDNN_CPU_ISA"] = isa
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["HIPDNN_CPU_ISA"]
+        else:
+            os.environ["HIPDNN_CPU_ISA"] = old
+
+
+class _Described(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.isas: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r"isa (\w+)", record.getMessage())
+        if m:
+            self.isas.append(m.group(1))
+
+
+def make_handle(args: argparse.Namespace) -> hipdnn.Handle:
+    if args.engine_dir:
+        return hipdnn.Handle(plugin_paths=[args.engine_dir], plugin_loading_mode=PluginLoadingMode.ABSOLUTE)
+    return hipdnn.Handle()
+
+
+def engine_isa(args: argparse.Namespace, isa: str | None) -> str:
+    """The ISA the engine's plans run under HIPDNN_CPU_ISA=isa, read from its plan description."""
+    rec = _Described()
+    lg = logging.getLogger("hipdnn")
+    old_level = lg.level
+    lg.setLevel(logging.INFO)
+    lg.addHandler(rec)
+    try:
+        with isa_env(isa):
+            h = make_handle(args)
+            g = hipdnn.Graph(name="isa_probe", io_data_type=F32)
+            t = g.tensor(name="q", dim=[1, 1, 8, 16], data_type=F32)
+            o, _ = g.sdpa(t, t, t, attn_scale=0.25)
+            o.set_output(True)
+            g.build(h)
+            h.close()
+    finally:
+        lg.removeHandler(rec)
+        lg.setLevel(old_level)
+    return rec.isas[-1] if rec.isas else "unknown (the engine did not describe its plan)"
 
 
 def flops(b: int, h: int, s: int, d: int, causal: bool) -> float:
@@ -115,6 +292,7 @@ class Engine:
         tk = g.tensor(name="k", dim=dims, stride=strides, data_type=F32)
         tv = g.tensor(name="v", dim=dims, stride=strides, data_type=F32)
         o, st = g.sdpa(tq, tk, tv, attn_scale=1.0 / math.sqrt(d), use_causal_mask=causal, generate_stats=True)
+        assert st is not None
         o.set_output(True)
         st.set_output(True).set_data_type(F32)
         g.build(handle)
@@ -132,7 +310,16 @@ class Engine:
 class EngineBwd:
     """sdpa_backward at the case's shape, fed o and stats from the forward engine."""
 
-    def __init__(self, handle: hipdnn.Handle, fwd: Engine, b, h, s, d, causal, q, k, v, do) -> None:
+    def __init__(
+        self,
+        handle: hipdnn.Handle,
+        fwd: Engine,
+        shape: tuple[int, int, int, int, bool],
+        qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+        do: np.ndarray,
+    ) -> None:
+        b, h, s, d, causal = shape
+        q, k, v = qkv
         g = hipdnn.Graph(name="bench_bwd", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
         t = {n: g.tensor(name=n, dim=dims, stride=strides, data_type=F32) for n in ("q", "k", "v", "o", "do")}
@@ -150,12 +337,14 @@ class EngineBwd:
         self.pack = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: fwd.out.copy(), t["do"]: do, ts: fwd.stats.copy()}
         self.pack.update({dq: self.grads[0], dk: self.grads[1], dv: self.grads[2]})
 
-    def __call__(self):
+    def __call__(self) -> tuple[np.ndarray, ...]:
         self.g.execute(self.handle, self.pack, self.ws)
         return self.grads
 
 
-def numpy_sdpa_bwd(q, k, v, do, causal: bool):
+def numpy_sdpa_bwd(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, causal: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     scale = np.float32(1.0 / math.sqrt(q.shape[-1]))
     s = np.matmul(q, np.swapaxes(k, -1, -2)) * scale
     if causal:
@@ -184,10 +373,11 @@ def numpy_sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.
     s -= s.max(axis=-1, keepdims=True)
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)
-    return np.matmul(s, v)
+    out: np.ndarray = np.matmul(s, v)
+    return out
 
 
-def time_interleaved(impls: dict, rounds: int, seconds: float, settle: float = 0.0) -> dict:
+def time_interleaved(impls: Impls, rounds: int, seconds: float, settle: float = 0.0) -> dict[str, float]:
     """Best time of each implementation over interleaved rounds. ``settle`` seconds of sleep before every
     call let the previous implementation's worker threads go idle: OpenBLAS's (numpy's matmul) keep
     spinning for ~0.1 s after a call returns and took 20-45 % of the 2 cores from whatever ran next."""
@@ -205,49 +395,185 @@ def time_interleaved(impls: dict, rounds: int, seconds: float, settle: float = 0
     return best
 
 
-def bench_backward(handle, eng, b, h, s, d, causal, q, k, v, rng, torch, args, info) -> dict:
+def row_of(best: dict[str, float], name: str, fl: float, peak: float | None, base: Row) -> Row:
+    """One result row for implementation ``name`` of ``best`` (seconds), with torch / numpy beside it."""
+    row = dict(base)
+    t = best[name]
+    row["hipdnn_ms"] = t * 1e3
+    row["hipdnn_gflops"] = fl / t / 1e9
+    for other in ("torch", "numpy"):
+        if other in best:
+            row[f"{other}_ms"] = best[other] * 1e3
+            row[f"{other}_gflops"] = fl / best[other] / 1e9
+            row[f"ratio_vs_{other}"] = best[other] / t
+    if peak:
+        row["peak_gflops"] = peak
+        row["hipdnn_fraction_of_peak"] = row["hipdnn_gflops"] / peak
+    return row
+
+
+def show(prefix: str, row: Row) -> None:
+    print(
+        f"{prefix} D={row['D']:3d} S={row['S']:5d} causal={int(row['causal'])} [{row['isa']:>8}]"
+        f"  hipdnn {row['hipdnn_gflops']:6.1f} GF/s"
+        + (f"  torch {row['torch_gflops']:6.1f}  x{row['ratio_vs_torch']:.2f}" if "torch_gflops" in row else "")
+        + (f"  numpy {row['numpy_gflops']:6.1f}" if "numpy_gflops" in row else "")
+        + (f"  peak {row['hipdnn_fraction_of_peak']:.0%}" if "hipdnn_fraction_of_peak" in row else "")
+        + (f"  err {row['rel_err_vs_ref']:.1e}" if row.get("rel_err_vs_ref") is not None else ""),
+        flush=True,
+    )
+
+
+def bench_backward(
+    handle: hipdnn.Handle,
+    eng: Engine,
+    shape: tuple[int, int, int, int, bool],
+    qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+    rng: np.random.Generator,
+    torch: Any,
+    args: argparse.Namespace,
+    isa: str,
+    peak: float | None,
+) -> Row:
+    b, h, s, d, causal = shape
+    q, k, v = qkv
     do = rng.standard_normal((b, h, s, d)).astype(np.float32)
-    ours = EngineBwd(handle, eng, b, h, s, d, causal, q, k, v, do)
-    impls = {"hipdnn": ours}
-    ref = None
+    with isa_env(args.isa_asked.get(isa)):
+        ours = EngineBwd(handle, eng, shape, qkv, do)
+    impls: Impls = {"hipdnn": ours}
+    ref: Callable[[], tuple[np.ndarray, ...]] | None = None
     if torch is not None:
         tq, tk, tv = (torch.from_numpy(x.copy()).requires_grad_(True) for x in (q, k, v))
         to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
         tdo = torch.from_numpy(do)
 
-        def run_torch():
+        def run_torch() -> Any:
             return torch.autograd.grad(to, (tq, tk, tv), tdo, retain_graph=True)
 
+        def torch_grads() -> tuple[np.ndarray, ...]:
+            return tuple(x.numpy() for x in run_torch())
+
         impls["torch"] = run_torch
-        ref = lambda: tuple(x.numpy() for x in run_torch())  # noqa: E731
+        ref = torch_grads
     if s <= args.no_numpy_bwd_above:
-        impls["numpy"] = lambda: numpy_sdpa_bwd(q, k, v, do, causal)
-        ref = ref or impls["numpy"]
+
+        def numpy_grads() -> tuple[np.ndarray, ...]:
+            return numpy_sdpa_bwd(q, k, v, do, causal)
+
+        impls["numpy"] = numpy_grads
+        ref = ref or numpy_grads
     err = None
     if ref is not None:
         mine, theirs = ours(), ref()
         err = max(float(np.abs(a - r).max() / max(1e-30, float(np.abs(r).max()))) for a, r in zip(mine, theirs))
     best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
     fl = bwd_flops(b, h, s, d, causal)
-    row = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "flops": fl, "rel_err_vs_ref": err}
-    for name, t in best.items():
-        row[f"{name}_ms"] = t * 1e3
-        row[f"{name}_gflops"] = fl / t / 1e9
-    if "torch" in best:
-        row["ratio_vs_torch"] = best["torch"] / best["hipdnn"]
-    if "numpy" in best:
-        row["ratio_vs_numpy"] = best["numpy"] / best["hipdnn"]
-    if info["peak_gflops"]:
-        row["hipdnn_fraction_of_peak"] = row["hipdnn_gflops"] / info["peak_gflops"]
-    print(
-        f"  bwd D={d:3d} S={s:5d} causal={int(causal)}  hipdnn {row['hipdnn_gflops']:6.1f} GF/s"
-        + (f"  torch {row['torch_gflops']:6.1f}  x{row['ratio_vs_torch']:.2f}" if "torch" in best else "")
-        + (f"  numpy {row['numpy_gflops']:6.1f}" if "numpy" in best else "")
-        + (f"  peak {row['hipdnn_fraction_of_peak']:.0%}" if info["peak_gflops"] else "")
-        + (f"  err {err:.1e}" if err is not None else ""),
-        flush=True,
-    )
+    base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "flops": fl, "rel_err_vs_ref": err}
+    row = row_of(best, "hipdnn", fl, peak, base)
+    show("  bwd", row)
     return row
+
+
+class Decode:
+    """One decode case (Sq = 1) on one handle: a whole execute and a bound call on the same arrays."""
+
+    def __init__(
+        self, handle: hipdnn.Handle, h: int, skv: int, d: int, q: np.ndarray, k: np.ndarray, v: np.ndarray
+    ) -> None:
+        g = hipdnn.Graph(name="decode", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        tq = g.tensor(name="q", dim=[1, h, 1, d], stride=[h * d, d, d, 1], data_type=F32)
+        tk = g.tensor(name="k", dim=[1, h, skv, d], stride=[h * skv * d, skv * d, d, 1], data_type=F32)
+        tv = g.tensor(name="v", dim=[1, h, skv, d], stride=[h * skv * d, skv * d, d, 1], data_type=F32)
+        o, _ = g.sdpa(tq, tk, tv, attn_scale=1.0 / math.sqrt(d))
+        o.set_output(True)
+        g.build(handle)
+        self.out = np.empty((1, h, 1, d), np.float32)
+        self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+        self.g, self.handle = g, handle
+        self.pack = {tq: q, tk: k, tv: v, o: self.out}
+        self.bound = g.bind(handle, [tq, tk, tv, o])
+        self.ptrs = [x.ctypes.data for x in (q, k, v, self.out)]
+        self.wsp = self.ws.ctypes.data
+
+    def execute(self) -> None:
+        self.g.execute(self.handle, self.pack, self.ws)
+
+    def call(self) -> None:
+        self.bound(self.ptrs, self.wsp)
+
+
+def bench_decode(
+    handles: dict[str, hipdnn.Handle], torch: Any, args: argparse.Namespace, rng: np.random.Generator
+) -> list[Row]:
+    rows: list[Row] = []
+    hs = (8,) if args.quick else (8, 32)
+    skvs = (256, 1024, 4096) if args.quick else (256, 512, 1024, 2048, 4096)
+    n = args.decode_calls
+    for h in hs:
+        for d in (64, 128):
+            for skv in skvs:
+                q = rng.standard_normal((1, h, 1, d)).astype(np.float32)
+                k = rng.standard_normal((1, h, skv, d)).astype(np.float32)
+                v = rng.standard_normal((1, h, skv, d)).astype(np.float32)
+                impls: Impls = {}
+                errs = {}
+                want = numpy_sdpa(q, k, v, False)
+                for isa, handle in handles.items():
+                    with isa_env(args.isa_asked.get(isa)):
+                        dec = Decode(handle, h, skv, d, q, k, v)
+                    dec.execute()
+                    errs[isa] = float(np.abs(dec.out - want).max() / max(1e-30, float(np.abs(want).max())))
+
+                    def many(fn: Callable[[], None] = dec.execute) -> None:
+                        for _ in range(n):
+                            fn()
+
+                    def many_bound(fn: Callable[[], None] = dec.call) -> None:
+                        for _ in range(n):
+                            fn()
+
+                    impls[f"execute[{isa}]"] = many
+                    impls[f"bound[{isa}]"] = many_bound
+                if torch is not None:
+                    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+
+                    def many_torch(tq: Any = tq, tk: Any = tk, tv: Any = tv) -> None:
+                        with torch.no_grad():
+                            for _ in range(n):
+                                torch.nn.functional.scaled_dot_product_attention(tq, tk, tv)
+
+                    impls["torch"] = many_torch
+                best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
+                for isa in handles:
+                    row = {
+                        "B": 1,
+                        "H": h,
+                        "Sq": 1,
+                        "Skv": skv,
+                        "D": d,
+                        "isa": isa,
+                        "calls_per_round": n,
+                        "execute_us": best[f"execute[{isa}]"] / n * 1e6,
+                        "bound_us": best[f"bound[{isa}]"] / n * 1e6,
+                        "rel_err_vs_numpy": errs[isa],
+                    }
+                    if "torch" in best:
+                        row["torch_us"] = best["torch"] / n * 1e6
+                        row["execute_over_torch"] = row["execute_us"] / row["torch_us"]
+                        row["bound_over_torch"] = row["bound_us"] / row["torch_us"]
+                    rows.append(row)
+                    print(
+                        f"decode H={h:2d} D={d:3d} Skv={skv:5d} [{isa:>8}]  execute {row['execute_us']:8.1f} us"
+                        f"  bound {row['bound_us']:8.1f} us"
+                        + (
+                            f"  torch {row['torch_us']:8.1f} us  execute/torch {row['execute_over_torch']:.2f}"
+                            if "torch_us" in row
+                            else ""
+                        )
+                        + f"  err {errs[isa]:.1e}",
+                        flush=True,
+                    )
+    return rows
 
 
 def main() -> None:
@@ -264,92 +590,125 @@ def main() -> None:
     ap.add_argument("--no-numpy-above", type=int, default=4096, help="skip numpy for S above this")
     ap.add_argument("--no-numpy-bwd-above", type=int, default=2048, help="skip the numpy backward above this S")
     ap.add_argument("--no-backward", action="store_true")
+    ap.add_argument("--no-prefill", action="store_true", help="decode rows only")
+    ap.add_argument("--no-decode", action="store_true")
+    ap.add_argument("--decode-calls", type=int, default=200, help="decode calls per timed round")
     ap.add_argument(
         "--backward-only",
         action="store_true",
         help="time only the backward (S = 512, 1024, 2048 unless --seqs); writes bench/results/cpu_sdpa_bwd",
     )
     ap.add_argument("--engine-dir", default=None, help="load the CPU engine from this directory only")
+    ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512)")
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqs", default=None, help="comma-separated S values (default 512..4096)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa"))
+    ap.add_argument("--no-probe", action="store_true", help="do not measure the peaks (use the formula)")
     ap.add_argument(
         "--fma-ghz",
         type=float,
         default=2.75,
-        help="clock of the FMA units for the peak (measured on the sessions' Xeon; 0: /proc/cpuinfo's cpu MHz)",
+        help="clock of the FMA units for the formula peak (0: /proc/cpuinfo's cpu MHz)",
     )
     args = ap.parse_args()
+    if args.backward_only:
+        args.no_decode = True
 
-    info = cpu_info(args.fma_ghz)
+    info = cpu_info(args.fma_ghz, probe=not args.no_probe)
+    torch: Any = None
+    torch_version = None
     try:
-        import torch
+        import torch as torch_module
 
+        torch = torch_module
         torch.set_num_threads(info["cores"])
         torch_version = torch.__version__
     except ImportError:
-        torch, torch_version = None, None
+        pass
 
-    if args.engine_dir:
-        handle = hipdnn.Handle(plugin_paths=[args.engine_dir], plugin_loading_mode=PluginLoadingMode.ABSOLUTE)
-    else:
-        handle = hipdnn.Handle()
+    # One handle per ISA (its own plan caches), each ISA named as the engine reports it.
+    asked = [x.strip() for x in args.isa.split(",")] if args.isa else [None]
+    handles: dict[str, hipdnn.Handle] = {}
+    args.isa_asked = {}
+    for want in asked:
+        got = engine_isa(args, want)
+        if want is not None and got != want:
+            sys.exit(f"asked for ISA {want}, the engine runs {got}")
+        args.isa_asked[got] = want
+        handles[got] = make_handle(args)
+    print(
+        "ISA paths: "
+        + ", ".join(
+            f"{isa} (peak {peak_for(info, isa) or float('nan'):.0f} GFLOP/s on {info['cores']} cores)"
+            for isa in handles
+        ),
+        flush=True,
+    )
+
     b, h = 1, 8
-    seqs = (512, 1024) if args.quick else (512, 1024, 2048) if args.backward_only else (512, 1024, 2048, 4096)
+    seqs: tuple[int, ...] = (
+        (512, 1024) if args.quick else (512, 1024, 2048) if args.backward_only else (512, 1024, 2048, 4096)
+    )
     if args.seqs:
         seqs = tuple(int(x) for x in args.seqs.split(","))
-    rows, brows = [], []
+    rows: list[Row] = []
+    brows: list[Row] = []
     rng = np.random.default_rng(0)
-    for d in (int(x) for x in args.dims.split(",")):
+
+    def backward(
+        engs: dict[str, Engine],
+        shape: tuple[int, int, int, int, bool],
+        qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        for isa, eng in engs.items():
+            brows.append(bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak_for(info, isa)))
+
+    for d in () if args.no_prefill else (int(x) for x in args.dims.split(",")):
         for causal in (False, True):
             for s in seqs:
                 q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
-                eng = Engine(handle, b, h, s, d, causal, q, k, v)
+                engs: dict[str, Engine] = {}
+                for isa, handle in handles.items():
+                    with isa_env(args.isa_asked[isa]):
+                        engs[isa] = Engine(handle, b, h, s, d, causal, q, k, v)
                 if args.backward_only:
-                    brows.append(bench_backward(handle, eng, b, h, s, d, causal, q, k, v, rng, torch, args, info))
-                    del eng
+                    backward(engs, (b, h, s, d, causal), (q, k, v))
+                    del engs
                     continue
-                impls = {"hipdnn": eng}
+                impls: Impls = {f"hipdnn[{isa}]": eng for isa, eng in engs.items()}
                 if torch is not None:
                     tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
 
-                    def run_torch(tq=tq, tk=tk, tv=tv, causal=causal):
+                    def run_torch(tq: Any = tq, tk: Any = tk, tv: Any = tv, causal: bool = causal) -> Any:
                         with torch.no_grad():
                             return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
                     impls["torch"] = run_torch
                 if s <= args.no_numpy_above:
-                    impls["numpy"] = lambda q=q, k=k, v=v, causal=causal: numpy_sdpa(q, k, v, causal)
+
+                    def run_numpy(
+                        q: np.ndarray = q, k: np.ndarray = k, v: np.ndarray = v, causal: bool = causal
+                    ) -> np.ndarray:
+                        return numpy_sdpa(q, k, v, causal)
+
+                    impls["numpy"] = run_numpy
                 # correctness of the engine against torch (or numpy) on this very case
                 ref = impls.get("torch", impls.get("numpy"))
-                err = None
-                if ref is not None:
-                    r = np.asarray(ref())
-                    err = float(np.abs(eng() - r).max() / max(1e-30, float(np.abs(r).max())))
+                r = np.asarray(ref()) if ref is not None else None
                 best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
                 fl = flops(b, h, s, d, causal)
-                row = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "flops": fl, "rel_err_vs_ref": err}
-                for name, t in best.items():
-                    row[f"{name}_ms"] = t * 1e3
-                    row[f"{name}_gflops"] = fl / t / 1e9
-                if "torch" in best:
-                    row["ratio_vs_torch"] = best["torch"] / best["hipdnn"]
-                if "numpy" in best:
-                    row["ratio_vs_numpy"] = best["numpy"] / best["hipdnn"]
-                if info["peak_gflops"]:
-                    row["hipdnn_fraction_of_peak"] = row["hipdnn_gflops"] / info["peak_gflops"]
-                rows.append(row)
-                print(
-                    f"D={d:3d} S={s:5d} causal={int(causal)}  hipdnn {row['hipdnn_gflops']:6.1f} GF/s"
-                    + (f"  torch {row['torch_gflops']:6.1f}  x{row['ratio_vs_torch']:.2f}" if "torch" in best else "")
-                    + (f"  numpy {row['numpy_gflops']:6.1f}" if "numpy" in best else "")
-                    + (f"  peak {row['hipdnn_fraction_of_peak']:.0%}" if info["peak_gflops"] else "")
-                    + (f"  err {err:.1e}" if err is not None else ""),
-                    flush=True,
-                )
+                for isa, eng in engs.items():
+                    err = None if r is None else float(np.abs(eng() - r).max() / max(1e-30, float(np.abs(r).max())))
+                    one = {n: t for n, t in best.items() if n in ("torch", "numpy")}
+                    one["hipdnn"] = best[f"hipdnn[{isa}]"]
+                    base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "flops": fl}
+                    row = row_of(one, "hipdnn", fl, peak_for(info, isa), {**base, "rel_err_vs_ref": err})
+                    rows.append(row)
+                    show("", row)
                 if not args.no_backward:
-                    brows.append(bench_backward(handle, eng, b, h, s, d, causal, q, k, v, rng, torch, args, info))
-                del eng, impls
+                    backward(engs, (b, h, s, d, causal), (q, k, v))
+                del engs, impls
+    drows = [] if args.no_decode else bench_decode(handles, torch, args, rng)
 
     result = {
         "command": "python " + " ".join([os.path.relpath(sys.argv[0], ROOT)] + sys.argv[1:]),
@@ -360,17 +719,21 @@ def main() -> None:
             "python": platform.python_version(),
             "numpy": np.__version__,
             "torch": torch_version,
+            "torch_threads": torch.get_num_threads() if torch is not None else None,
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
             "loadavg_at_end": os.getloadavg() if hasattr(os, "getloadavg") else None,
         },
-        "engine_plugins": [p.name for p in handle.loaded_plugins()],
-        "engine_paths": [str(p.path) for p in handle.loaded_plugins()],
-        # the backward's instantiation follows the CPU (AVX-512, else AVX2, else the baseline) unless one of
-        # these is set
+        "engine_plugins": [p.name for h_ in handles.values() for p in h_.loaded_plugins()][:1],
+        "engine_paths": sorted({str(p.path) for h_ in handles.values() for p in h_.loaded_plugins()}),
+        "isa_paths": {isa: {"asked": args.isa_asked[isa], "peak_gflops": peak_for(info, isa)} for isa in handles},
         "isa_env": {
-            k: os.environ[k] for k in ("HIPDNN_CPU_ENGINE_BASELINE", "HIPDNN_CPU_ENGINE_NO_AVX512") if k in os.environ
+            k: os.environ[k]
+            for k in ("HIPDNN_CPU_ISA", "HIPDNN_CPU_ENGINE_BASELINE", "HIPDNN_CPU_ENGINE_NO_AVX512")
+            if k in os.environ
         },
-        "method": "best of interleaved rounds, each call after a settle sleep (seconds: settle); "
-        "GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time",
+        "method": "best of interleaved rounds (every ISA's engine, torch and numpy in the same round), each call "
+        "after a settle sleep (seconds: settle); GFLOP/s = 4*B*H*S*S*D (x0.5 causal) / time; fraction of peak: "
+        "against the measured peak of the row's ISA on every core",
         "settle": args.settle,
         "results": rows,
         "backward_method": "best of interleaved rounds (settle sleep as above); "
@@ -378,6 +741,10 @@ def main() -> None:
         "/ time; torch = torch.autograd.grad of a retained scaled_dot_product_attention graph (backward only); "
         "numpy materialises P",
         "backward_results": brows,
+        "decode_method": "Sq=1, B=1, fp32, no mask; per round, decode_calls back-to-back calls of each of: a whole "
+        "Graph.execute (numpy variant pack), a bound call (Graph.bind, pointers), torch's "
+        "scaled_dot_product_attention (no_grad), interleaved, each after the settle sleep; best round's mean per call",
+        "decode_results": drows,
     }
     out = Path(args.out)
     if args.backward_only and out == ROOT / "bench" / "results" / "cpu_sdpa":
@@ -387,11 +754,15 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(result, indent=1))
     print("wrote", out.with_suffix(".json"))
+    for h_ in handles.values():
+        h_.close()
+    if not rows and not brows:
+        return
     try:
-        import matplotlib
+        import matplotlib  # type: ignore[import-not-found, unused-ignore]
 
         matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
+        import matplotlib.pyplot as plt  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         print("matplotlib not installed: no plot")
         return
@@ -403,16 +774,20 @@ def main() -> None:
         for r_i, kind in enumerate(kinds)
         for pair in zip(axes2[r_i], [(64, False), (64, True), (128, False), (128, True)])
     ):
-        sel = [r for r in src if r["D"] == d and r["causal"] == causal]
+        for isa in handles:
+            sel = [r for r in src if r["D"] == d and r["causal"] == causal and r["isa"] == isa]
+            xs = [r["S"] for r in sel]
+            ax.plot(xs, [r["hipdnn_gflops"] for r in sel], "o-", label=f"hipdnn {isa}")
+            if peak_for(info, isa):
+                ax.axhline(peak_for(info, isa), color="gray", lw=0.8, ls="-.")
+        sel = [r for r in src if r["D"] == d and r["causal"] == causal and r["isa"] == next(iter(handles))]
         xs = [r["S"] for r in sel]
-        for name, style in (("hipdnn", "o-"), ("torch", "s--"), ("numpy", "^:")):
+        for name, style in (("torch", "s--"), ("numpy", "^:")):
             ys = [r.get(f"{name}_gflops") for r in sel]
             if any(y is not None for y in ys):
                 ax.plot(
                     [x for x, y in zip(xs, ys) if y is not None], [y for y in ys if y is not None], style, label=name
                 )
-        if info["peak_gflops"]:
-            ax.axhline(info["peak_gflops"], color="gray", lw=0.8, ls="-.", label="FMA peak")
         ax.set_xscale("log", base=2)
         ax.set_title(f"{kind} D={d} {'causal' if causal else 'no mask'}")
         ax.set_xlabel("S")
@@ -420,7 +795,7 @@ def main() -> None:
     for r_i in range(nrow):
         axes2[r_i][0].set_ylabel("GFLOP/s (fp32)")
     axes2[0][0].legend()
-    fig.suptitle(f"SDPA forward / backward fp32, B=1 H=8, {info['cores']} cores of {info['model']}")
+    fig.suptitle(f"SDPA forward / backward fp32, B=1 H=8, {info['cores']} cores of {info['model']} (dash-dot: peaks)")
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=90)
     print("wrote", out.with_suffix(".png"))

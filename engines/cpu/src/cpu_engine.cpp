@@ -374,6 +374,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         per_thread = std::max(per_thread, node.scratch_per_thread);
     }
     plan.nthreads = max_threads();
+    if(std::string why = isa_for_plan(plan.isa); !why.empty())
+        return why;
     plan.scratch_offset = off;
     plan.scratch_per_thread = per_thread;
     const size_t total = off + per_thread * static_cast<size_t>(plan.nthreads);
@@ -408,7 +410,7 @@ std::string describe(const Plan& plan)
         if(n.kind->describe)
             n.kind->describe(plan, n, s);
     }
-    s += format("; workspace %zu bytes, %d thread(s)", plan.workspace_size, plan.nthreads);
+    s += format("; workspace %zu bytes, %d thread(s), isa %s", plan.workspace_size, plan.nthreads, isa_name(plan.isa));
     return s;
 }
 
@@ -455,7 +457,7 @@ void run(const Plan& plan, sdk::Call& call)
     // the OpenMP thread count since.
     const int nthreads = std::max(1, std::min(plan.nthreads, max_threads()));
 
-    const RunArgs args{ptrs, eff, scratch, nthreads};
+    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa};
     for(const NodeInfo& node : plan.nodes)
         if(!node.kind->run(plan, node, args))
             fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,

@@ -1,15 +1,17 @@
-// fp32 compute kernels of the CPU engine: flash-style SDPA forward, a tiled
-// batched matmul and broadcasting binary pointwise ops.
+// fp32 compute kernels of the CPU engine: the SDPA forward's thread loop, a
+// tiled batched matmul and broadcasting binary pointwise ops.
 //
-// The hot per-tile routines are written once as templates and instantiated
-// twice: a baseline build (whatever -march the library is compiled for) and,
-// on x86-64, an AVX2+FMA build picked at run time when the CPU has it. The
-// OpenMP loops stay in baseline code and call the chosen per-tile routine.
+// The hot per-tile routines are written once and built per ISA: the matmul
+// tile here as a template (baseline, and AVX2+FMA on x86-64), the SDPA
+// forward kernels in sdpa_fwd.inl (baseline, AVX2, AVX-512). The plan's ISA
+// (cpu_isa.cpp) picks the build; the OpenMP loops stay in baseline code and
+// call the chosen per-tile routine.
 //
 // Nothing here allocates: scratch comes from the caller's workspace slice.
 
 #include "cpu_kernels.hpp"
 #include "sdpa_fwd.hpp"
+#include "work_pool.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -56,20 +58,6 @@ inline int thread_num()
     return 0;
 #endif
 }
-
-bool cpu_has_avx2()
-{
-#if HIPDNN_CPU_HAVE_AVX2_PATH
-    // HIPDNN_CPU_ENGINE_BASELINE=1 forces the baseline kernels (for testing).
-    static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")
-                            && std::getenv("HIPDNN_CPU_ENGINE_BASELINE") == nullptr;
-    return has;
-#else
-    return false;
-#endif
-}
-
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // ------------------------------------------------------------ GEMM tile ----
 // Register-blocked micro kernels written with GCC vector extensions: W-wide
@@ -428,43 +416,131 @@ void pw_run(const PointwiseProblem& p, int nthreads, F f)
 
 // ================================================================ public ====
 
-int64_t sdpa_plan_layout(SdpaRun& run)
+int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 {
-    const int64_t need = (run.sq + kSdpaQw - 1) / kSdpaQw;
-    run.panels = std::max<int64_t>(1, std::min(kSdpaPanels, need));
-    run.nqb = (run.sq + run.panels * kSdpaQw - 1) / (run.panels * kSdpaQw);
+    // Panels of 3 vectors of queries, or of 2 where they leave fewer lanes empty (S = 64: one block
+    // of 2 x 32 rather than 2 x 48).
+    const int64_t w3 = sdpa_qw(run.lanes), w2 = 2 * run.lanes;
+    if(qw == 0)
+        qw = run.sq > 0 && (run.sq + w2 - 1) / w2 * w2 < (run.sq + w3 - 1) / w3 * w3 ? w2 : w3;
+    run.qw = qw;
+    const int64_t need = (run.sq + qw - 1) / qw;
+    run.panels = std::max<int64_t>(1, std::min(sdpa_panels(run.lanes, run.widens), need));
+    run.nqb = (run.sq + run.panels * qw - 1) / (run.panels * qw);
     const int64_t bk = kSdpaBk;
     int64_t o = 0;
     run.off_qt = o;
-    o += round16(run.panels * run.d * kSdpaQw);
+    o += round16(run.panels * run.d * qw);
     run.off_ot = o;
-    o += round16(run.panels * run.dv * kSdpaQw);
+    o += round16(run.panels * run.dv * qw);
     run.off_st = o;
-    o += round16(bk * kSdpaQw);
+    o += round16(bk * qw);
     run.off_m = o;
-    o += round16(run.panels * kSdpaQw);
+    o += round16(run.panels * qw);
     run.off_l = o;
-    o += round16(run.panels * kSdpaQw);
+    o += round16(run.panels * qw);
     run.off_kb = o;
     o += round16(bk * run.d);
     run.off_vb = o;
     o += round16(bk * run.dv);
-    run.total = o;
-    return o;
+    const int64_t panel_total = o;
+
+    // Rows kernel (its slots overlap the panel kernel's: one kernel runs per call).
+    const int64_t rb = kSdpaRowsMax;
+    run.dp = (run.d + run.lanes - 1) / run.lanes * run.lanes;
+    run.dvp = (run.dv + run.lanes - 1) / run.lanes * run.lanes;
+    o = 0;
+    run.off_rq = o;
+    o += round16(rb * run.dp);
+    run.off_ro = o;
+    o += round16(rb * run.dvp);
+    run.off_rs = o;
+    o += round16(rb * bk);
+    run.off_rm = o;
+    o += round16(rb);
+    run.off_rl = o;
+    o += round16(rb);
+    run.off_ra = o;
+    o += round16(rb);
+    run.off_rk = o;
+    o += round16(bk * run.dp);
+    run.off_rv = o;
+    o += round16(bk * run.dvp);
+    run.off_part = o;
+    o += round16(rb * (run.dvp + 2));
+    run.total = std::max(panel_total, o);
+    return run.total;
 }
 
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
 {
     (void)skv;
-    SdpaRun run;
-    run.sq = sq;
-    run.d = d;
-    run.dv = dv;
-    return align_up(static_cast<size_t>(sdpa_plan_layout(run)) * sizeof(float));
+    // Every build's layout at both panel widths, for fp32 and 16-bit K / V: the plan's workspace
+    // does not depend on the ISA, and (each layout growing with sq) a shorter call never needs more
+    // than the declared length did.
+    int64_t most = 0;
+    for(int lanes : {4, 8, 16})
+        for(int64_t vectors : {2, 3})
+            for(bool widens : {false, true})
+            {
+                SdpaRun run;
+                run.sq = sq;
+                run.d = d;
+                run.dv = dv;
+                run.lanes = lanes;
+                run.widens = widens;
+                most = std::max(most, sdpa_plan_layout(run, vectors * lanes));
+            }
+    return align_up(static_cast<size_t>(most) * sizeof(float));
 }
 
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads)
+namespace
 {
+// Work (multiply-adds and K / V elements read, about 40-100 a nanosecond on one core) below which
+// a call runs on the calling thread alone: handing items to another thread costs more than the
+// ~2 us it saves. Above it, the workers that are awake help (one per kSdpaWorkPerThread of work);
+// a sleeping one is woken only from kSdpaWakeWork (~15 us alone): waking costs the caller a few
+// microseconds (see work_pool.hpp), and in a stream of calls the worker then stays awake.
+constexpr double kSdpaSerialWork = 1.5e5;
+constexpr double kSdpaWorkPerThread = 1.0e5;
+constexpr double kSdpaWakeWork = 5.0e5;
+// Keys per chunk below which splitting a kv head's keys over threads does not pay for the merge.
+constexpr int64_t kSdpaMinChunk = 512;
+
+struct SdpaIsa
+{
+    void (*item)(const SdpaRun&, int64_t, float*);
+    void (*rows_item)(const SdpaRun&, int64_t, float*, float*);
+    void (*rows_merge)(const SdpaRun&, int64_t, char*, size_t);
+    int lanes;
+};
+
+SdpaIsa sdpa_isa(Isa isa)
+{
+    switch(isa)
+    {
+    case Isa::Avx512:
+        return {sdpa_avx512::run_item, sdpa_avx512::run_rows_item, sdpa_avx512::rows_merge, 16};
+    case Isa::Avx2:
+        return {sdpa_avx2::run_item, sdpa_avx2::run_rows_item, sdpa_avx2::rows_merge, 8};
+    case Isa::Baseline:
+    default:
+        return {sdpa_base::run_item, sdpa_base::run_rows_item, sdpa_base::rows_merge, 4};
+    }
+}
+
+// The SDPA forward's items run on the work pool (work_pool.hpp), not an OpenMP team: a call never
+// waits for a thread the OS has not scheduled, and a small one never wakes any.
+template <class F>
+void sdpa_parallel(int64_t total, int nt, bool wake, F f)
+{
+    pool_for(total, nt, wake, f);
+}
+} // namespace
+
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa)
+{
+    const SdpaIsa k = sdpa_isa(isa);
     SdpaRun run;
     run.p = &p;
     run.b = p.qs.dims[0];
@@ -475,25 +551,61 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     run.skv = p.ks.dims[2];
     run.dv = p.vs.dims[3];
     run.group = run.hq / run.hk;
-    if(static_cast<size_t>(sdpa_plan_layout(run)) * sizeof(float) > per_thread)
+    run.lanes = k.lanes;
+    run.widens = p.kt != DType::F32 || p.vt != DType::F32;
+    if(static_cast<size_t>(sdpa_plan_layout(run, 0)) * sizeof(float) > per_thread)
         return false;
+    if(run.b == 0 || run.hq == 0 || run.sq == 0)
+        return true;
 
-    void (*item)(const SdpaRun&, int64_t, float*) = sdpa_base::run_item;
-#if HIPDNN_CPU_HAVE_AVX2_PATH
-    if(cpu_has_avx2())
-        item = sdpa_avx2::run_item;
-#endif
-    const int64_t total = run.b * run.hq * run.nqb;
-    const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
-#ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt)
-#endif
-    for(int64_t w = 0; w < total; ++w)
+    // Threads the work pays for: (multiply-adds of q k^T and p v, and the K / V elements read).
+    const double work = static_cast<double>(run.b * run.hq) * static_cast<double>(run.sq)
+                            * static_cast<double>(run.skv) * static_cast<double>(run.d + run.dv)
+                        + static_cast<double>(run.b * run.hk) * static_cast<double>(run.skv)
+                              * static_cast<double>(run.d + run.dv);
+    int nt = 1;
+    if(work > kSdpaSerialWork)
+        nt = static_cast<int>(std::max(1.0, std::min<double>(nthreads, work / kSdpaWorkPerThread)));
+    const bool wake = work >= kSdpaWakeWork;
+
+    run.rows = run.sq <= kSdpaRowsMaxSq;
+    if(!run.rows)
     {
-        float* ws = reinterpret_cast<float*>(scratch + static_cast<size_t>(thread_num()) * per_thread);
-        item(run, w, ws);
+        const int64_t total = run.b * run.hq * run.nqb;
+        nt = static_cast<int>(std::min<int64_t>(nt, total));
+        sdpa_parallel(total, nt, wake, [&](int64_t w, int tid) {
+            k.item(run, w, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
+        });
+        return true;
     }
-    (void)nt;
+
+    // Rows kernel: the (batch, kv head) rows in balanced blocks of at most kSdpaRowsMax.
+    run.nrows = run.group * run.sq;
+    run.nrb = (run.nrows + kSdpaRowsMax - 1) / kSdpaRowsMax;
+    run.rb = (run.nrows + run.nrb - 1) / run.nrb;
+    const int64_t blocks = run.b * run.hk * run.nrb;
+    // Too few blocks for the threads: split the keys into chunks (item w's partial result lives in
+    // slice w, so at most one item per slice).
+    run.chunks = 1;
+    run.chunk = run.skv;
+    if(blocks < nt)
+    {
+        const int64_t by_len = run.skv / kSdpaMinChunk;
+        run.chunks = std::max<int64_t>(1, std::min<int64_t>(nt / blocks, by_len));
+        run.chunk = (run.skv + run.chunks - 1) / run.chunks;
+        run.chunk = (run.chunk + kSdpaBk - 1) / kSdpaBk * kSdpaBk;
+        run.chunks = (run.skv + run.chunk - 1) / run.chunk;
+    }
+    const int64_t total = blocks * run.chunks;
+    nt = static_cast<int>(std::min<int64_t>(nt, total));
+    sdpa_parallel(total, nt, wake, [&](int64_t w, int tid) {
+        float* part = run.chunks > 1 ? reinterpret_cast<float*>(scratch + static_cast<size_t>(w) * per_thread) + run.off_part
+                                     : nullptr;
+        k.rows_item(run, w, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread), part);
+    });
+    if(run.chunks > 1)
+        for(int64_t blk = 0; blk < blocks; ++blk)
+            k.rows_merge(run, blk, scratch, per_thread);
     return true;
 }
 
@@ -614,7 +726,7 @@ size_t matmul_scratch_per_thread(int64_t m, int64_t n, int64_t k)
     return align_up(static_cast<size_t>(mm_layout(m, n, k).total) * sizeof(float));
 }
 
-bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads)
+bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa)
 {
     MmRun run{};
     run.p = &p;
@@ -634,8 +746,10 @@ bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nt
 
     void (*item)(const MmRun&, int64_t, float*) = mm_item_base;
 #if HIPDNN_CPU_HAVE_AVX2_PATH
-    if(cpu_has_avx2())
+    if(isa != Isa::Baseline) // the matmul tile has no AVX-512 build: AVX-512 CPUs run the AVX2 one
         item = mm_item_avx2;
+#else
+    (void)isa;
 #endif
     const int nt = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(nthreads, total)));
 #ifdef _OPENMP

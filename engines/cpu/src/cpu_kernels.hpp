@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace hipdnn_cpu
 {
@@ -26,6 +27,25 @@ static_assert(kMaxRank == hipdnn_plugin_sdk::cpp::kMaxRank, "one rank limit for 
 
 // OpenMP wrappers that also work when the engine is built without OpenMP.
 int max_threads();
+
+// ------------------------------------------------------------------ ISA ----
+// The instruction sets the hot kernels are compiled for (cpu_isa.cpp). All are built into the one
+// library; a plan records the one it runs (isa_for_plan) and every kernel call is given it.
+enum class Isa
+{
+    Baseline, // the library's -march (x86-64-v2 on x86-64)
+    Avx2,     // AVX2 + FMA + F16C, 8 fp32 lanes
+    Avx512    // AVX-512 F/DQ/VL/BW (+ AVX2, FMA, F16C), 16 fp32 lanes
+};
+
+const char* isa_name(Isa isa);
+// The widest ISA this CPU (and its OS) supports, read once per process from CPUID.
+Isa isa_best();
+// The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512 when set (read at every plan
+// build, so a test can force each path), else the older switches HIPDNN_CPU_ENGINE_BASELINE=1 and
+// HIPDNN_CPU_ENGINE_NO_AVX512=1, else isa_best(). Returns "" or why the request cannot be served (an
+// unknown name, or an ISA this CPU lacks), which makes the engine not applicable, saying so.
+std::string isa_for_plan(Isa& out);
 
 // Element types the kernels read and write (fp32 compute throughout).
 enum class DType
@@ -74,14 +94,17 @@ struct SdpaProblem
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.
 // Monotonic in every argument, so the size computed at the declared shapes
 // covers every smaller shape of an override call; and capped in the sequence
-// lengths (at most 4 panels of 24 queries, one 64-key tile; skv is unused), so
-// a wildcard length of a dynamic tensor is sized by passing any large value.
+// lengths (a few panels of queries, one 64-key tile; skv is unused), so a
+// wildcard length of a dynamic tensor is sized by passing any large value. The
+// size covers every ISA's kernel, so a plan's workspace never depends on it.
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv);
 
 // Runs the attention. scratch holds nthreads slices of per_thread bytes each
 // (64-byte aligned). Returns false (without touching outputs) if the scratch
 // would be too small; that is a bug guard, never expected.
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads);
+// Small problems (decode, short prefill) run on the calling thread, or on as many threads as their
+// work pays for; isa picks the kernel build.
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa);
 
 // -------------------------------------------------------------- Matmul ----
 struct MatmulProblem
@@ -103,7 +126,7 @@ struct MatmulProblem
 };
 
 size_t matmul_scratch_per_thread(int64_t m, int64_t n, int64_t k);
-bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads);
+bool run_matmul(const MatmulProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa);
 
 // ----------------------------------------------------------- Pointwise ----
 // Pointwise operations. Binary ones read a and b; unary ones read a only

@@ -101,6 +101,7 @@ struct Plan : sdk::DeclaredTensors
     std::vector<NodeInfo> nodes;
     std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
     int nthreads = 1;
+    Isa isa = Isa::Baseline; // the kernels' build, chosen when the plan was built (isa_for_plan)
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;
     size_t workspace_size = 0; // includes alignment slack
@@ -231,6 +232,7 @@ struct RunArgs
     const Shape* eff;
     char* scratch; // nthreads slices of plan.scratch_per_thread bytes
     int nthreads;
+    Isa isa; // plan.isa
 };
 
 struct OpDesc

@@ -39,7 +39,7 @@ enum class SdpaBwdStatus
     ScratchTooSmall, // a sizing bug guard, never expected
     AllocFailed      // *alloc_bytes: what could not be allocated (SIZE_MAX: past size_t)
 };
-SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads,
+SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
                            size_t* alloc_bytes);
 
 // --------------------------------------------------------------- norms ----

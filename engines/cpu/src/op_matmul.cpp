@@ -82,7 +82,7 @@ bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
         p.a_bs[i] = (ia >= 0 && a.dims[ia] != 1) ? a.strides[ia] : 0;
         p.b_bs[i] = (ib >= 0 && b.dims[ib] != 1) ? b.strides[ib] : 0;
     }
-    return run_matmul(p, args.scratch, plan.scratch_per_thread, args.nthreads);
+    return run_matmul(p, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa);
 }
 
 void describe(const Plan& plan, const NodeInfo& n, std::string& s)

@@ -131,7 +131,7 @@ bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
     bp.dks = eff[node.out[1]];
     bp.dvs = eff[node.out[2]];
     size_t bytes = 0;
-    const SdpaBwdStatus st = run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads, &bytes);
+    const SdpaBwdStatus st = run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, &bytes);
     if(st == SdpaBwdStatus::AllocFailed)
     {
         if(bytes == SIZE_MAX)

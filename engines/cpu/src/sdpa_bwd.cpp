@@ -42,7 +42,7 @@
 // depends only on the tile sizes and the head dims, so dynamic (wildcard
 // batch / length) graphs size it at build time. The item functions are
 // instantiated for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
-// and AVX-512 (16 lanes), chosen at run time.
+// and AVX-512 (16 lanes); the plan's ISA picks one (cpu_isa.cpp).
 
 #include "extra_ops.hpp"
 
@@ -916,35 +916,6 @@ HIPDNN_BWD_AVX512_FN void item_avx512(const Run& r, int64_t w, float* ws)
 }
 #endif
 
-// Vector width of the instantiation this CPU runs: 16 (AVX-512), 8 (AVX2 or
-// the baseline). HIPDNN_CPU_ENGINE_BASELINE=1 forces the baseline build and
-// HIPDNN_CPU_ENGINE_NO_AVX512=1 the AVX2 one (to measure and test each).
-enum class Isa
-{
-    Base,
-    Avx2,
-    Avx512
-};
-
-Isa isa()
-{
-#if HIPDNN_BWD_X86
-    static const Isa v = [] {
-        if(std::getenv("HIPDNN_CPU_ENGINE_BASELINE") != nullptr)
-            return Isa::Base;
-        if(!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
-            return Isa::Base;
-        if(std::getenv("HIPDNN_CPU_ENGINE_NO_AVX512") == nullptr && __builtin_cpu_supports("avx512f")
-           && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
-            return Isa::Avx512;
-        return Isa::Avx2;
-    }();
-    return v;
-#else
-    return Isa::Base;
-#endif
-}
-
 inline int thread_id()
 {
 #ifdef _OPENMP
@@ -992,10 +963,11 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
     return align_up(static_cast<size_t>(r.total) * sizeof(float));
 }
 
-SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads,
+SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
                            size_t* alloc_bytes)
 {
-    const Isa which = isa();
+    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512, else 8 (AVX2 or the baseline).
+    const Isa which = HIPDNN_BWD_X86 ? isa : Isa::Baseline;
     const int w = which == Isa::Avx512 ? 16 : 8;
     Run r;
     r.p = &p;

@@ -1,9 +1,22 @@
-// Internal interface of the flash-style SDPA forward kernel (sdpa_fwd.inl).
+// Internal interface of the flash-style SDPA forward kernels (sdpa_fwd.inl).
 //
-// The kernel source is compiled twice, into two namespaces: sdpa_base (the
-// library's baseline ISA) and, on x86-64, sdpa_avx2 (compiled with
-// -mavx2 -mfma -mf16c and only called when the CPU has them). cpu_kernels.cpp
-// owns the OpenMP loop and picks one at run time.
+// The kernel source is compiled once per ISA, into its own namespace:
+// sdpa_base (the library's baseline ISA, 4-lane vectors), and on x86-64
+// sdpa_avx2 (-mavx2 -mfma -mf16c, 8 lanes) and sdpa_avx512 (-mavx512f/dq/vl/bw,
+// 16 lanes); each runs only when the CPU has its instructions (cpu_isa.cpp).
+// cpu_kernels.cpp owns the thread loop and calls the plan's build.
+//
+// Two kernels per build:
+//   run_item       the panel kernel for prefill: queries along the vector lanes
+//                  (panels of 3, or 2, vectors of queries), keys in 64-key tiles;
+//   run_rows_item  the rows kernel for few queries (decode, Sq <= kSdpaRowsMaxSq):
+//                  up to kSdpaRowsMax query rows of one kv head (the GQA group's
+//                  heads x the queries) against keys streamed once, keys along
+//                  the lanes for q.k and head dims along the lanes for p.v, so
+//                  no lane is wasted on absent queries. A kv head's keys may be
+//                  split into chunks run as separate items (when there are too
+//                  few kv heads for the threads); their partial results are
+//                  merged afterwards by rows_merge.
 #pragma once
 
 #include "cpu_kernels.hpp"
@@ -11,32 +24,65 @@
 namespace hipdnn_cpu
 {
 
-// Fixed blocking shared by both builds (they must agree on scratch sizes).
-constexpr int64_t kSdpaQw = 24;     // queries per panel: 3 vectors of 8 lanes
-constexpr int64_t kSdpaPanels = 4;  // panels per work item (96 queries)
 constexpr int64_t kSdpaBk = 64;     // keys per tile
+constexpr int64_t kSdpaRowsMax = 16; // query rows per rows-kernel item
+constexpr int64_t kSdpaRowsMaxSq = 16; // the rows kernel serves Sq up to this
+
+// Widest panel (queries) and panels per work item of each vector width. An item widens every K and
+// V tile it reads when they are fp16 / bf16: more panels share that work.
+constexpr int64_t sdpa_qw(int lanes)
+{
+    return 3 * lanes;
+}
+constexpr int64_t sdpa_panels(int lanes, bool widens)
+{
+    return lanes == 16 && !widens ? 2 : 4;
+}
 
 // Per-call constants of one SDPA run.
 struct SdpaRun
 {
     const SdpaProblem* p = nullptr;
     int64_t b = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0, group = 1;
+    int lanes = 8; // vector width of the build that runs (4, 8 or 16)
+    bool widens = false; // K or V is not fp32 (the panel kernel widens their tiles)
+    // Panel kernel.
+    int64_t qw = 24;    // queries per panel: 3 or 2 vectors
     int64_t panels = 1; // panels per work item at this call's shapes
     int64_t nqb = 0;    // query blocks per (b, h)
-    // scratch layout (floats)
-    int64_t off_qt = 0, off_ot = 0, off_st = 0, off_m = 0, off_l = 0, off_kb = 0, off_vb = 0, total = 0;
+    // Rows kernel.
+    bool rows = false;  // the rows kernel serves this call
+    int64_t nrows = 0;  // query rows per (b, kv head): group x sq
+    int64_t rb = 0;     // rows per item
+    int64_t nrb = 0;    // row blocks per (b, kv head)
+    int64_t chunks = 1; // key chunks per row block (> 1: partial results, merged after)
+    int64_t chunk = 0;  // keys per chunk (a multiple of kSdpaBk)
+    int64_t dp = 0, dvp = 0; // head dims rounded up to whole vectors
+    // Scratch layout (floats from the thread's slice). Panel kernel:
+    int64_t off_qt = 0, off_ot = 0, off_st = 0, off_m = 0, off_l = 0, off_kb = 0, off_vb = 0;
+    // rows kernel (its own slots; off_part is the partial result of the item whose index is this
+    // slice's, written by whichever thread runs that item):
+    int64_t off_rq = 0, off_ro = 0, off_rs = 0, off_rm = 0, off_rl = 0, off_ra = 0, off_rk = 0, off_rv = 0;
+    int64_t off_part = 0;
+    int64_t total = 0;
 };
 
-// Fills the layout fields of run (b..dv set); returns floats needed per thread.
-int64_t sdpa_plan_layout(SdpaRun& run);
+// Fills the layout fields of run (b..dv, lanes, widens set) for both kernels, with panels of qw queries
+// (0: the width that suits run.sq); returns floats needed per thread.
+int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw);
 
-namespace sdpa_base
-{
-void run_item(const SdpaRun& run, int64_t w, float* ws);
-}
-namespace sdpa_avx2
-{
-void run_item(const SdpaRun& run, int64_t w, float* ws);
-}
+// Per ISA build: the panel kernel's item w, the rows kernel's item w, and the merge of row block
+// `block`'s chunks (slices: the scratch, per_thread bytes apart).
+#define HIPDNN_SDPA_DECLARE(ns)                                                                                        \
+    namespace ns                                                                                                       \
+    {                                                                                                                  \
+    void run_item(const SdpaRun& run, int64_t w, float* ws);                                                           \
+    void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part);                                         \
+    void rows_merge(const SdpaRun& run, int64_t block, char* slices, size_t per_thread);                               \
+    }
+HIPDNN_SDPA_DECLARE(sdpa_base)
+HIPDNN_SDPA_DECLARE(sdpa_avx2)
+HIPDNN_SDPA_DECLARE(sdpa_avx512)
+#undef HIPDNN_SDPA_DECLARE
 
 } // namespace hipdnn_cpu

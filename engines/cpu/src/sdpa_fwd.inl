@@ -1,23 +1,29 @@
 // Flash-style SDPA forward, compiled once per ISA (see sdpa_fwd.hpp); the
-// includer defines HIPDNN_SDPA_NS. Everything here has internal linkage or
-// lives in that namespace, so the two builds never share a symbol.
+// includer defines HIPDNN_SDPA_NS and HIPDNN_SDPA_W (fp32 lanes per vector: 8
+// or 16). Everything here has internal linkage or lives in that namespace, so
+// the builds never share a symbol.
 //
-// Layout. A work item is (batch, head, block of up to 4 panels of 24 queries).
-// Each panel keeps, in per-thread scratch:
-//   Qt [D][24]  the queries transposed, pre-multiplied by scale * log2(e)
-//   Ot [Dv][24] the unnormalised output, transposed
-//   m, l [24]   running max (log2 units) and running sum of exp2
+// Panel kernel (prefill). A work item is (batch, head, block of up to `panels`
+// panels of QW = 3 W queries). Each panel keeps, in per-thread scratch:
+//   Qt [D][QW]  the queries transposed, pre-multiplied by scale * log2(e)
+//   Ot [Dv][QW] the unnormalised output, transposed
+//   m, l [QW]   running max (log2 units) and running sum of exp2
 // Keys are taken in tiles of 64. For each (tile, panel) pair that the masks
 // leave any visible key in:
-//   St [keys][24] = K_tile . Qt      (scores, transposed: one row per key)
-//   softmax update down the key rows (every op is a vertical 8-lane op: no
+//   St [keys][QW] = K_tile . Qt      (scores, transposed: one row per key;
+//                                     the row max is taken as the products are
+//                                     stored when no mask or bias touches them)
+//   softmax update down the key rows (every op is a vertical W-lane op: no
 //   horizontal reductions; the per-query max and sum live in vector lanes)
 //   Ot = Ot * alpha + V_tile^T . St  (St now holds exp2(s - m))
-// Both products use the same register-blocked micro kernel: 4 rows of a
+// Both products use the same register-blocked micro kernel: MR rows of a
 // strided source (K rows over d, or V columns over keys) broadcast one
-// element at a time against 3 vectors of the panel, 12 accumulators. K and V
-// are read in place at any strides (fp32); fp16 / bf16 tiles are first
-// widened into scratch.
+// element at a time against the 3 vectors of the panel (MR x 3 accumulators:
+// 12 of 16 ymm registers, or 24 of 32 zmm). K and V are read in place at any
+// strides (fp32); fp16 / bf16 tiles are first widened into scratch (whole
+// vectors at a time where the head dim has unit stride).
+//
+// Rows kernel (decode and other calls with few queries): see run_rows_item.
 
 #include "sdpa_fwd.hpp"
 
@@ -25,9 +31,14 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <utility>
 
-// 32-byte vectors are passed between internal (always inlined) helpers only;
-// the baseline build's note about their ABI does not apply.
+#if defined(__AVX__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+// Vectors are passed between internal (always inlined) helpers only; the
+// baseline build's note about their ABI does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace hipdnn_cpu
@@ -37,15 +48,21 @@ namespace HIPDNN_SDPA_NS
 namespace
 {
 
-typedef float V __attribute__((vector_size(32)));
-typedef uint32_t VU __attribute__((vector_size(32)));
-constexpr int W = 8;
-constexpr int NV = static_cast<int>(kSdpaQw) / W; // 3
-constexpr int QW = static_cast<int>(kSdpaQw);
-constexpr int MR = 4;
+constexpr int W = HIPDNN_SDPA_W;
+typedef float V __attribute__((vector_size(W * 4)));
+typedef uint32_t VU __attribute__((vector_size(W * 4)));
+typedef uint16_t VH __attribute__((vector_size(W * 2)));
+static_assert(3 * W == sdpa_qw(W), "widest panel");
+// Rows of the micro kernel for panels of NV vectors: NV x MR accumulators, 24 of the 32 zmm
+// registers or 12 of the 16 ymm / xmm ones.
+template <int NV>
+constexpr int kMR = (W == 16 ? 24 : 12) / NV;
+constexpr int64_t BK = kSdpaBk;
+static_assert(BK % 16 == 0, "key tiles hold whole vectors");
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kFar = int64_t(1) << 50;
 
 inline int64_t imin(int64_t a, int64_t b)
 {
@@ -65,13 +82,42 @@ inline void vstore(float* p, V v)
 {
     std::memcpy(p, &v, sizeof(v));
 }
+// A broadcast. (Not V{} + x: without -fno-signed-zeros that is a scalar add of
+// 0.0f before the broadcast, which also keeps the broadcast out of the FMA's
+// memory operand in the micro kernel.)
+template <size_t... I>
+inline V vset_lanes(float x, std::index_sequence<I...>)
+{
+    return V{((void)I, x)...};
+}
 inline V vset(float x)
 {
-    return V{x, x, x, x, x, x, x, x};
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+    return (V)_mm512_set1_ps(x);
+#elif HIPDNN_SDPA_W == 8 && defined(__AVX__)
+    return (V)_mm256_set1_ps(x);
+#else
+    return vset_lanes(x, std::make_index_sequence<W>{});
+#endif
 }
+// NaN in b propagates (a > NaN is false), as the scalar reference does.
 inline V vmax(V a, V b)
 {
     return a > b ? a : b;
+}
+inline float hmax(V v)
+{
+    float m = v[0];
+    for(int i = 1; i < W; ++i)
+        m = m > v[i] ? m : v[i];
+    return m;
+}
+inline float hsum(V v)
+{
+    float s = 0.0f;
+    for(int i = 0; i < W; ++i)
+        s += v[i];
+    return s;
 }
 
 // 2^x for x <= 0 (x = -inf gives 0, NaN stays NaN). x = n + f with n an
@@ -80,6 +126,28 @@ inline V vmax(V a, V b)
 // below -125 (results below 2.4e-38) flush to 0.
 inline V exp2_nonpos(V x)
 {
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+    // The same polynomial, with vrndscaleps for n and vscalefps for p 2^n (12 vector ops where the
+    // bit arithmetic takes 20). NaN propagates: max takes its second operand when one is NaN, and
+    // NLT_UQ is true for NaN. (The all-lanes mask forms: the plain ones start from
+    // _mm512_undefined_ps, which GCC 12 flags as maybe-uninitialized.)
+    const __m512 xv = (__m512)x;
+    const __m512 lo = _mm512_set1_ps(-125.0f);
+    const __mmask16 all = 0xffff;
+    const __m512 xc = _mm512_mask_max_ps(lo, all, lo, xv);
+    const __m512 n = _mm512_mask_roundscale_ps(xc, all, xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_sub_ps(xc, n);
+    __m512 p = _mm512_set1_ps(1.5252733804059841e-05f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381609e-04f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-03f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-02f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-01f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+    const __m512 r = _mm512_mask_scalef_ps(p, all, p, n);
+    return (V)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xv, lo, _CMP_NLT_UQ), r);
+#else
     const V lo = vset(-125.0f);
     const V xc = x < lo ? lo : x;
     const V magic = vset(12582912.0f); // 1.5 * 2^23: adding it rounds to an integer
@@ -99,6 +167,12 @@ inline V exp2_nonpos(V x)
     const VU bits = (VU)p + (ni << 23);
     const V r = (V)bits;
     return x < lo ? V{} : r;
+#endif
+}
+
+inline float exp2_scalar(float x)
+{
+    return exp2_nonpos(vset(x))[0];
 }
 
 // ------------------------------------------------------ element access ----
@@ -224,12 +298,59 @@ inline void store_elem(void* base, int64_t i, DType t, float x)
     }
 }
 
+// dst[0..n) = n elements of base from offset off at stride cs, widened to fp32; whole vectors at a
+// time where the elements are contiguous (bf16: the bits shifted up; fp16: F16C's vcvtph2ps, exact
+// for every half, subnormals included).
+inline void widen_row(const void* base, int64_t off, int64_t cs, DType t, int64_t n, float* dst)
+{
+    int64_t e = 0;
+    if(cs == 1)
+    {
+        if(t == DType::F32)
+        {
+            std::memcpy(dst, static_cast<const float*>(base) + off, static_cast<size_t>(n) * sizeof(float));
+            return;
+        }
+        const uint16_t* src = static_cast<const uint16_t*>(base) + off;
+        if(t == DType::BF16)
+            for(; e + W <= n; e += W)
+            {
+                VH h;
+                std::memcpy(&h, src + e, sizeof(h));
+                vstore(dst + e, (V)(__builtin_convertvector(h, VU) << 16));
+            }
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+        else if(t == DType::F16)
+            for(; e + W <= n; e += W)
+            {
+                __m256i h;
+                std::memcpy(&h, src + e, sizeof(h));
+                const __m512 f = _mm512_maskz_cvtph_ps(0xffff, h); // (the maskz form: see exp2_nonpos)
+                std::memcpy(dst + e, &f, sizeof(f));
+            }
+#elif HIPDNN_SDPA_W == 8 && defined(__F16C__)
+        else if(t == DType::F16)
+            for(; e + W <= n; e += W)
+            {
+                __m128i h;
+                std::memcpy(&h, src + e, sizeof(h));
+                const __m256 f = _mm256_cvtph_ps(h);
+                std::memcpy(dst + e, &f, sizeof(f));
+            }
+#endif
+    }
+    for(; e < n; ++e)
+        dst[e] = load_elem(base, off + e * cs, t);
+}
+
 // ------------------------------------------------------- micro kernel ----
 // c[r][0..QW) = (cs ? c[r][..] * cs : 0) + sum_k a[r*ars + k*aks] * b[k*QW + 0..QW)
-// for r < R: R rows of a strided source against one 24-wide panel.
-template <int R>
-inline void panel_kernel(int64_t n, const float* a, int64_t ars, int64_t aks, const float* b, float* c, const V* cs)
+// for r < R: R rows of a strided source against one panel of QW = NV W. With
+// mx, also mx[v] = max(mx[v], every row's result) (taken from the registers).
+template <int R, int NV>
+inline void panel_kernel(int64_t n, const float* a, int64_t ars, int64_t aks, const float* b, float* c, const V* cs, V* mx)
 {
+    constexpr int QW = NV * W;
     V acc[R][NV];
     for(int r = 0; r < R; ++r)
         for(int v = 0; v < NV; ++v)
@@ -255,27 +376,51 @@ inline void panel_kernel(int64_t n, const float* a, int64_t ars, int64_t aks, co
     for(int r = 0; r < R; ++r)
         for(int v = 0; v < NV; ++v)
             vstore(c + r * QW + v * W, acc[r][v]);
+    if(mx != nullptr)
+        for(int r = 0; r < R; ++r)
+            for(int v = 0; v < NV; ++v)
+                mx[v] = vmax(mx[v], acc[r][v]);
 }
 
-inline void panel_gemm(int64_t rows, int64_t n, const float* a, int64_t ars, int64_t aks, const float* b, float* c, const V* cs)
+template <int NV>
+inline void panel_gemm(int64_t rows,
+                       int64_t n,
+                       const float* a,
+                       int64_t ars,
+                       int64_t aks,
+                       const float* b,
+                       float* c,
+                       const V* cs,
+                       V* mx)
 {
+    constexpr int MR = kMR<NV>;
+    constexpr int QW = NV * W;
     int64_t r = 0;
     for(; r + MR <= rows; r += MR)
-        panel_kernel<MR>(n, a + r * ars, ars, aks, b, c + r * QW, cs);
-    switch(rows - r)
+        panel_kernel<MR, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+    const int64_t left = rows - r;
+    if(left == 0)
+        return;
+    // Up to MR - 1 rows remain: 8-, 4-, 2- and 1-row kernels cover them.
+    if constexpr(MR > 8)
+        if(left & 8)
+        {
+            panel_kernel<8, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+            r += 8;
+        }
+    if constexpr(MR > 4)
+        if(left & 4)
+        {
+            panel_kernel<4, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+            r += 4;
+        }
+    if(left & 2)
     {
-    case 3:
-        panel_kernel<3>(n, a + r * ars, ars, aks, b, c + r * QW, cs);
-        break;
-    case 2:
-        panel_kernel<2>(n, a + r * ars, ars, aks, b, c + r * QW, cs);
-        break;
-    case 1:
-        panel_kernel<1>(n, a + r * ars, ars, aks, b, c + r * QW, cs);
-        break;
-    default:
-        break;
+        panel_kernel<2, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+        r += 2;
     }
+    if(left & 1)
+        panel_kernel<1, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
 }
 
 // ALiBi slope of head h of nh (the usual geometric sequence, extended for
@@ -290,10 +435,196 @@ inline float alibi_slope(int64_t h, int64_t nh)
     return std::pow(2.0f, -4.0f * static_cast<float>(2 * (h - n) + 1) / static_cast<float>(n));
 }
 
-} // namespace
-
-void run_item(const SdpaRun& run, int64_t w, float* ws)
+// Per-batch lengths and the visible band, relative to the query index: key j
+// is visible to query i < sq iff i + lo <= j <= i + hi and j < skv.
+struct Band
 {
+    int64_t sq = 0, skv = 0, lo = -kFar, hi = kFar;
+};
+
+inline Band batch_band(const SdpaProblem& p, const SdpaRun& run, int64_t b)
+{
+    Band r;
+    r.sq = run.sq;
+    r.skv = run.skv;
+    if(p.seq_q != nullptr)
+        r.sq = imax(0, imin(run.sq, load_int(p.seq_q, b * p.seq_q_bs, p.seq_q_t)));
+    if(p.seq_kv != nullptr)
+        r.skv = imax(0, imin(run.skv, load_int(p.seq_kv, b * p.seq_kv_bs, p.seq_kv_t)));
+    const int64_t shift = r.skv - r.sq;
+    if(p.has_hi_tl)
+        r.hi = imin(r.hi, p.hi_tl);
+    if(p.has_hi_br)
+        r.hi = imin(r.hi, p.hi_br + shift);
+    if(p.has_lo)
+        r.lo = p.lo + (p.lo_br ? shift : 0);
+    return r;
+}
+
+// Writes one output row: o = acc / l (acc at stride as), stats = the natural-log LSE; a row with no
+// visible key (l = 0, or a padding row: acc null) gets o = 0 and stats = -inf.
+inline void write_row(const SdpaProblem& p, int64_t b, int64_t h, int64_t qi, int64_t dv, const float* acc, int64_t as, float m, float l)
+{
+    const int64_t orow = b * p.os.strides[0] + h * p.os.strides[1] + qi * p.os.strides[2];
+    float inv = 0.0f, lse = -kInf;
+    if(acc != nullptr && l > 0.0f)
+    {
+        inv = 1.0f / l;
+        lse = (m + std::log2(l)) * kLn2;
+    }
+    else
+        acc = nullptr;
+    if(p.ot == DType::F32 && p.os.strides[3] == 1)
+    {
+        float* dst = static_cast<float*>(p.o) + orow;
+        if(acc != nullptr)
+            for(int64_t e = 0; e < dv; ++e)
+                dst[e] = acc[e * as] * inv;
+        else
+            for(int64_t e = 0; e < dv; ++e)
+                dst[e] = 0.0f;
+    }
+    else
+        for(int64_t e = 0; e < dv; ++e)
+            store_elem(p.o, orow + e * p.os.strides[3], p.ot, acc != nullptr ? acc[e * as] * inv : 0.0f);
+    if(p.stats != nullptr)
+        p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + qi * p.ss.strides[2]] = lse;
+}
+
+// ------------------------------------------------ rows kernel helpers ----
+// Transposing sum: W vectors x[n] -> one vector whose lane n is the sum of
+// x[n]'s lanes, in log2(W) rounds of (two lane shuffles + one add) per pair
+// (W - 1 pairs in all; 45 ops for 16 vectors, where one horizontal sum takes 8).
+// Round S pairs x[n] with x[n + S]: in every 2S-lane chunk the result holds
+// the pairwise sums of x[n]'s chunk in its lower S lanes and x[n + S]'s in
+// its upper S lanes; after the last round lane n holds all of x[n].
+constexpr int fold_src(int s, int i, bool upper)
+{
+    const int t = i / (2 * s), u = i % (2 * s);
+    return (u < s ? t * 2 * s + u : W + t * 2 * s + (u - s)) + (upper ? s : 0);
+}
+
+template <int S, size_t... I>
+inline V fold(V a, V b, std::index_sequence<I...>)
+{
+    return __builtin_shufflevector(a, b, fold_src(S, I, false)...) + __builtin_shufflevector(a, b, fold_src(S, I, true)...);
+}
+
+template <int S>
+inline void fold_rounds(V* x)
+{
+#pragma GCC unroll 16
+    for(int n = 0; n < S; ++n)
+        x[n] = fold<S>(x[n], x[n + S], std::make_index_sequence<W>{});
+    if constexpr(S > 1)
+        fold_rounds<S / 2>(x);
+}
+
+// Scores of up to W keys (rows base + j * krs, j < nvalid; the lanes past
+// nvalid repeat the last key and are masked by the caller) against one query
+// row q, over dp (a multiple of W) elements.
+inline V dot_keys(const float* base, int64_t krs, int64_t nvalid, const float* q, int64_t dp)
+{
+    const float* row[W];
+    for(int j = 0; j < W; ++j)
+        row[j] = base + imin(j, nvalid - 1) * krs;
+    V x[W];
+    for(int j = 0; j < W; ++j)
+        x[j] = V{};
+    for(int64_t e = 0; e < dp; e += W)
+    {
+        const V qv = vload(q + e);
+#pragma GCC unroll 16
+        for(int j = 0; j < W; ++j)
+            x[j] += vload(row[j] + e) * qv;
+    }
+    fold_rounds<W / 2>(x);
+    return x[0];
+}
+
+// o[r][c-th vector] = o * alpha[r] + sum_j s[r][j] v[j][c-th vector] for R
+// rows and C vectors of the head dim: V rows read once per R rows.
+template <int R, int C>
+inline void pv_block(int64_t nk, const float* vt, int64_t vrs, const float* s, float* o, int64_t ldo, const float* alpha)
+{
+    V acc[R][C];
+    for(int r = 0; r < R; ++r)
+    {
+        const V a = vset(alpha[r]);
+        for(int c = 0; c < C; ++c)
+            acc[r][c] = vload(o + r * ldo + c * W) * a;
+    }
+    for(int64_t j = 0; j < nk; ++j)
+    {
+        const float* vr = vt + j * vrs;
+        V vv[C];
+        for(int c = 0; c < C; ++c)
+            vv[c] = vload(vr + c * W);
+        for(int r = 0; r < R; ++r)
+        {
+            const V pj = vset(s[r * BK + j]);
+            for(int c = 0; c < C; ++c)
+                acc[r][c] += pj * vv[c];
+        }
+    }
+    for(int r = 0; r < R; ++r)
+        for(int c = 0; c < C; ++c)
+            vstore(o + r * ldo + c * W, acc[r][c]);
+}
+
+constexpr int kPvR = 4;                 // rows per pv_block
+constexpr int kPvC = W == 16 ? 4 : 2;   // head-dim vectors per pv_block (16 or 8 accumulators)
+
+inline void pv_rows(int64_t nr, int64_t nk, const float* vt, int64_t vrs, const float* s, float* o, int64_t ldo, int64_t nvec,
+                    const float* alpha)
+{
+    for(int64_t r = 0; r < nr; r += kPvR)
+    {
+        const int64_t rr = imin(kPvR, nr - r);
+        for(int64_t c = 0; c < nvec; c += kPvC)
+        {
+            const int64_t cc = imin(kPvC, nvec - c);
+            const float* vp = vt + c * W;
+            const float* sp = s + r * BK;
+            float* op = o + r * ldo + c * W;
+            const float* ap = alpha + r;
+            switch(rr * 8 + cc)
+            {
+#define HIPDNN_PV_CASE(R, C)                                                                                           \
+    case R * 8 + C:                                                                                                    \
+        pv_block<R, C>(nk, vp, vrs, sp, op, ldo, ap);                                                                  \
+        break;
+                HIPDNN_PV_CASE(1, 1)
+                HIPDNN_PV_CASE(1, 2)
+                HIPDNN_PV_CASE(2, 1)
+                HIPDNN_PV_CASE(2, 2)
+                HIPDNN_PV_CASE(3, 1)
+                HIPDNN_PV_CASE(3, 2)
+                HIPDNN_PV_CASE(4, 1)
+                HIPDNN_PV_CASE(4, 2)
+#if HIPDNN_SDPA_W == 16
+                HIPDNN_PV_CASE(1, 3)
+                HIPDNN_PV_CASE(1, 4)
+                HIPDNN_PV_CASE(2, 3)
+                HIPDNN_PV_CASE(2, 4)
+                HIPDNN_PV_CASE(3, 3)
+                HIPDNN_PV_CASE(3, 4)
+                HIPDNN_PV_CASE(4, 3)
+                HIPDNN_PV_CASE(4, 4)
+#endif
+#undef HIPDNN_PV_CASE
+            default:
+                break;
+            }
+        }
+    }
+}
+
+// ============================================================ panel kernel ====
+template <int NV>
+void panel_item(const SdpaRun& run, int64_t w, float* ws)
+{
+    constexpr int QW = NV * W;
     const SdpaProblem& p = *run.p;
     const int64_t qb = run.nqb - 1 - (w % run.nqb); // later (heavier under causal) blocks first
     const int64_t bh = w / run.nqb;
@@ -302,26 +633,13 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     const int64_t hk = h / run.group;
     const int64_t d = run.d, dv = run.dv;
 
-    // Per-batch lengths and the visible band (relative to the query index).
-    int64_t sq_b = run.sq, skv_b = run.skv;
-    if(p.seq_q != nullptr)
-        sq_b = imax(0, imin(run.sq, load_int(p.seq_q, b * p.seq_q_bs, p.seq_q_t)));
-    if(p.seq_kv != nullptr)
-        skv_b = imax(0, imin(run.skv, load_int(p.seq_kv, b * p.seq_kv_bs, p.seq_kv_t)));
-    const int64_t shift = skv_b - sq_b;
-    constexpr int64_t kFar = int64_t(1) << 50;
-    int64_t hi = kFar, lo = -kFar; // key j visible to query i iff i + lo <= j <= i + hi
-    if(p.has_hi_tl)
-        hi = imin(hi, p.hi_tl);
-    if(p.has_hi_br)
-        hi = imin(hi, p.hi_br + shift);
-    if(p.has_lo)
-        lo = p.lo + (p.lo_br ? shift : 0);
+    const Band band = batch_band(p, run, b);
+    const int64_t lo = band.lo, hi = band.hi;
     const bool banded = hi < kFar || lo > -kFar;
 
     const int64_t q0 = qb * run.panels * QW;
-    const int64_t nq = imax(0, imin(run.panels * QW, sq_b - q0)); // live queries of the block
-    const int64_t nq_all = imin(run.panels * QW, run.sq - q0);   // rows of the block to write
+    const int64_t nq = imax(0, imin(run.panels * QW, band.sq - q0)); // live queries of the block
+    const int64_t nq_all = imin(run.panels * QW, run.sq - q0);       // rows of the block to write
     const int64_t npan = (nq + QW - 1) / QW;
 
     float* qt = ws + run.off_qt;
@@ -335,7 +653,6 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
     const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
     const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
-    const int64_t ooff = b * p.os.strides[0] + h * p.os.strides[1];
 
     // Queries, transposed and pre-scaled into log2 units.
     const float qscale = p.scale * kLog2e;
@@ -366,7 +683,7 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     }
 
     // Keys any live query of the block can see.
-    int64_t kbeg = 0, kend = skv_b;
+    int64_t kbeg = 0, kend = band.skv;
     if(nq > 0)
     {
         kbeg = imax(kbeg, q0 + lo);
@@ -381,9 +698,9 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     const bool has_bias = p.bias != nullptr;
     const int64_t bias_off = has_bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
 
-    for(int64_t k0 = kbeg; k0 < kend; k0 += kSdpaBk)
+    for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
     {
-        const int64_t nk = imin(kSdpaBk, kend - k0);
+        const int64_t nk = imin(BK, kend - k0);
         // K and V rows of the tile as (pointer, row stride, column stride).
         const float* kt;
         int64_t krs, kcs;
@@ -396,11 +713,7 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
         else
         {
             for(int64_t j = 0; j < nk; ++j)
-            {
-                const int64_t row = koff + (k0 + j) * p.ks.strides[2];
-                for(int64_t e = 0; e < d; ++e)
-                    kbuf[j * d + e] = load_elem(p.k, row + e * p.ks.strides[3], p.kt);
-            }
+                widen_row(p.k, koff + (k0 + j) * p.ks.strides[2], p.ks.strides[3], p.kt, d, kbuf + j * d);
             kt = kbuf;
             krs = d;
             kcs = 1;
@@ -416,11 +729,7 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
         else
         {
             for(int64_t j = 0; j < nk; ++j)
-            {
-                const int64_t row = voff + (k0 + j) * p.vs.strides[2];
-                for(int64_t e = 0; e < dv; ++e)
-                    vbuf[j * dv + e] = load_elem(p.v, row + e * p.vs.strides[3], p.vt);
-            }
+                widen_row(p.v, voff + (k0 + j) * p.vs.strides[2], p.vs.strides[3], p.vt, dv, vbuf + j * dv);
             vt = vbuf;
             vrs = dv;
             vcs = 1;
@@ -437,55 +746,10 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
                 continue;
             const int64_t rows = j1 - j0;
             float* s = st; // row r = key j0 + r
-            panel_gemm(rows, d, kt + (j0 - k0) * krs, krs, kcs, qt + pn * d * QW, s, nullptr);
+            // Rows every live query of the panel sees: j - hi <= pq0 and j - lo >= pq1 - 1.
+            const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
+            const bool plain = band_free && !has_bias && !p.alibi;
 
-            V lane;
-            for(int i = 0; i < W; ++i)
-                lane[i] = static_cast<float>(i);
-            V qv[NV];
-            for(int v = 0; v < NV; ++v)
-                qv[v] = lane + static_cast<float>(pq0 + v * W);
-
-            if(has_bias)
-            {
-                for(int64_t i = 0; i < pq1 - pq0; ++i)
-                {
-                    const int64_t brow = bias_off + (pq0 + i) * p.bias_st[2];
-                    for(int64_t r = 0; r < rows; ++r)
-                        s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * p.bias_st[3], p.bias_t) * kLog2e;
-                }
-            }
-            if(p.alibi)
-            {
-                const V sl = vset(alibi2);
-                for(int64_t r = 0; r < rows; ++r)
-                {
-                    const V jj = vset(static_cast<float>(j0 + r));
-                    for(int v = 0; v < NV; ++v)
-                        vstore(s + r * QW + v * W, vload(s + r * QW + v * W) + sl * (jj - qv[v]));
-                }
-            }
-            if(banded)
-            {
-                // Rows not visible to every live query of the panel get -inf
-                // where masked: visible iff j - hi <= i <= j - lo.
-                const V ninf = vset(-kInf);
-                for(int64_t r = 0; r < rows; ++r)
-                {
-                    const int64_t j = j0 + r;
-                    if(j <= pq0 + hi && j >= pq1 - 1 + lo)
-                        continue;
-                    const V ilo = vset(static_cast<float>(imax(j - hi, -(int64_t(1) << 24))));
-                    const V ihi = vset(static_cast<float>(imin(j - lo, int64_t(1) << 24)));
-                    for(int v = 0; v < NV; ++v)
-                    {
-                        const V x = vload(s + r * QW + v * W);
-                        vstore(s + r * QW + v * W, (qv[v] >= ilo && qv[v] <= ihi) ? x : ninf);
-                    }
-                }
-            }
-
-            // Online softmax down the key rows.
             float* mp = mrow + pn * QW;
             float* lp = lrow + pn * QW;
             V mold[NV], mnew[NV], muse[NV], sum[NV], alpha[NV];
@@ -494,9 +758,62 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
                 mold[v] = vload(mp + v * W);
                 mnew[v] = mold[v];
             }
-            for(int64_t r = 0; r < rows; ++r)
+            // Scores; with nothing to add or mask, the new max comes from the product's registers.
+            panel_gemm<NV>(rows, d, kt + (j0 - k0) * krs, krs, kcs, qt + pn * d * QW, s, nullptr, plain ? mnew : nullptr);
+
+            if(!plain)
+            {
+                V lane;
+                for(int i = 0; i < W; ++i)
+                    lane[i] = static_cast<float>(i);
+                V qv[NV];
                 for(int v = 0; v < NV; ++v)
-                    mnew[v] = vmax(mnew[v], vload(s + r * QW + v * W));
+                    qv[v] = lane + static_cast<float>(pq0 + v * W);
+
+                if(has_bias)
+                {
+                    for(int64_t i = 0; i < pq1 - pq0; ++i)
+                    {
+                        const int64_t brow = bias_off + (pq0 + i) * p.bias_st[2];
+                        for(int64_t r = 0; r < rows; ++r)
+                            s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * p.bias_st[3], p.bias_t) * kLog2e;
+                    }
+                }
+                if(p.alibi)
+                {
+                    const V sl = vset(alibi2);
+                    for(int64_t r = 0; r < rows; ++r)
+                    {
+                        const V jj = vset(static_cast<float>(j0 + r));
+                        for(int v = 0; v < NV; ++v)
+                            vstore(s + r * QW + v * W, vload(s + r * QW + v * W) + sl * (jj - qv[v]));
+                    }
+                }
+                if(!band_free)
+                {
+                    // Rows not visible to every live query of the panel get -inf
+                    // where masked: visible iff j - hi <= i <= j - lo.
+                    const V ninf = vset(-kInf);
+                    for(int64_t r = 0; r < rows; ++r)
+                    {
+                        const int64_t j = j0 + r;
+                        if(j <= pq0 + hi && j >= pq1 - 1 + lo)
+                            continue;
+                        const V ilo = vset(static_cast<float>(imax(j - hi, -(int64_t(1) << 24))));
+                        const V ihi = vset(static_cast<float>(imin(j - lo, int64_t(1) << 24)));
+                        for(int v = 0; v < NV; ++v)
+                        {
+                            const V x = vload(s + r * QW + v * W);
+                            vstore(s + r * QW + v * W, (qv[v] >= ilo && qv[v] <= ihi) ? x : ninf);
+                        }
+                    }
+                }
+                for(int64_t r = 0; r < rows; ++r)
+                    for(int v = 0; v < NV; ++v)
+                        mnew[v] = vmax(mnew[v], vload(s + r * QW + v * W));
+            }
+
+            // Online softmax down the key rows.
             for(int v = 0; v < NV; ++v)
             {
                 muse[v] = mnew[v] == vset(-kInf) ? V{} : mnew[v];
@@ -516,43 +833,249 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
                 vstore(mp + v * W, mnew[v]);
             }
             // Ot = Ot * alpha + V^T . P
-            panel_gemm(dv, rows, vt + (j0 - k0) * vrs, vcs, vrs, s, ot + pn * dv * QW, alpha);
+            panel_gemm<NV>(dv, rows, vt + (j0 - k0) * vrs, vcs, vrs, s, ot + pn * dv * QW, alpha, nullptr);
         }
     }
 
     // Normalise and write out; rows beyond the live queries (padding) get 0.
     for(int64_t i = 0; i < nq_all; ++i)
     {
-        const int64_t qi = q0 + i;
-        const int64_t orow = ooff + qi * p.os.strides[2];
-        float inv = 0.0f, lse = -kInf;
-        const float* src = nullptr;
-        if(i < nq)
+        const int64_t pn = i / QW, lane = i % QW;
+        const bool live = i < nq;
+        write_row(p, b, h, q0 + i, dv, live ? ot + pn * dv * QW + lane : nullptr, QW, live ? mrow[pn * QW + lane] : 0.0f,
+                  live ? lrow[pn * QW + lane] : 0.0f);
+    }
+}
+
+} // namespace
+
+// Panels of 3 vectors of queries, or 2 where that wastes fewer lanes (sdpa_plan_layout picks).
+void run_item(const SdpaRun& run, int64_t w, float* ws)
+{
+    if(run.qw == 2 * W)
+        panel_item<2>(run, w, ws);
+    else
+        panel_item<3>(run, w, ws);
+}
+
+// ============================================================= rows kernel ====
+// Item w = (batch, kv head, block of up to rb query rows, key chunk). Row r of
+// the (batch, kv head) is query r % sq of head kv_head * group + r / sq, so a
+// GQA group's heads share every K and V row loaded. Per key tile (64 keys):
+//   s[r][j] = q_r . k_j          W keys at a time: a dot product per key over
+//                                the head dim, then one transposing sum
+//   per-row softmax update       (bias, ALiBi and the band applied per row)
+//   o[r] = o[r] alpha_r + sum_j p[r][j] v_j    head dims along the lanes
+// K and V are read in place when fp32 with unit last stride and whole-vector
+// head dims, else widened into scratch (zero-padded to whole vectors).
+void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
+{
+    const SdpaProblem& p = *run.p;
+    const int64_t c = w % run.chunks;
+    const int64_t rest = w / run.chunks;
+    const int64_t rbi = rest % run.nrb;
+    const int64_t bhk = rest / run.nrb;
+    const int64_t hk = bhk % run.hk;
+    const int64_t b = bhk / run.hk;
+    const int64_t d = run.d, dv = run.dv, dp = run.dp, dvp = run.dvp;
+    const int64_t r0 = rbi * run.rb;
+    const int64_t nr = imin(run.rb, run.nrows - r0);
+    const Band band = batch_band(p, run, b);
+
+    float* rq = ws + run.off_rq; // [rb][dp] queries, scaled into log2 units
+    float* ro = ws + run.off_ro; // [rb][dvp] unnormalised output
+    float* rs = ws + run.off_rs; // [rb][BK] scores, then probabilities
+    float* rm = ws + run.off_rm;
+    float* rl = ws + run.off_rl;
+    float* ra = ws + run.off_ra;
+    float* kbuf = ws + run.off_rk; // [BK][dp]
+    float* vbuf = ws + run.off_rv; // [BK][dvp]
+
+    int64_t rh[kSdpaRowsMax], ri[kSdpaRowsMax], rlo[kSdpaRowsMax], rhi[kSdpaRowsMax];
+    float ral[kSdpaRowsMax];
+    const float qscale = p.scale * kLog2e;
+    const int64_t cb = c * run.chunk;
+    const int64_t ce = c + 1 == run.chunks ? band.skv : imin(band.skv, cb + run.chunk);
+    int64_t kbeg = ce, kend = cb;
+    for(int64_t r = 0; r < nr; ++r)
+    {
+        const int64_t gr = r0 + r;
+        const int64_t i = gr % run.sq;
+        const int64_t h = hk * run.group + gr / run.sq;
+        rh[r] = h;
+        ri[r] = i;
+        ral[r] = p.alibi ? alibi_slope(h, run.hq) * kLog2e : 0.0f;
+        // Keys row r sees in this chunk: [rlo, rhi) (empty for a padding row).
+        rlo[r] = imax(cb, i + band.lo);
+        rhi[r] = i < band.sq ? imin(ce, i + band.hi + 1) : rlo[r];
+        rm[r] = -kInf;
+        rl[r] = 0.0f;
+        for(int64_t e = 0; e < dvp; ++e)
+            ro[r * dvp + e] = 0.0f;
+        if(rlo[r] >= rhi[r])
+            continue;
+        kbeg = imin(kbeg, rlo[r]);
+        kend = imax(kend, rhi[r]);
+        float* qr = rq + r * dp;
+        widen_row(p.q, b * p.qs.strides[0] + h * p.qs.strides[1] + i * p.qs.strides[2], p.qs.strides[3], p.qt, d, qr);
+        for(int64_t e = 0; e < d; ++e)
+            qr[e] *= qscale;
+        for(int64_t e = d; e < dp; ++e)
+            qr[e] = 0.0f;
+    }
+
+    const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
+    const bool k_direct = p.kt == DType::F32 && p.ks.strides[3] == 1 && d == dp;
+    const bool v_direct = p.vt == DType::F32 && p.vs.strides[3] == 1 && dv == dvp;
+    const bool has_bias = p.bias != nullptr;
+    for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
+    {
+        const int64_t nk = imin(BK, kend - k0);
+        const int64_t nkv = (nk + W - 1) / W * W;
+        const float* kt;
+        int64_t krs;
+        if(k_direct)
         {
-            const int64_t pn = i / QW, lane = i % QW;
-            const float l = lrow[pn * QW + lane];
-            if(l > 0.0f) // else no visible key: o = 0, stats = -inf
-            {
-                inv = 1.0f / l;
-                lse = (mrow[pn * QW + lane] + std::log2(l)) * kLn2;
-                src = ot + pn * dv * QW + lane;
-            }
-        }
-        if(p.ot == DType::F32 && p.os.strides[3] == 1)
-        {
-            float* dst = static_cast<float*>(p.o) + orow;
-            if(src != nullptr)
-                for(int64_t e = 0; e < dv; ++e)
-                    dst[e] = src[e * QW] * inv;
-            else
-                for(int64_t e = 0; e < dv; ++e)
-                    dst[e] = 0.0f;
+            kt = static_cast<const float*>(p.k) + koff + k0 * p.ks.strides[2];
+            krs = p.ks.strides[2];
         }
         else
+        {
+            for(int64_t j = 0; j < nk; ++j)
+            {
+                float* dst = kbuf + j * dp;
+                widen_row(p.k, koff + (k0 + j) * p.ks.strides[2], p.ks.strides[3], p.kt, d, dst);
+                for(int64_t e = d; e < dp; ++e)
+                    dst[e] = 0.0f;
+            }
+            kt = kbuf;
+            krs = dp;
+        }
+        const float* vt;
+        int64_t vrs;
+        if(v_direct)
+        {
+            vt = static_cast<const float*>(p.v) + voff + k0 * p.vs.strides[2];
+            vrs = p.vs.strides[2];
+        }
+        else
+        {
+            for(int64_t j = 0; j < nk; ++j)
+            {
+                float* dst = vbuf + j * dvp;
+                widen_row(p.v, voff + (k0 + j) * p.vs.strides[2], p.vs.strides[3], p.vt, dv, dst);
+                for(int64_t e = dv; e < dvp; ++e)
+                    dst[e] = 0.0f;
+            }
+            vt = vbuf;
+            vrs = dvp;
+        }
+
+        for(int64_t r = 0; r < nr; ++r)
+        {
+            float* s = rs + r * BK;
+            // Keys of the tile row r sees: [a, z).
+            const int64_t a = imax(rlo[r] - k0, 0), z = imin(rhi[r] - k0, nk);
+            if(a >= z)
+            {
+                for(int64_t j = 0; j < nk; ++j)
+                    s[j] = 0.0f;
+                ra[r] = 1.0f;
+                continue;
+            }
+            const float* qr = rq + r * dp;
+            for(int64_t j = 0; j < nk; j += W)
+                vstore(s + j, dot_keys(kt + j * krs, krs, nk - j, qr, dp));
+            if(has_bias)
+            {
+                const int64_t brow = b * p.bias_st[0] + rh[r] * p.bias_st[1] + ri[r] * p.bias_st[2];
+                for(int64_t j = a; j < z; ++j)
+                    s[j] += load_elem(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t) * kLog2e;
+            }
+            if(p.alibi)
+                for(int64_t j = a; j < z; ++j)
+                    s[j] += ral[r] * static_cast<float>(k0 + j - ri[r]);
+            for(int64_t j = 0; j < a; ++j)
+                s[j] = -kInf;
+            for(int64_t j = z; j < nkv; ++j)
+                s[j] = -kInf;
+
+            V mx = vset(-kInf);
+            for(int64_t j = 0; j < nkv; j += W)
+                mx = vmax(mx, vload(s + j));
+            const float mt = hmax(mx);
+            const float mold = rm[r];
+            const float mnew = mold > mt ? mold : mt; // a NaN score propagates
+            const float muse = mnew == -kInf ? 0.0f : mnew;
+            V sum = V{};
+            const V mu = vset(muse);
+            for(int64_t j = 0; j < nkv; j += W)
+            {
+                const V e = exp2_nonpos(vload(s + j) - mu);
+                vstore(s + j, e);
+                sum += e;
+            }
+            const float alpha = exp2_scalar(mold - muse);
+            rl[r] = rl[r] * alpha + hsum(sum);
+            rm[r] = mnew;
+            ra[r] = alpha;
+        }
+        pv_rows(nr, nk, vt, vrs, rs, ro, dvp, dvp / W, ra);
+    }
+
+    if(run.chunks == 1)
+    {
+        for(int64_t r = 0; r < nr; ++r)
+            write_row(p, b, rh[r], ri[r], dv, ro + r * dvp, 1, rm[r], rl[r]);
+        return;
+    }
+    // Partial result: o [rb][dvp], then m [rb] and l [rb].
+    for(int64_t r = 0; r < nr; ++r)
+    {
+        std::memcpy(part + r * dvp, ro + r * dvp, static_cast<size_t>(dv) * sizeof(float));
+        part[run.rb * dvp + r] = rm[r];
+        part[run.rb * dvp + run.rb + r] = rl[r];
+    }
+}
+
+// Merges the chunks of row block `block` (items block * chunks + c, whose
+// partial results sit in the slices of those indices) and writes its rows.
+// Serial, after every item ran: chunk 0's slot then holds the sum.
+void rows_merge(const SdpaRun& run, int64_t block, char* slices, size_t per_thread)
+{
+    const SdpaProblem& p = *run.p;
+    const int64_t rbi = block % run.nrb;
+    const int64_t bhk = block / run.nrb;
+    const int64_t hk = bhk % run.hk;
+    const int64_t b = bhk / run.hk;
+    const int64_t dv = run.dv, dvp = run.dvp, rb = run.rb;
+    const int64_t r0 = rbi * rb;
+    const int64_t nr = imin(rb, run.nrows - r0);
+    auto part = [&](int64_t c) {
+        return reinterpret_cast<float*>(slices + static_cast<size_t>(block * run.chunks + c) * per_thread) + run.off_part;
+    };
+    float* sum = part(0);
+    for(int64_t r = 0; r < nr; ++r)
+    {
+        float m = -kInf;
+        for(int64_t c = 0; c < run.chunks; ++c)
+        {
+            const float mc = part(c)[rb * dvp + r];
+            m = m > mc ? m : mc; // a NaN propagates
+        }
+        const float muse = m == -kInf ? 0.0f : m;
+        float l = 0.0f;
+        for(int64_t c = 0; c < run.chunks; ++c)
+        {
+            const float* pc = part(c);
+            const float wgt = exp2_scalar(pc[rb * dvp + r] - muse);
+            l += pc[rb * dvp + rb + r] * wgt;
             for(int64_t e = 0; e < dv; ++e)
-                store_elem(p.o, orow + e * p.os.strides[3], p.ot, src != nullptr ? src[e * QW] * inv : 0.0f);
-        if(p.stats != nullptr)
-            p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + qi * p.ss.strides[2]] = lse;
+                sum[r * dvp + e] = (c == 0 ? 0.0f : sum[r * dvp + e]) + pc[r * dvp + e] * wgt;
+        }
+        const int64_t gr = r0 + r;
+        write_row(p, b, hk * run.group + gr / run.sq, gr % run.sq, dv, sum + r * dvp, 1, m, l);
     }
 }
 

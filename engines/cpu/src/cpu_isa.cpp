@@ -1,0 +1,107 @@
+// Which instruction set the CPU engine's kernels run: CPUID once per process, an environment
+// override read at every plan build (see cpu_kernels.hpp, isa_for_plan).
+
+#include "cpu_kernels.hpp"
+
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+namespace hipdnn_cpu
+{
+
+const char* isa_name(Isa isa)
+{
+    switch(isa)
+    {
+    case Isa::Avx2:
+        return "avx2";
+    case Isa::Avx512:
+        return "avx512";
+    case Isa::Baseline:
+    default:
+        return "baseline";
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+namespace
+{
+// CPUID.1:ECX.F16C (not every compiler's __builtin_cpu_supports knows "f16c").
+bool has_f16c()
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+} // namespace
+#endif
+
+Isa isa_best()
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    // __builtin_cpu_supports also checks that the OS saves the ymm / zmm state (XGETBV), which F16C
+    // needs as AVX2 does.
+    static const Isa best = [] {
+        __builtin_cpu_init();
+        if(!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
+            return Isa::Baseline;
+        if(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
+           && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+            return Isa::Avx512;
+        return Isa::Avx2;
+    }();
+    return best;
+#else
+    return Isa::Baseline;
+#endif
+}
+
+namespace
+{
+const char* needs(Isa isa)
+{
+    return isa == Isa::Avx512 ? "AVX-512 F, DQ, VL and BW" : "AVX2, FMA and F16C";
+}
+} // namespace
+
+std::string isa_for_plan(Isa& out)
+{
+    const Isa best = isa_best();
+    out = best;
+    const char* e = std::getenv("HIPDNN_CPU_ISA");
+    if(e != nullptr && e[0] != '\0')
+    {
+        Isa want;
+        if(std::strcmp(e, "baseline") == 0)
+            want = Isa::Baseline;
+        else if(std::strcmp(e, "avx2") == 0)
+            want = Isa::Avx2;
+        else if(std::strcmp(e, "avx512") == 0)
+            want = Isa::Avx512;
+        else
+        {
+            std::string shown(e, strnlen(e, 40));
+            for(char& c : shown)
+                if(c < 0x20 || c > 0x7e)
+                    c = '?';
+            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512 (unset: the widest this CPU has, "
+                   + isa_name(best) + ")";
+        }
+        if(static_cast<int>(want) > static_cast<int>(best))
+            return std::string("HIPDNN_CPU_ISA=") + isa_name(want) + " asks for kernels this CPU cannot run (they need "
+                   + needs(want) + "); the widest it has is " + isa_name(best);
+        out = want;
+        return "";
+    }
+    // The switches from before HIPDNN_CPU_ISA, still honoured.
+    if(std::getenv("HIPDNN_CPU_ENGINE_BASELINE") != nullptr)
+        out = Isa::Baseline;
+    else if(std::getenv("HIPDNN_CPU_ENGINE_NO_AVX512") != nullptr && best == Isa::Avx512)
+        out = Isa::Avx2;
+    return "";
+}
+
+} // namespace hipdnn_cpu

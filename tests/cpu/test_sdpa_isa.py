@@ -1,0 +1,258 @@
+"""The CPU engine's SDPA on every ISA path this machine has.
+
+``HIPDNN_CPU_ISA`` (baseline, avx2, avx512; read each time a plan is built) forces one build of the
+kernels; a fresh handle per ISA keeps plans of another ISA out of its caches. Each path runs the SDPA
+forward option suite of ``test_sdpa_modes`` (float64 references, NaN-filled guarded outputs), cases
+that take the decode (rows) kernel, its key chunks and the panel kernel's edges at odd shapes (1, 37,
+129), generated cases, and some of the backward's cases. An ISA the CPU lacks, or a name that is not
+one, makes the engine not applicable, saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import platform
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hipdnn
+from tests.cpu import test_sdpa_backward_single_pass as bwd
+from tests.cpu.test_sdpa_modes import BASE, CASES, DT, Case, cases, run_case
+
+ISAS = ("baseline", "avx2", "avx512")
+# What each build needs, as /proc/cpuinfo spells it (the engine asks CPUID for the same).
+NEEDS = {
+    "baseline": set(),
+    "avx2": {"avx2", "fma", "f16c"},
+    "avx512": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw"},
+}
+
+
+def cpu_flags() -> set[str]:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.partition(":")[2].split())
+    except OSError:
+        pass
+    return set()
+
+
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+FLAGS = cpu_flags()
+HAVE = [i for i in ISAS if i == "baseline" or (X86 and NEEDS[i] <= FLAGS)]
+LACK = [i for i in ISAS if i not in HAVE]
+
+
+@pytest.fixture(scope="module", params=HAVE)
+def isa_handle(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
+    """A handle whose plans are built with HIPDNN_CPU_ISA=<param> (kept set while its tests run)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HIPDNN_CPU_ISA", request.param)
+        h = hipdnn.Handle()
+        if not any(p.name == "hipdnn_cpu_engine" for p in h.loaded_plugins()):
+            pytest.fail(f"the CPU engine did not load: {h.skipped_plugins()}")
+        yield h
+        h.close()
+
+
+def tiny_sdpa() -> hipdnn.Graph:
+    g = hipdnn.Graph(name="isa_probe", io_data_type=DT.FLOAT)
+    q = g.tensor(name="q", dim=[1, 2, 37, 16], data_type=DT.FLOAT)
+    o, _ = g.sdpa(q, q, q, attn_scale=0.25)
+    o.set_output(True)
+    return g
+
+
+@pytest.mark.parametrize("isa", HAVE)
+def test_forced_isa_is_the_one_that_runs(
+    isa: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The plan's description (logged at INFO when its context is made) names the ISA asked for."""
+    monkeypatch.setenv("HIPDNN_CPU_ISA", isa)
+    with caplog.at_level(logging.INFO, logger="hipdnn"):
+        h = hipdnn.Handle()
+        tiny_sdpa().build(h)
+        h.close()
+    described = [r.getMessage() for r in caplog.records if "execution context" in r.getMessage()]
+    assert described and all(f"isa {isa}" in m for m in described), described
+
+
+def test_default_isa_is_the_widest() -> None:
+    """Unset, the engine runs the widest build the CPU has."""
+    assert HAVE[-1] == ("avx512" if "avx512" in HAVE else "avx2" if "avx2" in HAVE else "baseline")
+
+
+@pytest.mark.parametrize("value", ["sse2", "AVX512", "avx-512", "amx"])
+def test_unknown_isa_name_is_refused(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIPDNN_CPU_ISA", value)
+    h = hipdnn.Handle()
+    with pytest.raises(hipdnn.HipdnnError) as e:
+        tiny_sdpa().build(h)
+    assert e.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
+    assert f"HIPDNN_CPU_ISA='{value}' is not one of baseline, avx2, avx512" in str(e.value)
+    h.close()
+
+
+@pytest.mark.parametrize("isa", LACK or [pytest.param("none", marks=pytest.mark.skip("this CPU has every ISA"))])
+def test_isa_the_cpu_lacks_is_refused(isa: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIPDNN_CPU_ISA", isa)
+    h = hipdnn.Handle()
+    with pytest.raises(hipdnn.HipdnnError) as e:
+        tiny_sdpa().build(h)
+    assert f"HIPDNN_CPU_ISA={isa} asks for kernels this CPU cannot run" in str(e.value)
+    h.close()
+
+
+def test_workspace_does_not_depend_on_the_isa(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scratch is sized for every build, so a plan's workspace is the same whichever one runs."""
+    sizes = set()
+    for isa in HAVE:
+        monkeypatch.setenv("HIPDNN_CPU_ISA", isa)
+        h = hipdnn.Handle()
+        g = tiny_sdpa()
+        g.build(h)
+        sizes.add(g.get_workspace_size())
+        h.close()
+    assert len(sizes) == 1, sizes
+
+
+# Few queries take the rows (decode) kernel: Sq <= 16. Its key chunks (partial results merged after)
+# need fewer row blocks than threads and >= 1024 keys; the rest exercise masks, padding, bias, ALiBi,
+# types and layouts there, and the panel kernel's edges at odd sizes.
+EXTRA = {
+    "decode_mqa_key_chunks": replace(BASE, hq=4, hk=1, sq=1, skv=1500, d=64, dv=64),
+    "decode_mha_key_chunks_odd_d": replace(BASE, hq=1, hk=1, sq=1, skv=2100, d=37, dv=19),
+    "decode_chunks_padding_bias_alibi": replace(
+        BASE,
+        b=1,
+        hq=2,
+        hk=1,
+        sq=1,
+        skv=1300,
+        d=128,
+        dv=128,
+        padding=True,
+        seq_q=[1],
+        seq_kv=[777],
+        bias="full",
+        alibi=True,
+    ),
+    "decode_chunks_window_sees_one_key": replace(BASE, hq=1, hk=1, sq=1, skv=1500, d=64, dv=64, left=1, right=0),
+    "decode_gqa_bshd_fp16": replace(BASE, dt=DT.HALF, b=2, hq=8, hk=2, sq=1, skv=777, d=128, dv=128, layout="bshd"),
+    "decode_bf16_padded_layout": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=2, sq=1, skv=129, d=64, dv=64, layout="padded"),
+    "decode_padding_empty_rows": replace(
+        BASE, b=3, hq=4, hk=2, sq=1, skv=129, d=64, dv=64, padding=True, seq_q=[1, 0, 1], seq_kv=[129, 37, 0]
+    ),
+    "decode_non_unit_head_stride": replace(BASE, layout="dstride", hq=2, hk=1, sq=1, skv=300, d=24, dv=24),
+    "sq5_fp16_window_br": replace(
+        BASE, dt=DT.HALF, hq=2, hk=1, sq=5, skv=1100, d=64, dv=64, left=300, right=0, bottom_right=True
+    ),
+    "sq16_bf16_bshd": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=2, sq=16, skv=1100, d=64, dv=64, layout="bshd"),
+    "sq4_causal_tl_odd_dims": replace(BASE, hq=3, hk=3, sq=4, skv=37, d=37, dv=19, causal=True),
+    "sq16_gqa_rows_blocks": replace(BASE, hq=8, hk=2, sq=16, skv=129, d=64, dv=64, causal=True, bottom_right=True),
+    "sq17_panel_edge": replace(BASE, hq=8, hk=2, sq=17, skv=300, d=64, dv=64, causal=True, bottom_right=True),
+    "s1_k1_d1": replace(BASE, hq=1, hk=1, sq=1, skv=1, d=1, dv=1),
+    "s129_k37_d129_dstride_causal": replace(
+        BASE, hq=1, hk=1, sq=129, skv=37, d=129, dv=37, causal=True, layout="dstride"
+    ),
+    "s37_k129_padded_causal_br": replace(
+        BASE, sq=37, skv=129, d=37, dv=37, layout="padded", causal=True, bottom_right=True
+    ),
+    "s129_fp16_gqa_causal": replace(BASE, dt=DT.HALF, hq=4, hk=2, sq=129, skv=129, d=64, dv=64, causal=True),
+    "s129_bf16_bias_alibi": replace(
+        BASE, dt=DT.BFLOAT16, hq=2, hk=1, sq=129, skv=129, d=128, dv=128, bias="b1", alibi=True
+    ),
+    "s1000_fp32_d128": replace(BASE, hq=2, hk=2, sq=1000, skv=1000, d=128, dv=128),
+}
+ALL = {**CASES, **EXTRA}
+
+
+@pytest.mark.parametrize("name", list(ALL))
+def test_sdpa_forward(isa_handle: hipdnn.Handle, name: str) -> None:
+    run_case(isa_handle, ALL[name], seed=len(name))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=cases(), seed=st.integers(0, 2**16))
+def test_sdpa_forward_generated(isa_handle: hipdnn.Handle, c: Case, seed: int) -> None:
+    run_case(isa_handle, c, seed)
+
+
+@pytest.mark.parametrize("name", ["s1", "s37_gqa_causal_tl", "s129_mqa_causal_br", "fp16_padded_layout"])
+def test_sdpa_backward(isa_handle: hipdnn.Handle, name: str) -> None:
+    bwd.check(isa_handle, bwd.CASES[name], seed=1)
+
+
+def test_one_plan_every_length(isa_handle: hipdnn.Handle) -> None:
+    """A plan built at S = 130 serves every shorter length through overrides: the scratch the kernels
+    ask for (rows kernel, panels of 2 or 3 vectors) never passes what the declared length was given."""
+    f32, hq, hk, d, smax = DT.FLOAT, 4, 2, 40, 130
+    g = hipdnn.Graph(name="every_length", io_data_type=f32, is_override_shape_enabled=True)
+    tq = g.tensor(name="q", dim=[1, hq, smax, d], data_type=f32)
+    tk = g.tensor(name="k", dim=[1, hk, smax, d], data_type=f32)
+    tv = g.tensor(name="v", dim=[1, hk, smax, d], data_type=f32)
+    o, _ = g.sdpa(tq, tk, tv, attn_scale=0.2, use_causal_mask=True)
+    o.set_output(True)
+    g.build(isa_handle)
+    ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+    rng = np.random.default_rng(5)
+    for s in range(1, smax + 1):
+        q = rng.standard_normal([1, hq, s, d]).astype(np.float32)
+        k = rng.standard_normal([1, hk, s, d]).astype(np.float32)
+        v = rng.standard_normal([1, hk, s, d]).astype(np.float32)
+        out = np.full([1, hq, s, d], np.nan, np.float32)
+        ov = {t: hipdnn.OverrideEntry(shape=list(x.shape)) for t, x in ((tq, q), (tk, k), (tv, v), (o, out))}
+        g.execute(isa_handle, {tq: q, tk: k, tv: v, o: out}, ws, ov)
+        kk, vv = np.repeat(k, hq // hk, axis=1).astype(np.float64), np.repeat(v, hq // hk, axis=1).astype(np.float64)
+        sc = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), kk) * np.float64(np.float32(0.2))
+        sc = np.where(np.tril(np.ones((s, s), bool)), sc, -np.inf)
+        p = np.exp(sc - sc.max(-1, keepdims=True))
+        want = (p / p.sum(-1, keepdims=True)) @ vv
+        assert float(np.abs(out - want).max()) < 2e-5 * max(1.0, float(np.abs(want).max())), f"S={s}"
+
+
+def test_concurrent_calls(isa_handle: hipdnn.Handle) -> None:
+    """Threads executing at once (the forward's worker pool then busy: the others run alone) all get
+    their own results."""
+    f32 = DT.FLOAT
+    shapes = [(8, 1, 300, 64), (1, 1, 2000, 64), (4, 100, 100, 32), (2, 16, 700, 128)]
+    errors: list[str] = []
+
+    def worker(seed: int, h: int, sq: int, skv: int, d: int) -> None:
+        rng = np.random.default_rng(seed)
+        g = hipdnn.Graph(name=f"concurrent{seed}", io_data_type=f32)
+        tq = g.tensor(name="q", dim=[1, h, sq, d], data_type=f32)
+        tk = g.tensor(name="k", dim=[1, h, skv, d], data_type=f32)
+        tv = g.tensor(name="v", dim=[1, h, skv, d], data_type=f32)
+        o, _ = g.sdpa(tq, tk, tv, attn_scale=1 / math.sqrt(d))
+        o.set_output(True)
+        g.build(isa_handle)
+        ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+        for it in range(20):
+            q = rng.standard_normal([1, h, sq, d]).astype(np.float32)
+            k = rng.standard_normal([1, h, skv, d]).astype(np.float32)
+            v = rng.standard_normal([1, h, skv, d]).astype(np.float32)
+            out = np.full([1, h, sq, d], np.nan, np.float32)
+            g.execute(isa_handle, {tq: q, tk: k, tv: v, o: out}, ws)
+            s = np.einsum("bhqd,bhkd->bhqk", q.astype(np.float64), k.astype(np.float64)) / math.sqrt(d)
+            p = np.exp(s - s.max(-1, keepdims=True))
+            want = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float64)
+            err = float(np.abs(out - want).max())
+            if not err < 1e-4:
+                errors.append(f"graph {seed} call {it}: error {err}")
+
+    threads = [threading.Thread(target=worker, args=(i, *s)) for i, s in enumerate(shapes)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
