@@ -9,9 +9,11 @@ tensor's layout code, the mask kind, the options), and the plan's description (`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
+from torch import Tensor
 
 from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, call_of, order_code, readable
 
@@ -94,9 +96,10 @@ def attention_forward(
     integer lengths (both or neither). ``o`` comes in q's layout (``output_layout``); ``stats``
     [B, Hq, Sq, 1] float32 when wanted, else None. Rows with no visible key give o = 0 and
     stats = -inf. (The per-call path: shapes and strides are read once.)"""
-    b, hq, sq, d = q.shape
-    _, hk, skv, dv = v.shape
-    qst = q.stride()
+    qs, vs = q.shape, v.shape
+    b, hq, sq, d = qs
+    hk, skv, dv = vs[1], vs[2], vs[3]
+    qst, kst, vst = q.stride(), k.stride(), v.stride()
     code = order_code(qst)
     device = q.device
     o = torch.empty_permuted((b, hq, sq, dv), LAYOUTS[code], dtype=q.dtype, device=device)
@@ -108,9 +111,9 @@ def attention_forward(
         if stats is not None:
             stats.fill_(float("-inf"))
         return o, stats
-    kst, vst = k.stride(), v.stride()
     if qst[3] != 1 or 0 in qst:
         q = readable(q)
+        qst = q.stride()
     if kst[3] != 1 or 0 in kst:
         k = readable(k)
         kst = k.stride()
@@ -118,16 +121,26 @@ def attention_forward(
         v = readable(v)
         vst = v.stride()
     values = [q, k, v]
+    shapes: list[Sequence[int]] = [qs, k.shape, vs]
+    strides: list[Sequence[int]] = [qst, kst, vst]
     options: tuple[object, ...] = ()
     extra_roles: list[str] = []
     extra_dims: list[Dims] = []
     if bias is not None or seq_len_q is not None:
         options, extra, extra_roles, extra_dims = _options(bias, seq_len_q, seq_len_kv, hq)
         values += extra
+        shapes += [t.shape for t in extra]
+        strides += [t.stride() for t in extra]
     values.append(o)
+    shapes.append(o.shape)
+    strides.append(o.stride())
     if stats is not None:
         values.append(stats)
-    key = ("sdpa", device, q.dtype, hq, hk, d, dv, masking, options, want_stats, code, order_code(kst), order_code(vst))
+        shapes.append(stats.shape)
+        strides.append(stats.stride())
+    # the three inputs' axis orders as one number: LAYOUTS has 6 entries
+    codes = code + 6 * order_code(kst) + 36 * order_code(vst)
+    key = ("sdpa", device, q.dtype, hq, hk, d, dv, masking, options, want_stats, codes)
 
     def kind() -> Kind:
         roles = ["q", "k", "v", *extra_roles, "o"] + (["stats"] if stats is not None else [])
@@ -136,9 +149,65 @@ def attention_forward(
         slots = _slots(roles, values, dims, 2 if stats is not None else 1)
         return Kind("sdpa", device, hq, hk, d, dv, masking, seq_len_q is not None, slots)
 
-    call = call_of(values)
+    call = (values, shapes, strides)
     CACHE.plan(key, b, sq, skv, call, kind).run(call, CACHE.counters)
     return o, stats
+
+
+def cached_forward(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None, gqa: bool, bottom_right: bool
+) -> torch.Tensor | None:
+    """The output of the commonest call, or None to have the general path serve it: plain 4-D
+    tensors read in place (last dim contiguous, no stride 0), no mask tensor, lengths, band or
+    statistics, no gradient wanted, not under ``torch.compile``, and a plan of this kind already
+    built whose capacity holds the call. Everything the general path checks is either checked here
+    or implied by the plan's existence (its key holds q's dtype, device, heads, head dims, the mask
+    options and the layouts, and only the general path builds plans); the key is the general path's,
+    so both use the same plans."""
+    if torch.compiler.is_compiling() or type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
+        return None
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return None
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) != 4 or len(ks) != 4 or len(vs) != 4:
+        return None
+    b, hq, sq, d = qs
+    _, hk, skv, dv = vs
+    dtype, device = q.dtype, q.device
+    if (
+        k.dtype != dtype
+        or v.dtype != dtype
+        or k.device != device
+        or v.device != device
+        or ks[0] != b
+        or vs[0] != b
+        or ks[1] != hk
+        or ks[2] != skv
+        or ks[3] != d
+        or not (hq == hk or (gqa and hk > 0 and hq % hk == 0))
+        or b == 0
+        or hq == 0
+        or sq == 0
+        or skv == 0
+        or dv == 0
+    ):
+        return None
+    qst, kst, vst = q.stride(), k.stride(), v.stride()
+    if qst[3] != 1 or kst[3] != 1 or vst[3] != 1 or 0 in qst or 0 in kst or 0 in vst:
+        return None
+    masking = Masking(1.0 / math.sqrt(d) if scale is None else float(scale), causal, bottom_right and causal)
+    code = order_code(qst)
+    key = ("sdpa", device, dtype, hq, hk, d, dv, masking, (), False, code + 6 * order_code(kst) + 36 * order_code(vst))
+    plan = CACHE.peek(key)
+    if plan is None or b > plan.cap_b or sq > plan.cap_sq or skv > plan.cap_skv:
+        return None
+    o = torch.empty_permuted((b, hq, sq, dv), LAYOUTS[code], dtype=dtype, device=device)
+    call = ([q, k, v, o], [qs, ks, vs, o.shape], [qst, kst, vst, o.stride()])
+    if not plan.reaches(call[1], call[2]):
+        return None
+    CACHE.counters.hits += 1
+    plan.run(call, CACHE.counters)
+    return o
 
 
 def attention_backward(
@@ -195,4 +264,12 @@ def attention_backward(
     return dq, dk, dv
 
 
-__all__ = ["CACHE", "attention_backward", "attention_forward", "backward_outputs", "forward_outputs", "output_layout"]
+__all__ = [
+    "CACHE",
+    "attention_backward",
+    "attention_forward",
+    "cached_forward",
+    "backward_outputs",
+    "forward_outputs",
+    "output_layout",
+]

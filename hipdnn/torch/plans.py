@@ -220,6 +220,10 @@ class Plan:
         self.graph, self.tensors = build_graph(handle, kind, caps, floors)
         self.workspace_size = self.graph.get_workspace_size()
         self.bound = self.graph.bind(handle, self.tensors, override_uids=self.tensors)
+        #: the CUDA (or ROCm) device index calls launch on; None for a CPU plan
+        self.gpu_index: int | None = kind.device.index if kind.device.type == "cuda" else None
+        if self.gpu_index is None and kind.device.type == "cuda":
+            self.gpu_index = torch.cuda.current_device()
         #: (slot index, elements the slot's declared maximum spans) per input: what a bound pointer is trusted to hold
         self.input_extents = [
             (i, extent(t.get_dim(), t.get_stride()))
@@ -244,36 +248,47 @@ class Plan:
         """Execute one call (its tensors, their shapes and strides, in slot order), which ``fits``
         and ``reaches`` accept."""
         values, shapes, strides = call
-        device = values[0].device
-        if device.type == "cuda" and _current_device is not None and _current_device() != device.index:
-            with torch.cuda.device(device.index):  # launch on the tensors' GPU, not the current one
-                self._launch(call, device)
+        index = self.gpu_index
+        if index is None:
+            workspace = self.host_workspace()
+            self.bound([v.data_ptr() for v in values], workspace, shapes, strides)
         else:
-            self._launch(call, device)
+            # One lock for the stream switch and the launch: the handle holds one stream, and two
+            # threads on different streams must not launch on each other's.
+            with _launch_lock:
+                if _current_device is not None and _current_device() != index:
+                    with torch.cuda.device(index):  # launch on the tensors' GPU, not the current one
+                        self._launch_gpu(values, shapes, strides, index)
+                else:
+                    self._launch_gpu(values, shapes, strides, index)
         counters.bound_calls += 1
 
-    def _launch(self, call: Call, device: torch.device) -> None:
-        values, shapes, strides = call
-        if device.type != "cpu":
-            follow_stream(self.handle, device)
-        workspace = self.workspace(device)
-        self.bound(
-            [v.data_ptr() for v in values], workspace.data_ptr() if workspace is not None else 0, shapes, strides
-        )
+    def _launch_gpu(
+        self,
+        values: Sequence[torch.Tensor],
+        shapes: Sequence[Sequence[int]],
+        strides: Sequence[Sequence[int]],
+        index: int,
+    ) -> None:
+        stream = current_stream(index)
+        if self.handle.get_stream() != stream:
+            self.handle.set_stream(stream)
+        if self.workspace_size:
+            workspace = gpu_workspace(index, stream, self.workspace_size)  # held until the launch is queued
+            self.bound([v.data_ptr() for v in values], workspace.data_ptr(), shapes, strides)
+        else:
+            self.bound([v.data_ptr() for v in values], 0, shapes, strides)
 
-    def workspace(self, device: torch.device) -> torch.Tensor | None:
-        """The call's workspace. On a GPU, a fresh tensor from torch's caching allocator on the current
-        stream (cheap, ordered with the kernel, and legal under CUDA-graph capture); on the CPU, where
-        calls are synchronous, one buffer per thread, grown as plans need."""
+    def host_workspace(self) -> int:
+        """The CPU call's workspace pointer (0: none needed): calls are synchronous, so one buffer
+        per thread serves them all, grown as plans need."""
         size = self.workspace_size
         if not size:
-            return None
-        if device.type != "cpu":
-            return torch.empty(size, dtype=torch.uint8, device=device)
+            return 0
         buffer: torch.Tensor | None = getattr(_host_workspace, "buffer", None)
         if buffer is None or buffer.numel() < size:
             buffer = _host_workspace.buffer = torch.empty(size, dtype=torch.uint8)
-        return buffer
+        return int(buffer.data_ptr())
 
 
 #: per thread, the CPU workspace buffer (Plan.workspace)
@@ -420,6 +435,10 @@ class PlanCache:
             self._plans[key] = new
             return new
 
+    def peek(self, key: Hashable) -> Plan | None:
+        """``key``'s current plan, if any (no building, no counting)."""
+        return self._plans.get(key)
+
     def plans(self) -> list[Plan]:
         """The current plan of every kind."""
         with self._lock:
@@ -488,16 +507,49 @@ _current_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getC
 _current_device: Callable[[], int] | None = getattr(torch._C, "_cuda_getDevice", None)
 
 
+_is_capturing: Callable[[], bool] | None = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
+
+#: held while a GPU plan points its handle at a stream and launches (Plan.run)
+_launch_lock = threading.Lock()
+
+#: the largest workspace (bytes) kept per stream between calls
+MAX_KEPT_WORKSPACE = 16 << 20
+
+#: per (device index, stream), the workspace of calls made outside CUDA-graph capture (gpu_workspace)
+_gpu_workspaces: dict[tuple[int, int], torch.Tensor] = {}
+
+
+def current_stream(index: int) -> int:
+    """torch's current stream on CUDA device ``index``, as an int."""
+    if _current_raw_stream is not None:
+        return int(_current_raw_stream(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
+def gpu_workspace(index: int, stream: int, size: int) -> torch.Tensor:
+    """A workspace of ``size`` bytes for a call on ``stream`` of device ``index`` (the current one),
+    as a pointer. Calls on one stream run one after the other, so outside capture one buffer per
+    stream serves them all (grown as plans need; the caching allocator frees the old one in stream
+    order). Larger workspaces than ``MAX_KEPT_WORKSPACE`` are not kept (calls that need them run
+    long enough that an allocation does not show). Under CUDA-graph capture each call takes a fresh
+    tensor from the graph's pool, so that the captured graph owns its memory."""
+    if size > MAX_KEPT_WORKSPACE or (_is_capturing is not None and _is_capturing()):
+        return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
+    key = (index, stream)
+    buffer = _gpu_workspaces.get(key)
+    if buffer is None or buffer.numel() < size:
+        buffer = _gpu_workspaces[key] = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
+    return buffer
+
+
 def follow_stream(handle: Handle, device: torch.device) -> None:
     """Point ``handle`` at torch's current stream on ``device`` (CUDA/ROCm), so that the kernel is
     ordered after the work that produced its inputs and before the work that reads its outputs.
     Nothing on the CPU."""
     if device.type != "cuda":
         return
-    if _current_raw_stream is not None and device.index is not None:
-        stream = int(_current_raw_stream(device.index))
-    else:
-        stream = int(torch.cuda.current_stream(device).cuda_stream)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    stream = current_stream(index)
     if handle.get_stream() != stream:
         handle.set_stream(stream)
 
@@ -518,7 +570,9 @@ __all__ = [
     "compact_in_order",
     "declared_strides",
     "extent",
+    "current_stream",
     "follow_stream",
+    "gpu_workspace",
     "handle_for",
     "next_capacity",
     "order_code",

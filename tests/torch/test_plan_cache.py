@@ -164,3 +164,41 @@ def test_threads_share_the_cache(cache: ht.PlanCache) -> None:
     [(_, caps)] = cache.stats().capacities
     assert caps["SKV"] == next_capacity(max(longest), 16)
     assert cache.stats().builds <= 10  # at most one build per capacity step of each length (16 ... 512)
+
+
+def test_cached_calls_still_refuse_what_the_first_call_would(cache: ht.PlanCache) -> None:
+    """Once a kind's plan exists, calls take hipdnn.torch's short path; whatever that path does not
+    serve exactly (another dtype or device for k or v, a shape mismatch, a gradient, a mask, strides
+    it cannot read in place) falls to the general path, which serves or refuses it as before."""
+    from hipdnn.frontend import HipdnnError
+
+    q, k, v = rand(2, 4, 5, 16, seed=1), rand(2, 4, 37, 16, seed=2), rand(2, 4, 37, 16, seed=3)
+    want = reference(q, k, v)[0]
+    for _ in range(3):  # the first builds; the others take the short path
+        close(ht.scaled_dot_product_attention(q, k, v), want, 5e-6)
+    assert cache.stats().builds == 1 and cache.stats().hits == 2
+    with pytest.raises(HipdnnError, match="one dtype"):
+        ht.scaled_dot_product_attention(q, k.double(), v)
+    with pytest.raises(HipdnnError, match="last dim"):
+        ht.scaled_dot_product_attention(q, rand(2, 4, 37, 8), rand(2, 4, 37, 16))
+    with pytest.raises(HipdnnError, match="sequence length"):
+        ht.scaled_dot_product_attention(q, k, rand(2, 4, 36, 16))
+    with pytest.raises(HipdnnError, match="dropout"):
+        ht.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+    with pytest.raises(HipdnnError, match="causal_alignment"):
+        ht.scaled_dot_product_attention(q, k, v, causal_alignment="center")  # type: ignore[arg-type]
+    # served by the general path, with the same values as a fresh process would give
+    close(ht.scaled_dot_product_attention(q, k.transpose(2, 3).contiguous().transpose(2, 3), v), want, 5e-6)
+    qg = q.clone().requires_grad_(True)
+    o = ht.scaled_dot_product_attention(qg, k, v)
+    assert o.grad_fn is not None
+    close(o.detach(), want, 5e-6)
+
+    class Sub(torch.Tensor):
+        pass
+
+    close(ht.scaled_dot_product_attention(q.as_subclass(Sub), k, v), want, 5e-6)
+    # a bigger call outgrows the plan and builds the next one; the short path then serves it
+    q2, k2, v2 = rand(2, 4, 5, 16, seed=4), rand(2, 4, 300, 16, seed=5), rand(2, 4, 300, 16, seed=6)
+    for _ in range(2):
+        close(ht.scaled_dot_product_attention(q2, k2, v2), reference(q2, k2, v2)[0], 5e-6)
