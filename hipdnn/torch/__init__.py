@@ -19,7 +19,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError('hipdnn.torch needs PyTorch: pip install "hipdnn[torch]"') from exc
 
-from hipdnn.torch.attention import scaled_dot_product_attention
+from hipdnn.torch.attention import HipdnnFallbackWarning, fallback_enabled, scaled_dot_product_attention, set_fallback
 from hipdnn.torch.kernels import CACHE as _CACHE
 from hipdnn.torch.ops import BACKWARD_OP, FORWARD_OP, AttentionFunction
 from hipdnn.torch.plans import CacheStats, PlanCache
@@ -31,11 +31,14 @@ __all__ = [
     "TRANSFORMERS_NAME",
     "AttentionFunction",
     "CacheStats",
+    "HipdnnFallbackWarning",
     "PlanCache",
+    "fallback_enabled",
     "hipdnn_attention_forward",
     "plan_cache",
     "register_transformers",
     "scaled_dot_product_attention",
+    "set_fallback",
 ]
 
 del _torch

@@ -9,6 +9,9 @@ then one of three paths runs the same computation (hipdnn/torch/kernels.py): the
 from __future__ import annotations
 
 import math
+import os
+import threading
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -20,6 +23,50 @@ from hipdnn.torch.ops import apply_attention, forward_op
 from hipdnn.torch.plans import ATTENTION_DTYPES, Masking
 
 Alignment = Literal["top_left", "bottom_right"]
+
+#: whether calls hipdnn cannot serve run torch's own SDPA instead (``set_fallback``); the environment
+#: variable HIPDNN_TORCH_FALLBACK=1 turns it on for the process
+_fallback = os.environ.get("HIPDNN_TORCH_FALLBACK", "").strip() not in ("", "0")
+#: the refusals already warned about (one warning each)
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+class HipdnnFallbackWarning(UserWarning):
+    """A call hipdnn's engines refused ran on torch's own SDPA instead (``set_fallback``)."""
+
+
+def set_fallback(enabled: bool = True) -> None:
+    """Opt in (or back out) of falling back to ``torch.nn.functional.scaled_dot_product_attention``
+    for calls hipdnn's engines refuse (``GRAPH_NOT_SUPPORTED``: a dtype, an option or a mask an engine
+    does not serve, dropout), with one ``HipdnnFallbackWarning`` per distinct reason. Off by default:
+    refusals raise ``HipdnnError``. Mistakes (``INVALID_VALUE``: shapes that do not match, wrong
+    types) always raise, as do calls using hipdnn's extras (lengths, bands, bottom-right alignment,
+    ``return_lse``), which torch's function does not take, and calls under ``torch.compile`` (where
+    the refusal comes from the compiled graph's custom op at run time). ``HIPDNN_TORCH_FALLBACK=1``
+    in the environment turns it on at import."""
+    global _fallback
+    _fallback = bool(enabled)
+
+
+def fallback_enabled() -> bool:
+    """Whether ``set_fallback`` (or HIPDNN_TORCH_FALLBACK) turned the fallback on."""
+    return _fallback
+
+
+def warn_fallback(reason: str) -> None:
+    """One HipdnnFallbackWarning per distinct reason, for the whole process."""
+    with _warned_lock:
+        if reason in _warned:
+            return
+        _warned.add(reason)
+    warnings.warn(
+        f"hipdnn.torch: running torch's scaled_dot_product_attention instead: {reason}",
+        HipdnnFallbackWarning,
+        stacklevel=3,
+    )
+
+
 ALIGNMENTS: tuple[str, ...] = ("top_left", "bottom_right")
 SEQ_LEN_DTYPES = (torch.int32, torch.int64)
 
@@ -44,9 +91,6 @@ def _check_tensors(query: object, key: object, value: object) -> tuple[torch.Siz
     dtype = query.dtype
     if key.dtype != dtype or value.dtype != dtype:
         raise _fail(f"query, key and value must have one dtype, have {dtype}, {key.dtype} and {value.dtype}")
-    if dtype not in ATTENTION_DTYPES:
-        names = ", ".join(str(d).replace("torch.", "") for d in ATTENTION_DTYPES)
-        raise _fail(f"dtype {dtype} is not served (hipdnn's engines take {names})", ErrorCode.GRAPH_NOT_SUPPORTED)
     device = query.device
     if key.device != device or value.device != device:
         raise _fail(f"query, key and value are on different devices: {device}, {key.device}, {value.device}")
@@ -57,6 +101,9 @@ def _check_tensors(query: object, key: object, value: object) -> tuple[torch.Siz
         raise _fail(f"query's last dim {qs[-1]} differs from key's {ks[-1]}")
     if ks[-2] != vs[-2]:
         raise _fail(f"key's sequence length {ks[-2]} differs from value's {vs[-2]}")
+    if dtype not in ATTENTION_DTYPES:  # after the mistakes: a refusal may fall back to torch
+        names = ", ".join(str(d).replace("torch.", "") for d in ATTENTION_DTYPES)
+        raise _fail(f"dtype {dtype} is not served (hipdnn's engines take {names})", ErrorCode.GRAPH_NOT_SUPPORTED)
     return qs, ks, vs
 
 
@@ -128,7 +175,9 @@ def scaled_dot_product_attention(
 
     Returns the output ``(..., Hq, L, Ev)`` in query's dtype and layout order (a BSHD query gives a
     BSHD output), or ``(output, lse)``. Gradients flow to query, key and value through hipdnn's
-    ``sdpa_backward``; a mask that requires grad is refused."""
+    ``sdpa_backward``; a mask that requires grad is refused. What the engines refuse raises
+    ``HipdnnError`` (``GRAPH_NOT_SUPPORTED``, with each engine's reason), unless ``set_fallback``
+    opted in to running torch's own function for it."""
     if (
         attn_mask is None
         and seq_len_q is None
@@ -144,6 +193,51 @@ def scaled_dot_product_attention(
         )  # fmt: skip
         if fast is not None:
             return fast
+    try:
+        return _serve(
+            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+            causal_alignment, seq_len_q, seq_len_kv, left_bound, right_bound, return_lse,
+        )  # fmt: skip
+    except HipdnnError as exc:
+        extras = (
+            seq_len_q is not None
+            or seq_len_kv is not None
+            or left_bound is not None
+            or right_bound is not None
+            or return_lse
+            or (is_causal and causal_alignment != "top_left")
+            or (is_causal and attn_mask is not None)  # torch's function takes one or the other
+        )
+        if (
+            exc.code != ErrorCode.GRAPH_NOT_SUPPORTED
+            or extras
+            or not fallback_enabled()
+            or torch.compiler.is_compiling()
+        ):
+            raise
+        warn_fallback(exc.message)
+        return torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        )
+
+
+def _serve(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    dropout_p: float,
+    is_causal: bool,
+    scale: float | None,
+    enable_gqa: bool,
+    causal_alignment: Alignment,
+    seq_len_q: torch.Tensor | None,
+    seq_len_kv: torch.Tensor | None,
+    left_bound: int | None,
+    right_bound: int | None,
+    return_lse: bool,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``scaled_dot_product_attention`` on hipdnn's engines, every case (the short path aside)."""
     qs, ks, vs = _check_tensors(query, key, value)
     if dropout_p != 0.0:
         raise _fail(
@@ -336,4 +430,9 @@ def _lengths(
     return out[0], out[1]
 
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = [
+    "HipdnnFallbackWarning",
+    "fallback_enabled",
+    "scaled_dot_product_attention",
+    "set_fallback",
+]

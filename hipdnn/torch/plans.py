@@ -393,6 +393,8 @@ class PlanCache:
 
     def __init__(self) -> None:
         self._plans: dict[Hashable, Plan] = {}
+        #: per key, the capacity no engine would build a plan at, and the refusal's message
+        self._refused: dict[Hashable, tuple[dict[str, int], str]] = {}
         self._lock = threading.Lock()
         self.counters = Counters()
 
@@ -425,9 +427,20 @@ class PlanCache:
             }
             floors = plan.floors if plan is not None else tuple((1,) * 4 for _ in described.slots)
             floors = _grown_floors(described, caps, floors, shapes, strides)
-            new = Plan(
-                handle_for(described.device), described, caps, floors, plan.number + 1 if plan is not None else 0
-            )
+            refused = self._refused.get(key)
+            if refused is not None and all(caps[a] >= refused[0][a] for a in AXES):
+                # the engines' answer for this kind at this capacity or less is known: no new build
+                raise HipdnnError(ErrorCode.GRAPH_NOT_SUPPORTED, refused[1])
+            try:
+                new = Plan(
+                    handle_for(described.device), described, caps, floors, plan.number + 1 if plan is not None else 0
+                )
+            except HipdnnError as exc:
+                if exc.code == ErrorCode.GRAPH_NOT_SUPPORTED:
+                    while len(self._refused) >= MAX_KINDS:
+                        del self._refused[next(iter(self._refused))]
+                    self._refused[key] = (caps, exc.message)
+                raise
             self.counters.builds += 1
             if plan is None:
                 while len(self._plans) >= MAX_KINDS:
@@ -453,6 +466,7 @@ class PlanCache:
         """Drop every plan (calls running on one finish on it) and zero the counters."""
         with self._lock:
             self._plans.clear()
+            self._refused.clear()
             self.counters = Counters()
 
 

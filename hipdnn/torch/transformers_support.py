@@ -33,7 +33,7 @@ def _refuse(what: str) -> HipdnnError:
     return HipdnnError(
         ErrorCode.GRAPH_NOT_SUPPORTED,
         f"attn_implementation={TRANSFORMERS_NAME!r}: {what} is not supported; "
-        "use attn_implementation='sdpa' or 'eager'",
+        "use attn_implementation='eager'",
     )
 
 
@@ -53,7 +53,7 @@ def hipdnn_attention_forward(
     Grouped-query attention runs natively (keys and values are never repeated)."""
     for name, what in _REFUSED.items():
         if kwargs.get(name) is not None:
-            raise _refuse(what)
+            raise _refuse(what)  # never a fallback: transformers' sdpa function would ignore it
     if kwargs.get("output_attentions", False):
         _log.warning("attn_implementation=%r returns no attention weights (output_attentions)", TRANSFORMERS_NAME)
     if attention_mask is not None and not isinstance(attention_mask, torch.Tensor):
