@@ -1,8 +1,9 @@
 """A Llama-shaped transformers model (random weights, nothing downloaded: 32 heads, 8 KV heads, head
 dim 128, bf16) on one CUDA GPU, with attention through hipdnn.torch ("hipdnn") and through torch's
 SDPA pinned to its flash and its cuDNN backends, in one run: prefill and decode tokens/s of
-``generate`` (dynamic cache), a training step (forward + backward) at S = 4096, and the host time of
-one attention call at decode shapes. Writes JSON to --out (bench/results/torch_model.json).
+``generate`` (dynamic cache; and a static cache, which transformers compiles with CUDA graphs), a
+training step (forward + backward) at S = 4096, and the host time of one attention call at decode
+shapes. Writes JSON to --out (bench/results/torch_model.json).
 
     python3 bench/torch_model.py --out bench/results       # on a CUDA machine with the GPU engine
 """
@@ -22,6 +23,7 @@ from typing import Any
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch_host_breakdown import host_us_each  # bench/ is the script's directory
 
 import hipdnn.torch as ht
 
@@ -97,6 +99,35 @@ def generate_one(model: Any, impl: str, ids: Any, new: int, reps: int) -> dict[s
     return {"prefill_tok_s": b * p / prefill, "decode_tok_s": b * (new - 1) / decode, "generate_s": total}
 
 
+def static_rows(model: Any, batch: int, prompt: int, new: int, reps: int) -> list[dict[str, Any]]:
+    """``generate`` with a static cache, which transformers compiles (``torch.compile``, mode
+    "reduce-overhead": CUDA graphs) and hands a dense mask (the cache's unfilled slots are masked):
+    hipdnn against torch's flash-pinned SDPA. One compile per implementation (warm-up calls)."""
+    ids = torch.randint(0, 32000, (batch, prompt), device="cuda")
+    row: dict[str, Any] = {"batch": batch, "prompt": prompt, "new_tokens": new, "cache": "static"}
+    kwargs = {"max_new_tokens": new, "min_new_tokens": new, "do_sample": False, "pad_token_id": 0}
+
+    def run() -> Any:
+        return model.generate(ids, cache_implementation="static", **kwargs)
+
+    for impl in ("hipdnn", "sdpa"):
+        try:
+            torch.compiler.reset()
+            model.set_attn_implementation("hipdnn" if impl == "hipdnn" else "sdpa")
+            with torch.no_grad():
+                for _ in range(2):  # compiles, then records the CUDA graphs
+                    run()
+                total = gpu_seconds(run, reps)
+            row[impl] = {"generate_s": total, "tok_s": batch * new / total}
+        except Exception as exc:
+            row[impl] = {"error": f"{type(exc).__name__}: {exc}"[:400]}
+    if "error" not in row["hipdnn"] and "error" not in row["sdpa"]:
+        row["hipdnn_over_sdpa_generate"] = row["sdpa"]["generate_s"] / row["hipdnn"]["generate_s"]
+    torch.compiler.reset()
+    print(json.dumps(row), flush=True)
+    return [row]
+
+
 def training_rows(model: Any, seq: int, reps: int) -> list[dict[str, Any]]:
     model.train()
     ids = torch.randint(0, 32000, (1, seq), device="cuda")
@@ -130,28 +161,16 @@ def host_rows(skvs: list[int], calls: int) -> list[dict[str, Any]]:
         q = torch.randn(1, 1, 32, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         k = torch.randn(1, skv, 8, 128, device="cuda", dtype=torch.bfloat16).transpose(1, 2)
         v = torch.randn_like(k)
-        fns = {
-            "hipdnn": lambda q=q, k=k, v=v: ht.scaled_dot_product_attention(q, k, v, enable_gqa=True),
-            "sdpa_flash": lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
-                q, k, v, enable_gqa=True
-            ),
-        }
-        row: dict[str, Any] = {"sq": 1, "skv": skv}
-        for name, fn in fns.items():
-            ctx = sdpa_kernel([SDPBackend.FLASH_ATTENTION]) if name == "sdpa_flash" else contextlib.nullcontext()
-            with ctx:
-                for _ in range(20):
-                    fn()
-                torch.cuda.synchronize()
-                best = float("inf")
-                for _ in range(20):  # short rounds: a full launch queue would spin on the host
-                    torch.cuda._sleep(100_000_000)
-                    t0 = time.thread_time()
-                    for _ in range(calls):
-                        fn()
-                    best = min(best, (time.thread_time() - t0) / calls)
-                    torch.cuda.synchronize()
-            row[f"{name}_host_us"] = best * 1e6
+        times = host_us_each(
+            {
+                "hipdnn": lambda q=q, k=k, v=v: ht.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                "sdpa_flash": lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, enable_gqa=True
+                ),
+            },
+            calls,
+        )
+        row: dict[str, Any] = {"sq": 1, "skv": skv, **{f"{name}_host_us": t for name, t in times.items()}}
         row["hipdnn_over_flash_host"] = row["hipdnn_host_us"] / row["sdpa_flash_host_us"]
         print(json.dumps(row), flush=True)
         rows.append(row)
@@ -171,7 +190,7 @@ def main() -> int:
     ap.add_argument("--train-seq", type=int, default=4096)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default="bench/results")
-    ap.add_argument("--parts", default="host,generate,training", help="which measurements to run (default: all)")
+    ap.add_argument("--parts", default="host,generate,static,training", help="which measurements to run (default: all)")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     ht.register_transformers()
@@ -188,12 +207,14 @@ def main() -> int:
     }
     if "host" in parts:
         result["host"] = host_rows([39, 256, 1056, 4096], 200)
-    if parts & {"generate", "training"}:
+    if parts & {"generate", "static", "training"}:
         model = make_model(args.layers)
         if "generate" in parts:
             result["generate"] = generate_rows(
                 model, _ints(args.batches), _ints(args.prompts), args.new_tokens, args.reps
             )
+        if "static" in parts:
+            result["static"] = static_rows(model, 1, 128, args.new_tokens, args.reps)
         if "training" in parts:
             result["training"] = training_rows(model, args.train_seq, args.reps)
     out = Path(args.out)
