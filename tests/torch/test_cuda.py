@@ -174,3 +174,81 @@ def test_transformers_llama_logits() -> None:
         if impl == "hipdnn":
             assert ht.plan_cache().stats().bound_calls - calls == 8 * config.num_hidden_layers
     close(logits["hipdnn"], logits["sdpa"], 5e-2, "llama logits")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("mask_kind", "sq", "skv"), [("bool_b1", 37, 300), ("bool_b1", 1, 1056),
+                                                       ("additive_1h", 129, 129), ("bool_bh", 5, 77)])  # fmt: skip
+def test_dense_masks(dtype: Any, mask_kind: str, sq: int, skv: int) -> None:
+    """Dense masks (transformers' padding masks and static caches hand them) reach engine 202 as an
+    additive bias: boolean [B, 1, Sq, Skv] with padded keys and whole rows masked (zeros out, as
+    torch's), additive [1, H, Sq, Skv], boolean per (batch, head); BSHD views, GQA; values and
+    gradients against the float64 reference."""
+    b, hq, hk, d = 2, 8, 2, 128
+    q, k, v = inputs(b, hq, hk, sq, skv, d, dtype, "bshd", seed=sq + skv)
+    gen = torch.Generator(device=DEV).manual_seed(5)
+    if mask_kind == "additive_1h":
+        mask = torch.randn(1, hq, sq, skv, device=DEV, generator=gen, dtype=dtype)
+        mask[:, :, :, skv // 2 :] = float("-inf")
+        want_mask, want_bias = None, mask
+    else:
+        heads = hq if mask_kind == "bool_bh" else 1
+        mask = torch.rand(b, heads, sq, skv, device=DEV, generator=gen) > 0.3
+        mask[0, :, :, skv - 3 :] = False  # padded keys
+        mask[1, :, 0] = False  # a row that sees no key
+        want_mask, want_bias = mask, None
+    for t in (q, k, v):
+        t.requires_grad_(True)
+    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    want = reference64(q, k, v, mask=want_mask, bias=want_bias)[0]
+    close(got, want, TOL[dtype], f"{mask_kind} forward")
+    if mask_kind != "additive_1h":
+        assert (got[1, :, 0] == 0).all(), "a row with no visible key must give zeros"
+    grad = torch.randn_like(got)
+    dq, dk, dv = torch.autograd.grad(got, (q, k, v), grad)
+    wq, wk, wv = torch.autograd.grad(want, (q, k, v), grad.double())
+    for name, g, w in (("dq", dq, wq), ("dk", dk, wk), ("dv", dv, wv)):
+        close(g, w, 2 * TOL[dtype], f"{mask_kind} {name}")
+
+
+def same_greedy_tokens(got: Any, want: Any, what: str) -> None:
+    """Greedy sequences equal, except from a step where the reference's best two logits were a near
+    tie (fp16 rounding may pick either): up to there they must agree."""
+    for b in range(want.sequences.shape[0]):
+        for t, scores in enumerate(want.scores):
+            top = scores[b].float().topk(2).values
+            step = want.sequences.shape[1] - len(want.scores) + t
+            if got.sequences[b, step] != want.sequences[b, step]:
+                assert (top[0] - top[1]).item() < 5e-2, f"{what}: batch {b} differs at step {t}"
+                break
+
+
+def test_transformers_padded_batch_and_static_cache() -> None:
+    """A tiny Llama on the GPU with a left-padded batch (a boolean padding mask reaches the engines)
+    and with a static cache (whose unfilled slots transformers masks densely): logits and greedy
+    tokens as with "sdpa"."""
+    transformers = pytest.importorskip("transformers")
+    ht.register_transformers()
+    torch.manual_seed(1)
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=512,
+    )  # fmt: skip
+    model = transformers.LlamaForCausalLM(config).to(DEV, torch.float16).eval()
+    ids = torch.randint(1, 256, (2, 40), device=DEV)
+    attention_mask = torch.ones_like(ids)
+    attention_mask[1, :13] = 0  # left padding
+    common = {"attention_mask": attention_mask, "max_new_tokens": 6, "do_sample": False, "pad_token_id": 0,
+              "output_scores": True, "return_dict_in_generate": True}  # fmt: skip
+    out: dict[str, Any] = {}
+    for impl in ("sdpa", "hipdnn"):
+        model.set_attn_implementation(impl)
+        with torch.no_grad():
+            logits = model(ids, attention_mask=attention_mask).logits.float()
+            dynamic = model.generate(ids, **common)
+            static = model.generate(ids, cache_implementation="static", disable_compile=True, **common)
+        out[impl] = (logits, dynamic, static)
+    valid = attention_mask.bool()
+    close(out["hipdnn"][0][valid], out["sdpa"][0][valid], 2e-2, "padded logits")
+    same_greedy_tokens(out["hipdnn"][1], out["sdpa"][1], "dynamic cache")
+    same_greedy_tokens(out["hipdnn"][2], out["sdpa"][2], "static cache")
