@@ -32,8 +32,7 @@ _REFUSED = {
 def _refuse(what: str) -> HipdnnError:
     return HipdnnError(
         ErrorCode.GRAPH_NOT_SUPPORTED,
-        f"attn_implementation={TRANSFORMERS_NAME!r}: {what} is not supported; "
-        "use attn_implementation='eager'",
+        f"attn_implementation={TRANSFORMERS_NAME!r}: {what} is not supported; use attn_implementation='eager'",
     )
 
 
