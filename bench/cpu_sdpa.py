@@ -3,12 +3,14 @@
     python bench/cpu_sdpa.py                      # full sweep, writes bench/results/cpu_sdpa.{json,png}
     python bench/cpu_sdpa.py --quick              # S = 512, 1024 only (and fewer decode rows)
     python bench/cpu_sdpa.py --backward-only      # backward rows at S = 512, 1024, 2048: cpu_sdpa_bwd.{json,png}
+    python bench/cpu_sdpa.py --dtype bfloat16 --seqs 512,1024,2048 --out bench/results/cpu_sdpa_bf16
+                                                  # bf16 forward vs torch on bf16 tensors (prefill rows only)
     python bench/cpu_sdpa.py --engine-dir DIR     # the CPU engine built in DIR (e.g. an older commit's)
     python bench/cpu_sdpa.py --isa avx2,avx512 --no-backward --seqs 512,1024,2048 --out bench/results/cpu_sdpa_isa
                                                   # each ISA build of the kernels (HIPDNN_CPU_ISA), in one run
 
-fp32, B=1, H=8, D in (64, 128), S in (512 ... 4096), causal and not. Each case is built once through
-``hipdnn.Graph`` and executed repeatedly; the three implementations are timed interleaved (one run of
+fp32 (or bf16, ``--dtype``), B=1, H=8, D in (64, 128), S in (512 ... 4096), causal and not. Each case is
+built once through ``hipdnn.Graph`` and executed repeatedly; the three implementations are timed interleaved (one run of
 each per round) so that load from other processes on a shared machine hits all of them alike, and the
 best round of each is kept. Every timed call starts after a short sleep (``--settle``, 0.15 s): numpy's
 OpenBLAS threads keep spinning for ~0.1 s after a matmul returns, and without the sleep whichever
@@ -30,6 +32,12 @@ arrays), a bound call (``Graph.bind``, pointers), and ``torch.nn.functional.scal
 A round times ``--decode-calls`` calls of each back to back (after the settle sleep) and the best round's
 mean is kept, in microseconds.
 
+bf16. ``--dtype bfloat16`` runs the forward rows with q, k, v and o in bf16 (stats fp32) against torch's SDPA on
+bf16 tensors holding the same bits (numpy, the backward and the decode rows are fp32 only and are skipped).
+Each row also has both implementations' error against a float64 reference on the values those bf16 inputs
+hold (``rel_err_vs_f64``, ``torch_rel_err_vs_f64``, max abs error over max abs reference); the output's own
+rounding to bf16 is 2^-9 relative, so both sit near 2e-3.
+
 ISA. ``--isa`` (comma-separated: baseline, avx2, avx512; default: the engine's own choice, the widest
 the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
 plans are built; the ISA reported is the one the engine's plan description names (logged at INFO when
@@ -41,6 +49,9 @@ mulps + 14 addps for the baseline, which the x86-64-v2 build compiles to), best 
 with ``cc``; the loop on every core at once is recorded beside it (on a shared machine it is the first
 to lose to other processes). ``--no-probe``, or no compiler, falls back to cores x 2 FMA pipes x lanes
 x 2 x ``--fma-ghz`` (default 2.75, the measured FMA clock of the Xeon the earlier results came from).
+On a CPU with AVX512_BF16 the probe also records ``bf16_dot``, 24 zmm ``vdpbf16ps`` chains (64 flops
+each): not an engine ISA (bf16 rows run the fp32 kernels and are measured against their ISA's fp32
+peak), only the ceiling a bf16 dot-product kernel would have.
 """
 
 from __future__ import annotations
@@ -70,12 +81,36 @@ import hipdnn  # noqa: E402
 from hipdnn.plugins.discovery import PluginLoadingMode  # noqa: E402
 
 F32 = hipdnn.DataType.FLOAT
+BF16 = hipdnn.DataType.BFLOAT16
 Row = dict[str, Any]
 Impls = dict[str, Callable[[], object]]
 
 
 ISAS = ("baseline", "avx2", "avx512")
 LANES = {"baseline": 4, "avx2": 8, "avx512": 16}
+
+
+def bf16_np() -> Any:
+    """numpy's bfloat16 (ml_dtypes), or None without it."""
+    try:
+        import ml_dtypes  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+BF16_NP = bf16_np()
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 (round to nearest even), as numpy's bfloat16."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16).view(BF16_NP)
+
+
+def bf16_to_f32(x: np.ndarray) -> np.ndarray:
+    return (np.asarray(x).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
 
 # Register-only FLOP loops, one per ISA, run on N threads at once; prints GFLOP/s.
 PROBE_C = r"""
@@ -87,10 +122,16 @@ static long iters; static int kind; static pthread_barrier_t bar;
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 #define Z(i) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #i "\n"
 #define Y(i) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #i "\n"
+#define B(i) "vdpbf16ps %%zmm30, %%zmm31, %%zmm" #i "\n"
 #define M(i) "mulps %%xmm14, %%xmm" #i "\n"
 #define A(i) "addps %%xmm15, %%xmm" #i "\n"
 static void loop(long n) {
-  if (kind == 2)
+  if (kind == 3)
+    __asm__ volatile("vxorps %%xmm30, %%xmm30, %%xmm30\n vxorps %%xmm31, %%xmm31, %%xmm31\n 1:\n"
+      B(0) B(1) B(2) B(3) B(4) B(5) B(6) B(7) B(8) B(9) B(10) B(11)
+      B(12) B(13) B(14) B(15) B(16) B(17) B(18) B(19) B(20) B(21) B(22) B(23)
+      "dec %0\n jnz 1b\n" : "+r"(n) :: "memory");
+  else if (kind == 2)
     __asm__ volatile("vxorps %%xmm30, %%xmm30, %%xmm30\n vxorps %%xmm31, %%xmm31, %%xmm31\n 1:\n"
       Z(0) Z(1) Z(2) Z(3) Z(4) Z(5) Z(6) Z(7) Z(8) Z(9) Z(10) Z(11)
       Z(12) Z(13) Z(14) Z(15) Z(16) Z(17) Z(18) Z(19) Z(20) Z(21) Z(22) Z(23)
@@ -108,7 +149,7 @@ static void loop(long n) {
 static void* run(void* a) { (void)a; pthread_barrier_wait(&bar); loop(iters); pthread_barrier_wait(&bar); return 0; }
 int main(int argc, char** argv) {
   kind = atoi(argv[1]); int nt = atoi(argv[2]); iters = atol(argv[3]);
-  double per_iter = kind == 2 ? 24 * 32 : kind == 1 ? 12 * 16 : 28 * 4;
+  double per_iter = kind == 3 ? 24 * 64 : kind == 2 ? 24 * 32 : kind == 1 ? 12 * 16 : 28 * 4;
   pthread_t th[256]; pthread_barrier_init(&bar, 0, nt + 1);
   for (int i = 0; i < nt; ++i) pthread_create(&th[i], 0, run, 0);
   pthread_barrier_wait(&bar); double t0 = now(); pthread_barrier_wait(&bar); double t = now() - t0;
@@ -150,6 +191,10 @@ def measure_peaks(cores: int, flags: set[str]) -> dict[str, dict[str, float]] | 
         kinds["avx2"] = 1
     if "avx512f" in flags:
         kinds["avx512"] = 2
+    if "avx512_bf16" in flags:
+        # not an engine ISA: the ceiling of a vdpbf16ps kernel (32 bf16 products into 16 fp32 lanes),
+        # recorded beside the others (the engine's bf16 SDPA runs fp32 FMAs on widened tiles)
+        kinds["bf16_dot"] = 3
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
         src.write_text(PROBE_C)
@@ -188,7 +233,8 @@ def cpu_info(fma_ghz: float, probe: bool) -> Row:
         "peak_gflops_measured": peaks,
         "peak_gflops_formula": formula,
         "peak_clock_ghz_formula": clock_ghz or None,
-        "peak_method": "measured: register-only loops (24 zmm FMA chains; 12 ymm; 14 SSE mulps + 14 addps) on one "
+        "peak_method": "measured: register-only loops (24 zmm FMA chains; 12 ymm; 14 SSE mulps + 14 addps; "
+        "bf16_dot: 24 zmm vdpbf16ps chains, 64 flops each) on one "
         "core and on every core at once, best of 5; the peak used is cores x the one-core figure"
         if peaks
         else "formula: cores x 2 FMA pipes x fp32 lanes x 2 flops x clock ("
@@ -199,7 +245,8 @@ def cpu_info(fma_ghz: float, probe: bool) -> Row:
 
 def peak_for(info: Row, isa: str) -> float | None:
     """The machine's peak for isa: cores x the best one-core figure (on a shared machine the all-cores run
-    is the first to lose to other processes, and a peak below the kernel's own speed means nothing)."""
+    is the first to lose to other processes, and a peak below the kernel's own speed means nothing). bf16
+    rows use it too: their kernel widens bf16 to fp32 and runs fp32 FMAs."""
     measured = info["peak_gflops_measured"]
     if measured and isa in measured:
         return float(info["cores"] * measured[isa]["1_core"])
@@ -285,19 +332,21 @@ class Engine:
         q: np.ndarray,
         k: np.ndarray,
         v: np.ndarray,
+        bf16: bool = False,
     ) -> None:
-        g = hipdnn.Graph(name="bench", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        io = BF16 if bf16 else F32
+        g = hipdnn.Graph(name="bench", io_data_type=io, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
-        tq = g.tensor(name="q", dim=dims, stride=strides, data_type=F32)
-        tk = g.tensor(name="k", dim=dims, stride=strides, data_type=F32)
-        tv = g.tensor(name="v", dim=dims, stride=strides, data_type=F32)
+        tq = g.tensor(name="q", dim=dims, stride=strides, data_type=io)
+        tk = g.tensor(name="k", dim=dims, stride=strides, data_type=io)
+        tv = g.tensor(name="v", dim=dims, stride=strides, data_type=io)
         o, st = g.sdpa(tq, tk, tv, attn_scale=1.0 / math.sqrt(d), use_causal_mask=causal, generate_stats=True)
         assert st is not None
-        o.set_output(True)
+        o.set_output(True).set_data_type(io)
         st.set_output(True).set_data_type(F32)
         g.build(handle)
         self.g, self.handle = g, handle
-        self.out = np.empty((b, h, s, d), np.float32)
+        self.out = np.empty((b, h, s, d), BF16_NP if bf16 else np.float32)
         self.stats = np.empty((b, h, s, 1), np.float32)
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         self.pack = {tq: q, tk: k, tv: v, o: self.out, st: self.stats}
@@ -377,6 +426,20 @@ def numpy_sdpa(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.
     return out
 
 
+def sdpa_f64(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool) -> np.ndarray:
+    """The float64 reference (per head, to keep the S x S scores small)."""
+    out = np.empty(q.shape, np.float64)
+    n = q.shape[-2]
+    for bi in range(q.shape[0]):
+        for hi in range(q.shape[1]):
+            sc = q[bi, hi].astype(np.float64) @ k[bi, hi].astype(np.float64).T / math.sqrt(q.shape[-1])
+            if causal:
+                sc[np.triu_indices(n, 1)] = -np.inf
+            p = np.exp(sc - sc.max(-1, keepdims=True))
+            out[bi, hi] = (p / p.sum(-1, keepdims=True)) @ v[bi, hi].astype(np.float64)
+    return out
+
+
 def time_interleaved(impls: Impls, rounds: int, seconds: float, settle: float = 0.0) -> dict[str, float]:
     """Best time of each implementation over interleaved rounds. ``settle`` seconds of sleep before every
     call let the previous implementation's worker threads go idle: OpenBLAS's (numpy's matmul) keep
@@ -419,7 +482,12 @@ def show(prefix: str, row: Row) -> None:
         + (f"  torch {row['torch_gflops']:6.1f}  x{row['ratio_vs_torch']:.2f}" if "torch_gflops" in row else "")
         + (f"  numpy {row['numpy_gflops']:6.1f}" if "numpy_gflops" in row else "")
         + (f"  peak {row['hipdnn_fraction_of_peak']:.0%}" if "hipdnn_fraction_of_peak" in row else "")
-        + (f"  err {row['rel_err_vs_ref']:.1e}" if row.get("rel_err_vs_ref") is not None else ""),
+        + (f"  err {row['rel_err_vs_ref']:.1e}" if row.get("rel_err_vs_ref") is not None else "")
+        + (
+            f"  vs f64: hipdnn {row['rel_err_vs_f64']:.1e} torch {row['torch_rel_err_vs_f64']:.1e}"
+            if row.get("torch_rel_err_vs_f64") is not None
+            else ""
+        ),
         flush=True,
     )
 
@@ -600,6 +668,13 @@ def main() -> None:
     )
     ap.add_argument("--engine-dir", default=None, help="load the CPU engine from this directory only")
     ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512)")
+    ap.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="q, k, v and o of the forward rows (bfloat16: against torch on bf16 tensors; the backward and "
+        "decode rows are fp32 only and are skipped)",
+    )
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqs", default=None, help="comma-separated S values (default 512..4096)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa"))
@@ -613,6 +688,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.backward_only:
         args.no_decode = True
+    bf16 = args.dtype == "bfloat16"
+    if bf16:
+        if BF16_NP is None:
+            sys.exit("--dtype bfloat16 needs ml_dtypes (numpy's bfloat16)")
+        if args.backward_only:
+            sys.exit("the backward rows are fp32 only")
+        args.no_backward = args.no_decode = True
 
     info = cpu_info(args.fma_ghz, probe=not args.no_probe)
     torch: Any = None
@@ -667,24 +749,30 @@ def main() -> None:
         for causal in (False, True):
             for s in seqs:
                 q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
+                # bf16: the engine and torch get the same bf16 bits; errors of both against a float64
+                # reference on the values those bits hold
+                qb, kb, vb = (to_bf16(q), to_bf16(k), to_bf16(v)) if bf16 else (q, k, v)
                 engs: dict[str, Engine] = {}
                 for isa, handle in handles.items():
                     with isa_env(args.isa_asked[isa]):
-                        engs[isa] = Engine(handle, b, h, s, d, causal, q, k, v)
+                        engs[isa] = Engine(handle, b, h, s, d, causal, qb, kb, vb, bf16=bf16)
                 if args.backward_only:
                     backward(engs, (b, h, s, d, causal), (q, k, v))
                     del engs
                     continue
                 impls: Impls = {f"hipdnn[{isa}]": eng for isa, eng in engs.items()}
                 if torch is not None:
-                    tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
+                    if bf16:
+                        tq, tk, tv = (torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (qb, kb, vb))
+                    else:
+                        tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
 
                     def run_torch(tq: Any = tq, tk: Any = tk, tv: Any = tv, causal: bool = causal) -> Any:
                         with torch.no_grad():
                             return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
                     impls["torch"] = run_torch
-                if s <= args.no_numpy_above:
+                if s <= args.no_numpy_above and not bf16:
 
                     def run_numpy(
                         q: np.ndarray = q, k: np.ndarray = k, v: np.ndarray = v, causal: bool = causal
@@ -694,15 +782,29 @@ def main() -> None:
                     impls["numpy"] = run_numpy
                 # correctness of the engine against torch (or numpy) on this very case
                 ref = impls.get("torch", impls.get("numpy"))
-                r = np.asarray(ref()) if ref is not None else None
+                f64: np.ndarray | None = None
+                torch_err64 = None
+                if not bf16:
+                    r = np.asarray(ref()) if ref is not None else None
+                else:
+                    r = None if ref is None else bf16_to_f32(ref().view(torch.int16).numpy())  # type: ignore[attr-defined]
+                    f64 = sdpa_f64(bf16_to_f32(qb), bf16_to_f32(kb), bf16_to_f32(vb), causal)
+                    if r is not None:
+                        torch_err64 = float(np.abs(r - f64).max() / float(np.abs(f64).max()))
                 best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
                 fl = flops(b, h, s, d, causal)
                 for isa, eng in engs.items():
-                    err = None if r is None else float(np.abs(eng() - r).max() / max(1e-30, float(np.abs(r).max())))
+                    mine = bf16_to_f32(eng()) if bf16 else eng()
+                    err = None if r is None else float(np.abs(mine - r).max() / max(1e-30, float(np.abs(r).max())))
                     one = {n: t for n, t in best.items() if n in ("torch", "numpy")}
                     one["hipdnn"] = best[f"hipdnn[{isa}]"]
                     base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "flops": fl}
-                    row = row_of(one, "hipdnn", fl, peak_for(info, isa), {**base, "rel_err_vs_ref": err})
+                    base["dtype"] = args.dtype
+                    extra: Row = {"rel_err_vs_ref": err}
+                    if f64 is not None:
+                        extra["rel_err_vs_f64"] = float(np.abs(mine - f64).max() / float(np.abs(f64).max()))
+                        extra["torch_rel_err_vs_f64"] = torch_err64
+                    row = row_of(one, "hipdnn", fl, peak_for(info, isa), {**base, **extra})
                     rows.append(row)
                     show("", row)
                 if not args.no_backward:
@@ -726,6 +828,7 @@ def main() -> None:
         "engine_plugins": [p.name for h_ in handles.values() for p in h_.loaded_plugins()][:1],
         "engine_paths": sorted({str(p.path) for h_ in handles.values() for p in h_.loaded_plugins()}),
         "isa_paths": {isa: {"asked": args.isa_asked[isa], "peak_gflops": peak_for(info, isa)} for isa in handles},
+        "dtype": args.dtype,
         "isa_env": {
             k: os.environ[k]
             for k in ("HIPDNN_CPU_ISA", "HIPDNN_CPU_ENGINE_BASELINE", "HIPDNN_CPU_ENGINE_NO_AVX512")
@@ -793,9 +896,11 @@ def main() -> None:
         ax.set_xlabel("S")
         ax.grid(alpha=0.3)
     for r_i in range(nrow):
-        axes2[r_i][0].set_ylabel("GFLOP/s (fp32)")
+        axes2[r_i][0].set_ylabel(f"GFLOP/s ({'bf16 in' if bf16 and kinds[r_i][0] == 'forward' else 'fp32'})")
     axes2[0][0].legend()
-    fig.suptitle(f"SDPA forward / backward fp32, B=1 H=8, {info['cores']} cores of {info['model']} (dash-dot: peaks)")
+    fig.suptitle(
+        f"SDPA forward / backward {args.dtype}, B=1 H=8, {info['cores']} cores of {info['model']} (dash-dot: peaks)"
+    )
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=90)
     print("wrote", out.with_suffix(".png"))
