@@ -47,6 +47,7 @@ class Binding:
         override_shapes: Sequence[Sequence[int]] | None = None,
         override_strides: Sequence[Sequence[int]] | None = None,
     ) -> None: ...
+    def call_tensors(self, tensors: Sequence[Any], workspace: int = 0) -> bool: ...
 
 class Executor:
     plan: PlanCore

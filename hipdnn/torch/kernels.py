@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, call_of, order_code, readable
+from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, order_code, readable
 
 #: a slot's dims: per axis a capacity axis name ("B", "SQ", "SKV") or a fixed size
 Dims = tuple[int | str, ...]
@@ -121,23 +121,15 @@ def attention_forward(
         v = readable(v)
         vst = v.stride()
     values = [q, k, v]
-    shapes: list[Sequence[int]] = [qs, k.shape, vs]
-    strides: list[Sequence[int]] = [qst, kst, vst]
     options: tuple[object, ...] = ()
     extra_roles: list[str] = []
     extra_dims: list[Dims] = []
     if bias is not None or seq_len_q is not None:
         options, extra, extra_roles, extra_dims = _options(bias, seq_len_q, seq_len_kv, hq)
         values += extra
-        shapes += [t.shape for t in extra]
-        strides += [t.stride() for t in extra]
     values.append(o)
-    shapes.append(o.shape)
-    strides.append(o.stride())
     if stats is not None:
         values.append(stats)
-        shapes.append(stats.shape)
-        strides.append(stats.stride())
     # the three inputs' axis orders as one number: LAYOUTS has 6 entries
     codes = code + 6 * order_code(kst) + 36 * order_code(vst)
     key = ("sdpa", device, q.dtype, hq, hk, d, dv, masking, options, want_stats, codes)
@@ -149,8 +141,7 @@ def attention_forward(
         slots = _slots(roles, values, dims, 2 if stats is not None else 1)
         return Kind("sdpa", device, hq, hk, d, dv, masking, seq_len_q is not None, slots)
 
-    call = (values, shapes, strides)
-    CACHE.plan(key, b, sq, skv, call, kind).run(call, CACHE.counters)
+    CACHE.run(key, b, sq, skv, values, kind)
     return o, stats
 
 
@@ -202,11 +193,11 @@ def cached_forward(
     if plan is None or b > plan.cap_b or sq > plan.cap_sq or skv > plan.cap_skv:
         return None
     o = torch.empty_permuted((b, hq, sq, dv), LAYOUTS[code], dtype=dtype, device=device)
-    call = ([q, k, v, o], [qs, ks, vs, o.shape], [qst, kst, vst, o.stride()])
-    if not plan.reaches(call[1], call[2]):
-        return None
-    CACHE.counters.hits += 1
-    plan.run(call, CACHE.counters)
+    if not plan.run([q, k, v, o]):
+        return None  # a view wider than the plan's maximum: the general path grows the kind
+    counters = CACHE.counters
+    counters.hits += 1
+    counters.bound_calls += 1
     return o
 
 
@@ -259,8 +250,7 @@ def attention_backward(
         slots = _slots(roles, values, dims, 3)
         return Kind("sdpa_backward", q.device, hq, hk, d, dvd, masking, seq_len_q is not None, slots)
 
-    call = call_of(values)
-    CACHE.plan(key, b, sq, skv, call, kind).run(call, CACHE.counters)
+    CACHE.run(key, b, sq, skv, values, kind)
     return dq, dk, dv
 
 

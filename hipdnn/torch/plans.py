@@ -244,40 +244,30 @@ class Plan:
                 return False
         return True
 
-    def run(self, call: Call, counters: Counters) -> None:
-        """Execute one call (its tensors, their shapes and strides, in slot order), which ``fits``
-        and ``reaches`` accept."""
-        values, shapes, strides = call
+    def run(self, values: Sequence[torch.Tensor]) -> bool:
+        """Execute one call on ``values`` (its tensors in slot order, their shapes and strides the
+        overrides) through the bound call's compiled tensor path, which reads each tensor's pointer,
+        shape and strides itself. True when it ran; False, having launched nothing, when a tensor
+        exceeds what the plan declares (a view wider than its maximum): the kind needs its next plan."""
         index = self.gpu_index
         if index is None:
-            workspace = self.host_workspace()
-            self.bound([v.data_ptr() for v in values], workspace, shapes, strides)
-        else:
-            # One lock for the stream switch and the launch: the handle holds one stream, and two
-            # threads on different streams must not launch on each other's.
-            with _launch_lock:
-                if _current_device is not None and _current_device() != index:
-                    with torch.cuda.device(index):  # launch on the tensors' GPU, not the current one
-                        self._launch_gpu(values, shapes, strides, index)
-                else:
-                    self._launch_gpu(values, shapes, strides, index)
-        counters.bound_calls += 1
+            return bool(self.bound.call_tensors(values, self.host_workspace()))
+        # One lock for the stream switch and the launch: the handle holds one stream, and two threads
+        # on different streams must not launch on each other's.
+        with _launch_lock:
+            if _current_device is not None and _current_device() != index:
+                with torch.cuda.device(index):  # launch on the tensors' GPU, not the current one
+                    return self._launch_gpu(values, index)
+            return self._launch_gpu(values, index)
 
-    def _launch_gpu(
-        self,
-        values: Sequence[torch.Tensor],
-        shapes: Sequence[Sequence[int]],
-        strides: Sequence[Sequence[int]],
-        index: int,
-    ) -> None:
+    def _launch_gpu(self, values: Sequence[torch.Tensor], index: int) -> bool:
         stream = current_stream(index)
         if self.handle.get_stream() != stream:
             self.handle.set_stream(stream)
         if self.workspace_size:
             workspace = gpu_workspace(index, stream, self.workspace_size)  # held until the launch is queued
-            self.bound([v.data_ptr() for v in values], workspace.data_ptr(), shapes, strides)
-        else:
-            self.bound([v.data_ptr() for v in values], 0, shapes, strides)
+            return bool(self.bound.call_tensors(values, workspace.data_ptr()))
+        return bool(self.bound.call_tensors(values, 0))
 
     def host_workspace(self) -> int:
         """The CPU call's workspace pointer (0: none needed): calls are synchronous, so one buffer
@@ -398,25 +388,34 @@ class PlanCache:
         self._lock = threading.Lock()
         self.counters = Counters()
 
-    def plan(self, key: Hashable, batch: int, sq: int, skv: int, call: Call, kind: Callable[[], Kind]) -> Plan:
-        """The plan serving one call: ``key``'s, when its capacity holds the call's lengths and its
-        declared maxima span the call's inputs; else the kind's next plan, built now (``kind`` spells
-        the kind out; called only for a kind's first plan)."""
-        _, shapes, strides = call
+    def run(
+        self, key: Hashable, batch: int, sq: int, skv: int, values: Sequence[torch.Tensor], kind: Callable[[], Kind]
+    ) -> None:
+        """Run one call (``values``: its tensors in slot order) on ``key``'s plan when its capacity
+        holds the call's lengths and its declared maxima hold the tensors; else on the kind's next
+        plan, built now (``kind`` spells the kind out; called only for a kind's first plan)."""
         plan = self._plans.get(key)
-        if (
-            plan is not None
-            and batch <= plan.cap_b
-            and sq <= plan.cap_sq
-            and skv <= plan.cap_skv
-            and plan.reaches(shapes, strides)
-        ):
+        fits = plan is not None and batch <= plan.cap_b and sq <= plan.cap_sq and skv <= plan.cap_skv
+        if fits and plan is not None and plan.run(values):
             self.counters.hits += 1
-            return plan
+            self.counters.bound_calls += 1
+            return
+        plan = self.grow(key, batch, sq, skv, call_of(values), kind)
+        if not plan.run(values):
+            raise HipdnnError(
+                ErrorCode.HIPDNN_BACKEND_ERROR,
+                f"hipdnn.torch: the plan built for this call does not hold it ({describe(plan.kind)})",
+            )
+        self.counters.bound_calls += 1
+
+    def grow(self, key: Hashable, batch: int, sq: int, skv: int, call: Call, kind: Callable[[], Kind]) -> Plan:
+        """The plan serving one call that the current one (if any) cannot: another thread's, when it
+        grew the kind meanwhile; else the kind's next plan, built now."""
+        _, shapes, strides = call
         with self._lock:
             plan = self._plans.get(key)
             if plan is not None and plan.fits(batch, sq, skv) and plan.reaches(shapes, strides):
-                self.counters.hits += 1
+                self.counters.hits += 1  # another thread grew the kind meanwhile
                 return plan
             described = plan.kind if plan is not None else kind()
             old = plan.caps if plan is not None else dict.fromkeys(AXES, 0)

@@ -19,6 +19,7 @@ struct BindingData {
     std::vector<uint8_t> slot_written;
     std::vector<int64_t> slot_bytes;
     std::vector<size_t> override_slot;  // pointer slot of each bound override
+    std::vector<size_t> slot_override;  // per pointer slot, its override's index (SIZE_MAX: none)
     // per slot, the declared layout (dims and strides of the plan's table), rank and element size
     std::vector<const int64_t*> slot_dims, slot_strides;
     std::vector<uint32_t> slot_rank;
@@ -90,118 +91,82 @@ bool read_bound_overrides(PyObject* shapes, PyObject* strides, size_t m, Overrid
     return ok;
 }
 
-PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
-    ExecutorData& x = *bd.executor->x;
-    PlanData& d = *x.plan->d;
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject* params[4] = {nullptr, nullptr, Py_None, Py_None};
-    static const char* names[4] = {"ptrs", "workspace", "override_shapes", "override_strides"};
-    if (nargs > 4) {
-        PyErr_SetString(PyExc_TypeError, "bound call takes at most 4 arguments");
-        return nullptr;
-    }
-    for (Py_ssize_t i = 0; i < nargs; ++i) params[i] = args[i];
-    if (kwnames) {
-        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
-            const char* kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
-            int slot = -1;
-            for (int j = 0; j < 4 && kw; ++j)
-                if (std::strcmp(kw, names[j]) == 0) slot = j;
-            if (slot < 0 || slot < nargs) {
-                PyErr_Format(PyExc_TypeError, "bound call got an unexpected or repeated keyword %s", kw ? kw : "?");
-                return nullptr;
-            }
-            params[slot] = args[nargs + k];
+// Slot i's pointer from the int p: a non-zero address aligned to the slot's elements.
+bool bind_pointer(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObject* p) {
+    unsigned long long v = 0;
+    if (PyLong_Check(p) && !PyBool_Check(p)) {
+        v = PyLong_AsUnsignedLongLong(p);
+        if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+            PyErr_Clear();
+            v = 0;
         }
     }
-    if (!params[0]) {
-        PyErr_SetString(PyExc_TypeError, "bound call needs ptrs");
-        return nullptr;
+    int align = bd.slot_itemsize[i];
+    if (!v || (align > 1 && v % static_cast<unsigned long long>(align) != 0)) {
+        std::string what = !PyLong_Check(p) || PyBool_Check(p) ? "pointer " + py_repr(p) + " (not an int)"
+                           : !v ? "pointer " + py_repr(p) + " (not an address)"
+                                : "pointer " + py_repr(p) + " (not aligned to its " + std::to_string(align) +
+                                      "-byte elements)";
+        raise(kInvalidVariantPack, what + " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
+        return false;
     }
-    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
-    BoundScratch& s = lease.get();
-    size_t n = bd.uids.size();
-    PyObject* ptrs = PySequence_Fast(params[0], "");
-    if (!ptrs) {
-        PyErr_Clear();
-        return raise(kInvalidVariantPack, "pointers must be a sequence of ints");
-    }
-    if (static_cast<size_t>(PySequence_Fast_GET_SIZE(ptrs)) != n) {
-        std::string m = "expected " + std::to_string(n) + " pointers, got " +
-                        std::to_string(PySequence_Fast_GET_SIZE(ptrs));
-        Py_DECREF(ptrs);
-        return raise(kInvalidVariantPack, m);
-    }
-    s.buffers.resize(n);
-    PyObject** items = PySequence_Fast_ITEMS(ptrs);
-    for (size_t i = 0; i < n; ++i) {
-        PyObject* p = items[i];
-        unsigned long long v = 0;
-        if (PyLong_Check(p) && !PyBool_Check(p)) {
-            v = PyLong_AsUnsignedLongLong(p);
-            if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
-                PyErr_Clear();
-                v = 0;
-            }
+    s.buffers[i].uid = bd.uids[i];
+    s.buffers[i].ptr = reinterpret_cast<void*>(v);
+    return true;
+}
+
+// The bound call's workspace argument (None or absent: 0), which the plan may require.
+bool read_workspace(PlanData& d, PyObject* arg, uint64_t* ws) {
+    *ws = 0;
+    if (arg && arg != Py_None) {
+        if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+            raise(kInvalidValue, "the bound call's workspace is an int pointer");
+            return false;
         }
-        int align = bd.slot_itemsize[i];
-        if (!v || (align > 1 && v % static_cast<unsigned long long>(align) != 0)) {
-            std::string what = !PyLong_Check(p) || PyBool_Check(p) ? "pointer " + py_repr(p) + " (not an int)"
-                               : !v ? "pointer " + py_repr(p) + " (not an address)"
-                                    : "pointer " + py_repr(p) + " (not aligned to its " + std::to_string(align) +
-                                          "-byte elements)";
-            Py_DECREF(ptrs);
-            return raise(kInvalidVariantPack, what + " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
-        }
-        s.buffers[i].uid = bd.uids[i];
-        s.buffers[i].ptr = reinterpret_cast<void*>(v);
-    }
-    Py_DECREF(ptrs);
-    uint64_t ws = 0;
-    if (params[1] && params[1] != Py_None) {
-        if (!PyLong_Check(params[1]) || PyBool_Check(params[1]))
-            return raise(kInvalidValue, "the bound call's workspace is an int pointer");
-        ws = PyLong_AsUnsignedLongLong(params[1]);
+        *ws = PyLong_AsUnsignedLongLong(arg);
         if (PyErr_Occurred()) {
             PyErr_Clear();
-            return raise(kInvalidValue, "workspace pointer " + py_repr(params[1]) + " is not a valid address");
+            raise(kInvalidValue, "workspace pointer " + py_repr(arg) + " is not a valid address");
+            return false;
         }
     }
-    if (d.workspace_size && !ws)
-        return raise(kInvalidValue, "the plan needs a workspace of " + std::to_string(d.workspace_size) + " bytes");
-    PyObject* shapes = params[2];
-    PyObject* strides = params[3];
+    if (d.workspace_size && !*ws) {
+        raise(kInvalidValue, "the plan needs a workspace of " + std::to_string(d.workspace_size) + " bytes");
+        return false;
+    }
+    return true;
+}
+
+// The bound call's overrides (s.overrides, read) checked against the declared tensors: this call's
+// bytes and layout per slot.
+bool apply_overrides(BindingData& bd, ExecutorData& x, PlanData& d, BoundScratch& s) {
     OverrideSet& o = s.overrides;
-    o.clear();
-    size_t m = bd.override_uids.size();
-    if (m && shapes != Py_None) {
-        if (strides == Py_None) return raise(kInvalidValue, "override shapes given without override strides");
-        o.reset(m);
-        std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
-        std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
-        if (!read_bound_overrides(shapes, strides, m, o)) return nullptr;
-        s.bytes.assign(bd.slot_bytes.begin(), bd.slot_bytes.end());
-        s.slot_dims.assign(bd.slot_dims.begin(), bd.slot_dims.end());  // the declared layouts, overridden below
-        s.slot_strides.assign(bd.slot_strides.begin(), bd.slot_strides.end());
-        for (size_t i = 0; i < m; ++i) {
-            size_t idx = static_cast<size_t>(o.index[i]);
-            const TensorSpec& t = d.tensors[idx];
-            int64_t elems = 0;
-            if (!check_entry(t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
-                             o.strides[i].size(), true, x.is_output[idx] != 0, &elems))
-                return nullptr;
-            int itemsize = itemsize_of(t.data_type);
-            int64_t bytes = 0;
-            size_t slot = bd.override_slot[i];
-            s.bytes[slot] = __builtin_mul_overflow(elems, int64_t{itemsize ? itemsize : 1}, &bytes) ? -1 : bytes;
-            s.slot_dims[slot] = o.shapes[i].data();
-            s.slot_strides[slot] = o.strides[i].data();
-        }
-    } else if (shapes != Py_None || strides != Py_None) {
-        return raise(kInvalidValue, m ? "override strides given without override shapes"
-                                       : "override values given, but no override uids were bound");
+    size_t m = o.size();
+    s.bytes.assign(bd.slot_bytes.begin(), bd.slot_bytes.end());
+    s.slot_dims.assign(bd.slot_dims.begin(), bd.slot_dims.end());  // the declared layouts, overridden below
+    s.slot_strides.assign(bd.slot_strides.begin(), bd.slot_strides.end());
+    for (size_t i = 0; i < m; ++i) {
+        size_t idx = static_cast<size_t>(o.index[i]);
+        const TensorSpec& t = d.tensors[idx];
+        int64_t elems = 0;
+        if (!check_entry(t, o.uids[i], o.shapes[i].data(), o.shapes[i].size(), o.strides[i].data(),
+                         o.strides[i].size(), true, x.is_output[idx] != 0, &elems))
+            return false;
+        int itemsize = itemsize_of(t.data_type);
+        int64_t bytes = 0;
+        size_t slot = bd.override_slot[i];
+        s.bytes[slot] = __builtin_mul_overflow(elems, int64_t{itemsize ? itemsize : 1}, &bytes) ? -1 : bytes;
+        s.slot_dims[slot] = o.shapes[i].data();
+        s.slot_strides[slot] = o.strides[i].data();
     }
+    return true;
+}
+
+// The rest of a bound call once its pointers (s.buffers) and overrides are read and checked: the
+// effective shapes, aliasing, then the plugin.
+PyObject* launch_bound(BindingData& bd, ExecutorData& x, PlanData& d, BoundScratch& s, uint64_t ws) {
+    OverrideSet& o = s.overrides;
+    size_t n = bd.uids.size();
     if ((o.size() || d.has_dynamic) && !check_effective(x, o, s.eff)) return nullptr;
     size_t n_written = bd.written_slots.size();
     const int64_t* bytes_now = o.size() ? s.bytes.data() : bd.slot_bytes.data();
@@ -248,6 +213,79 @@ PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyO
     Py_RETURN_NONE;
 }
 
+PyObject* Binding_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
+    ExecutorData& x = *bd.executor->x;
+    PlanData& d = *x.plan->d;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject* params[4] = {nullptr, nullptr, Py_None, Py_None};
+    static const char* names[4] = {"ptrs", "workspace", "override_shapes", "override_strides"};
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "bound call takes at most 4 arguments");
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < nargs; ++i) params[i] = args[i];
+    if (kwnames) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
+            const char* kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, k));
+            int slot = -1;
+            for (int j = 0; j < 4 && kw; ++j)
+                if (std::strcmp(kw, names[j]) == 0) slot = j;
+            if (slot < 0 || slot < nargs) {
+                PyErr_Format(PyExc_TypeError, "bound call got an unexpected or repeated keyword %s", kw ? kw : "?");
+                return nullptr;
+            }
+            params[slot] = args[nargs + k];
+        }
+    }
+    if (!params[0]) {
+        PyErr_SetString(PyExc_TypeError, "bound call needs ptrs");
+        return nullptr;
+    }
+    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
+    BoundScratch& s = lease.get();
+    size_t n = bd.uids.size();
+    PyObject* ptrs = PySequence_Fast(params[0], "");
+    if (!ptrs) {
+        PyErr_Clear();
+        return raise(kInvalidVariantPack, "pointers must be a sequence of ints");
+    }
+    if (static_cast<size_t>(PySequence_Fast_GET_SIZE(ptrs)) != n) {
+        std::string m = "expected " + std::to_string(n) + " pointers, got " +
+                        std::to_string(PySequence_Fast_GET_SIZE(ptrs));
+        Py_DECREF(ptrs);
+        return raise(kInvalidVariantPack, m);
+    }
+    s.buffers.resize(n);
+    PyObject** items = PySequence_Fast_ITEMS(ptrs);
+    for (size_t i = 0; i < n; ++i) {
+        if (!bind_pointer(bd, d, s, i, items[i])) {
+            Py_DECREF(ptrs);
+            return nullptr;
+        }
+    }
+    Py_DECREF(ptrs);
+    uint64_t ws = 0;
+    if (!read_workspace(d, params[1], &ws)) return nullptr;
+    PyObject* shapes = params[2];
+    PyObject* strides = params[3];
+    OverrideSet& o = s.overrides;
+    o.clear();
+    size_t m = bd.override_uids.size();
+    if (m && shapes != Py_None) {
+        if (strides == Py_None) return raise(kInvalidValue, "override shapes given without override strides");
+        o.reset(m);
+        std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
+        std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
+        if (!read_bound_overrides(shapes, strides, m, o)) return nullptr;
+        if (!apply_overrides(bd, x, d, s)) return nullptr;
+    } else if (shapes != Py_None || strides != Py_None) {
+        return raise(kInvalidValue, m ? "override strides given without override shapes"
+                                       : "override values given, but no override uids were bound");
+    }
+    return launch_bound(bd, x, d, s, ws);
+}
+
 PyObject* Binding_get_uids(PyObject* self, void*) {
     BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
     PyObject* l = PyList_New(static_cast<Py_ssize_t>(bd.uids.size()));
@@ -263,6 +301,117 @@ PyObject* Binding_get_override_uids(PyObject* self, void*) {
         PyList_SET_ITEM(l, static_cast<Py_ssize_t>(i), PyLong_FromLongLong(bd.override_uids[i]));
     return l;
 }
+
+// One tuple of ints read without running Python code: a tuple or a tuple subclass (torch.Size), both
+// immutable, of exact ints.
+bool read_int_tuple(PyObject* seq, std::vector<int64_t>& out) {
+    if (!PyTuple_Check(seq)) return false;
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
+    out.resize(static_cast<size_t>(n));
+    for (Py_ssize_t k = 0; k < n; ++k) {
+        PyObject* item = PyTuple_GET_ITEM(seq, k);
+        if (!PyLong_CheckExact(item)) return false;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow) return false;
+        out[static_cast<size_t>(k)] = v;
+    }
+    return true;
+}
+
+// Slot i of call_tensors from the tensor t: its data_ptr() as the pointer, its shape and stride() as
+// the slot's override. Python code t runs (its methods) sees only t; the caller holds t.
+bool read_tensor(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObject* t) {
+    static PyObject* data_ptr = PyUnicode_InternFromString("data_ptr");
+    static PyObject* shape = PyUnicode_InternFromString("shape");
+    static PyObject* stride = PyUnicode_InternFromString("stride");
+    if (!data_ptr || !shape || !stride) return false;
+    const std::string& label = d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label;
+    OverrideSet& o = s.overrides;
+    size_t k = bd.slot_override[i];
+    PyObject* p = PyObject_CallMethodNoArgs(t, data_ptr);
+    if (!p) return as_hipdnn_error(kInvalidVariantPack, "call_tensors: " + label + ": data_ptr() failed");
+    bool ok = bind_pointer(bd, d, s, i, p);
+    Py_DECREF(p);
+    if (!ok) return false;
+    const char* what[2] = {"shape", "stride()"};
+    for (int w = 0; w < 2; ++w) {
+        PyObject* v = w == 0 ? PyObject_GetAttr(t, shape) : PyObject_CallMethodNoArgs(t, stride);
+        if (!v) return as_hipdnn_error(kInvalidVariantPack, "call_tensors: " + label + ": " + what[w] + " failed");
+        ok = read_int_tuple(v, w == 0 ? o.shapes[k] : o.strides[k]);
+        if (!ok) raise(kInvalidVariantPack, "call_tensors: " + label + ": " + what[w] + " is " + py_repr(v) +
+                                                ", not a tuple of ints");
+        Py_DECREF(v);
+        if (!ok) return false;
+    }
+    return true;
+}
+
+// Binding.call_tensors(tensors, workspace=0): the bound call for tensors that say where they are (torch
+// tensors: data_ptr(), .shape, .stride()), one per pointer slot in bind order, each one's shape and
+// strides its slot's override (every slot must be bound as an override). True: the call ran. False,
+// nothing launched: a tensor exceeds its declared maximum (dims, or elements addressed), so the caller
+// needs a larger plan. Everything else the bound call refuses raises, as there.
+PyObject* Binding_call_tensors(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    BindingData& bd = *reinterpret_cast<Binding*>(self)->b;
+    ExecutorData& x = *bd.executor->x;
+    PlanData& d = *x.plan->d;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "call_tensors(tensors, workspace=0)");
+        return nullptr;
+    }
+    size_t n = bd.uids.size();
+    size_t m = bd.override_uids.size();
+    if (m != n) return raise(kInvalidValue, "call_tensors: every pointer slot must be bound as an override");
+    uint64_t ws = 0;
+    if (!read_workspace(d, nargs > 1 ? args[1] : nullptr, &ws)) return nullptr;
+    // a private tuple holding every tensor for the whole call, whatever their methods do
+    PyObject* held = snapshot(args[0], "call_tensors: tensors", "tensors", kInvalidVariantPack);
+    if (!held) return nullptr;
+    struct Hold {
+        PyObject* o;
+        ~Hold() { Py_DECREF(o); }
+    } hold{held};
+    if (static_cast<size_t>(PyTuple_GET_SIZE(held)) != n)
+        return raise(kInvalidVariantPack, "call_tensors: expected " + std::to_string(n) + " tensors, got " +
+                                              std::to_string(PyTuple_GET_SIZE(held)));
+    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
+    BoundScratch& s = lease.get();
+    s.buffers.resize(n);
+    OverrideSet& o = s.overrides;
+    o.clear();
+    o.reset(m);
+    std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
+    std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
+    for (size_t i = 0; i < n; ++i)
+        if (!read_tensor(bd, d, s, i, PyTuple_GET_ITEM(held, static_cast<Py_ssize_t>(i)))) return nullptr;
+    for (size_t k = 0; k < m; ++k) {
+        const TensorSpec& t = d.tensors[static_cast<size_t>(o.index[k])];
+        const std::vector<int64_t>& dims = o.shapes[k];
+        const std::vector<int64_t>& strides = o.strides[k];
+        if (dims.size() != t.rank() || strides.size() != t.rank()) continue;  // check_entry says so
+        bool positive = true;
+        for (size_t a = 0; a < dims.size(); ++a) {
+            positive = positive && dims[a] > 0 && strides[a] > 0;
+            if (t.dims[a] != -1 && dims[a] > t.dims[a]) Py_RETURN_FALSE;
+        }
+        int64_t elems = 0;
+        if (positive && t.max_elements >= 0 && addressed_elements(dims.data(), strides.data(), dims.size(), &elems) &&
+            elems > t.max_elements)
+            Py_RETURN_FALSE;
+    }
+    if (!apply_overrides(bd, x, d, s)) return nullptr;
+    PyObject* r = launch_bound(bd, x, d, s, ws);
+    if (!r) return nullptr;
+    Py_DECREF(r);
+    Py_RETURN_TRUE;
+}
+
+PyMethodDef Binding_methods[] = {
+    {"call_tensors", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Binding_call_tensors)),
+     METH_FASTCALL, "call_tensors(tensors, workspace=0) -> bool: the bound call for torch-like tensors"},
+    {nullptr, nullptr, 0, nullptr},
+};
 
 PyGetSetDef Binding_getset[] = {
     {"uids", Binding_get_uids, nullptr, nullptr, nullptr},
@@ -379,6 +528,8 @@ PyObject* Executor_bind(PyObject* self, PyObject* args) {
         bd->lengths.push_back(static_cast<uint32_t>(d.tensors[static_cast<size_t>(index)].rank()));
     }
     Py_DECREF(fo);
+    bd->slot_override.assign(bd->uids.size(), SIZE_MAX);
+    for (size_t i = 0; i < bd->override_slot.size(); ++i) bd->slot_override[bd->override_slot[i]] = i;
     if (!bd->override_uids.empty()) {
         if (!d.override_enabled) {
             refuse_flagless(d);
@@ -413,6 +564,7 @@ bool ready_binding_type() {
     BindingType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
     BindingType.tp_dealloc = Binding_dealloc;
     BindingType.tp_getset = Binding_getset;
+    BindingType.tp_methods = Binding_methods;
     return PyType_Ready(&BindingType) == 0;
 }
 
