@@ -528,7 +528,7 @@ _launch_lock = threading.Lock()
 #: the largest workspace (bytes) kept per stream between calls
 MAX_KEPT_WORKSPACE = 16 << 20
 
-#: per (device index, stream), the workspace of calls made outside CUDA-graph capture (gpu_workspace)
+#: per (device index, stream), the workspace kept for eager calls on the default stream (gpu_workspace)
 _gpu_workspaces: dict[tuple[int, int], torch.Tensor] = {}
 
 
@@ -540,13 +540,16 @@ def current_stream(index: int) -> int:
 
 
 def gpu_workspace(index: int, stream: int, size: int) -> torch.Tensor:
-    """A workspace of ``size`` bytes for a call on ``stream`` of device ``index`` (the current one),
-    as a pointer. Calls on one stream run one after the other, so outside capture one buffer per
-    stream serves them all (grown as plans need; the caching allocator frees the old one in stream
-    order). Larger workspaces than ``MAX_KEPT_WORKSPACE`` are not kept (calls that need them run
-    long enough that an allocation does not show). Under CUDA-graph capture each call takes a fresh
-    tensor from the graph's pool, so that the captured graph owns its memory."""
-    if size > MAX_KEPT_WORKSPACE or (_is_capturing is not None and _is_capturing()):
+    """A workspace of ``size`` bytes for a call on ``stream`` of device ``index`` (the current one).
+    Calls on one stream run one after the other, so on the default stream (stream 0: eager models)
+    one buffer serves them all, grown as plans need (the caching allocator frees the old one in
+    stream order). Every other call takes a fresh tensor from torch's caching allocator: under
+    CUDA-graph capture (``torch.cuda.graph``, on a side stream) and in the warm-up runs of
+    ``torch.compile``'s CUDA graph trees (on their own stream, allocating from the graph's private
+    pool, which must hold no allocation but the graph's outputs), a kept buffer would be memory the
+    graph does not own. Larger workspaces than ``MAX_KEPT_WORKSPACE`` are not kept either (calls
+    that need them run long enough that an allocation does not show)."""
+    if stream != 0 or size > MAX_KEPT_WORKSPACE or (_is_capturing is not None and _is_capturing()):
         return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
     key = (index, stream)
     buffer = _gpu_workspaces.get(key)

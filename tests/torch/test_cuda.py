@@ -252,3 +252,23 @@ def test_transformers_padded_batch_and_static_cache() -> None:
     close(out["hipdnn"][0][valid], out["sdpa"][0][valid], 2e-2, "padded logits")
     same_greedy_tokens(out["hipdnn"][1], out["sdpa"][1], "dynamic cache")
     same_greedy_tokens(out["hipdnn"][2], out["sdpa"][2], "static cache")
+
+
+def test_compiled_reduce_overhead_cuda_graph_trees() -> None:
+    """torch.compile(mode="reduce-overhead"): inductor's CUDA graph trees warm up and record in their
+    own memory pool, which must hold nothing but the graph's outputs after a run (a workspace kept
+    between calls would be "a tensor in the cudagraph pool not tracked as outputs"). Decode-shaped
+    calls (the split-KV path, which takes a workspace), replayed with new values."""
+    q, k, v = inputs(2, 8, 2, 1, 1056, 128, torch.bfloat16, "bshd", seed=31)
+
+    def step(q: Any, k: Any, v: Any) -> Any:
+        return ht.scaled_dot_product_attention(q, k, v, enable_gqa=True) * 2.0
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    for n in range(4):  # warm-up, record, replays
+        q = torch.randn_like(q)
+        got = compiled(q, k, v)
+        torch.cuda.synchronize()
+        close(got, reference(q, k, v, False, False) * 2.0, 2 * TOL[torch.bfloat16], f"run {n}")
+    torch._dynamo.reset()
