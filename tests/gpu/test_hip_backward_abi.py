@@ -104,6 +104,10 @@ def probe(abi: Abi) -> tuple[list[int], str]:
     return abi.decide(STATIC_SERVABLE)
 
 
+QS = [2, 4, 64, 64]
+#: a bias tensor (uid 20) for QS: fp32 [B, Hq, Sq, Skv], compact
+BIAS: dict[str, Any] = {"dims": QS, "strides": compact(QS), "dtype": FLOAT, "dynamic": False}
+
 SERVABLE = {
     "bf16 bhsd D=64": bwd_bytes([2, 4, 64, 64]),
     "fp16 bshd D=128 GQA causal bottom-right": bwd_bytes(
@@ -124,6 +128,25 @@ SERVABLE = {
     # one (batch, kv head) pair of the maximum shape exceeds the capped workspace; smaller calls fit
     "overridable beyond the workspace cap": bwd_bytes([1, 64, 8192, 128], [1, 1, 8192, 128], override=True),
     "dropout probability 0": bwd_bytes([1, 2, 64, 64], dropoutProbability=0.0),
+    # bias tensors and band bounds (issue 27): served by both engines
+    "bias fp32 per (b, h)": bwd_bytes(QS, attnMaskTensorUid=20, change={20: BIAS}),
+    "bias bf16 broadcast over B and H, padded rows": bwd_bytes(
+        QS,
+        attnMaskTensorUid=20,
+        change={20: {"dims": [1, 1, 64, 64], "strides": [64 * 67, 64 * 67, 67, 1], "dtype": BF16}},
+    ),
+    "dynamic bias broadcast over H": bwd_bytes(
+        [W, 4, W, 64],
+        [W, 2, W, 64],
+        dynamic=True,
+        attnMaskTensorUid=20,
+        change={20: {"dims": [W, 1, W, W], "strides": [3, 2, 1, 0], "dtype": HALF, "dynamic": True}},
+    ),
+    "left bound": bwd_bytes(QS, leftBound=16),
+    "right bound 4": bwd_bytes(QS, rightBound=4),
+    "window bottom-right": bwd_bytes(
+        QS, leftBound=16, rightBound=3, diagonalAlignment=DiagonalAlignment.BOTTOM_RIGHT, causalMask=True
+    ),
 }
 
 
@@ -132,16 +155,33 @@ def test_servable_backward_graphs_pass_the_graph_rules(abi: Abi, probe: tuple[li
     assert abi.decide(SERVABLE[name]) == probe
 
 
-QS = [2, 4, 64, 64]
 DECLINED = {
     "dropout": (bwd_bytes(QS, dropoutProbability=0.1), "dropout is not supported"),
     "dropout seed": (bwd_bytes(QS, seedTensorUid=20), "dropout is not supported"),
     "dbias": (bwd_bytes(QS, dbiasTensorUid=20), "dbias"),
-    "bias tensor": (bwd_bytes(QS, attnMaskTensorUid=20), "attention mask / bias tensor"),
+    "bias tensor missing from the graph": (bwd_bytes(QS, attnMaskTensorUid=20), "refers to bias uid 20"),
+    "bias with a key-dim stride of 2": (
+        bwd_bytes(QS, attnMaskTensorUid=20, change={20: {**BIAS, "strides": [2 * x for x in compact(QS)]}}),
+        "bias (uid 20): a key-dim stride other than 1 is not supported",
+    ),
+    "bias of another query length": (
+        bwd_bytes(QS, attnMaskTensorUid=20, change={20: {**BIAS, "dims": [2, 4, 32, 64]}}),
+        "bias is [2,4,32,64]; it must be [B|1, Hq|1, Sq, Skv]",
+    ),
+    "dynamic bias, key dim not innermost": (
+        bwd_bytes(
+            [W, 4, W, 64],
+            dynamic=True,
+            attnMaskTensorUid=20,
+            change={20: {"dims": [W, 4, W, W], "strides": [3, 2, 0, 1], "dtype": FLOAT, "dynamic": True}},
+        ),
+        "declare the key dim innermost",
+    ),
+    "bias int32": (bwd_bytes(QS, attnMaskTensorUid=20, change={20: {**BIAS, "dtype": INT32}}), "bias (uid 20) has"),
     "alibi": (bwd_bytes(QS, alibiMask=True), "alibi"),
     "tensor scale": (bwd_bytes(QS, scaleTensorUid=20), "tensor attention scale"),
-    "left bound": (bwd_bytes(QS, leftBound=16), "left band bound"),
-    "right bound 4": (bwd_bytes(QS, rightBound=4), "right band bound other than 0"),
+    "negative left bound": (bwd_bytes(QS, leftBound=-1), "a negative left bound is not supported"),
+    "negative right bound": (bwd_bytes(QS, rightBound=-2), "a negative right bound is not supported"),
     "deterministic": (bwd_bytes(QS, deterministic=True), "deterministic"),
     "padding without lengths": (bwd_bytes(QS, paddingMask=True), "padding mask without both"),
     "dQ is q": (bwd_bytes(QS, dqTensorUid=Q, drop=(DQ,)), "q and dQ are the same tensor"),

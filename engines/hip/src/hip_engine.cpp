@@ -145,6 +145,7 @@ enum Role
     kDQ,
     kDK,
     kDV,
+    kBias,
     kRoles
 };
 
@@ -153,7 +154,8 @@ enum class Holds
 {
     Rows,  // bf16 / fp16 [B, H, S, D] with a contiguous head dim: q, k, v, o and the gradients
     Stats, // fp32 [B, Hq, Sq, 1]: the natural-log log-sum-exp of each query row
-    SeqLen // int32 [B, 1, 1, 1]: each batch's length (padding mask)
+    SeqLen, // int32 [B, 1, 1, 1]: each batch's length (padding mask)
+    Bias    // bf16 / fp16 / fp32 [B|1, Hq|1, Sq, Skv] with a contiguous key dim: the additive bias
 };
 
 struct RoleInfo
@@ -175,6 +177,7 @@ const RoleInfo kRole[kRoles] = {
     {"dQ", Holds::Rows, kQ},
     {"dK", Holds::Rows, kK},
     {"dV", Holds::Rows, kK},
+    {"bias", Holds::Bias, kQ},
 };
 
 struct Plan;
@@ -212,6 +215,11 @@ struct Plan : sdk::DeclaredTensors
     float scale = 1.0f;
     bool mask_tl = false;
     bool mask_br = false;
+    int64_t hi_tl = 0, hi_br = 0; // right bounds of the two alignments (0: causal), clamped to kMaxLen
+    bool mask_lo = false;         // a left bound L (sliding window): key j >= i + 1 - L (+ shift)
+    bool lo_br = false;           // ... aligned bottom-right
+    int64_t left = 0;             // L, clamped to kMaxLen
+    int bias_type = 0;            // of the bias tensor (uid[kBias]): 0 bf16, 1 fp16, 2 fp32
     bool padding = false;
     bool override_enabled = false; // the graph's shapes are maxima, any smaller call may come
     int64_t num_tensors = 0;
@@ -340,6 +348,18 @@ std::string check_shapes(const Plan& p, const Dims4* e)
         if(p.padding && (differ(e[kSeqQ].d[0], x.d[0]) || differ(e[kSeqKv].d[0], x.d[0])))
             return format("node '%s': seq_len tensors must have q's batch size", nm);
     }
+    if(p.uid[kBias] >= 0)
+    {
+        // As on the CPU engine: [B|1, Hq|1, Sq, Skv], broadcast over a batch or head dim of 1; its Sq
+        // and Skv are overridden with q's and k's.
+        const Dims4& bs = e[kBias];
+        if((bs.d[0] != 1 && differ(bs.d[0], q.d[0])) || (bs.d[1] != 1 && differ(bs.d[1], q.d[1]))
+           || differ(bs.d[2], q.d[2]) || differ(bs.d[3], k.d[2]))
+            return format("node '%s': bias is %s; it must be [B|1, Hq|1, Sq, Skv] = [%lld|1, %lld|1, %lld, %lld]; "
+                          "override it with q and k",
+                          nm, dims_text(bs).c_str(), static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]),
+                          static_cast<long long>(q.d[2]), static_cast<long long>(k.d[2]));
+    }
     if(q.d[0] > kMaxGridYZ || q.d[1] > kMaxGridYZ)
         return format("node '%s': batch and heads must each be at most %lld", nm, static_cast<long long>(kMaxGridYZ));
     return "";
@@ -371,6 +391,8 @@ std::string layout_rules(const Plan& p, const Dims4* e, void* const* ptr)
         std::copy(e[r].s, e[r].s + 4, x.s);
         x.addr = ptr != nullptr ? reinterpret_cast<uintptr_t>(ptr[r]) : 0;
         x.elem_bytes = kRole[r].holds == Holds::Rows ? 2 : 4; // bf16 / fp16 rows; fp32 stats, int32 lengths
+        if(kRole[r].holds == Holds::Bias)
+            x.elem_bytes = p.bias_type == 2 ? 4 : 2;
         x.written = written(p, r);
     }
     return tensor_rules(t, n);
@@ -389,11 +411,10 @@ std::string read_common(const Attrs& a, Plan& plan, const Unsupported (&own)[N])
 {
     const char* nm = plan.node_name.c_str();
     const Unsupported common[] = {
-        {a.attn_mask_tensor_uid().has_value(), "an attention mask / bias tensor"},
         {a.scale_tensor_uid().has_value(), "a tensor attention scale"},
         {a.alibi_mask(), "alibi masks"},
-        {a.left_bound().has_value(), "a left band bound (sliding window)"},
-        {a.right_bound().has_value() && a.right_bound().value() != 0, "a right band bound other than 0"},
+        {a.left_bound().has_value() && a.left_bound().value() < 0, "a negative left bound"},
+        {a.right_bound().has_value() && a.right_bound().value() < 0, "a negative right bound"},
         {a.padding_mask() != (a.seq_len_q_tensor_uid().has_value() && a.seq_len_kv_tensor_uid().has_value()),
          "a padding mask without both seq_len tensors (or seq_len tensors without padding_mask)"},
     };
@@ -406,10 +427,28 @@ std::string read_common(const Attrs& a, Plan& plan, const Unsupported (&own)[N])
     const auto align = a.diagonal_alignment();
     if(align != wire::DiagonalAlignment::TOP_LEFT && align != wire::DiagonalAlignment::BOTTOM_RIGHT)
         return format("node '%s': unknown diagonal alignment", nm);
+    // As on the CPU engine: causal_mask is j <= i (top-left), causal_mask_bottom_right j <= i + shift,
+    // right_bound R j <= i + R under diagonal_alignment, left_bound L j >= i - L + 1 likewise; all
+    // present bounds intersect. Bounds past any length mean the same as kMaxLen.
+    const bool br = align == wire::DiagonalAlignment::BOTTOM_RIGHT;
     plan.mask_tl = a.causal_mask();
     plan.mask_br = a.causal_mask_bottom_right();
     if(a.right_bound().has_value())
-        (align == wire::DiagonalAlignment::BOTTOM_RIGHT ? plan.mask_br : plan.mask_tl) = true;
+    {
+        const int64_t r = std::min<int64_t>(a.right_bound().value(), kMaxLen);
+        bool& has = br ? plan.mask_br : plan.mask_tl;
+        int64_t& hi = br ? plan.hi_br : plan.hi_tl;
+        hi = has ? std::min(hi, r) : r;
+        has = true;
+    }
+    if(a.left_bound().has_value())
+    {
+        plan.mask_lo = true;
+        plan.lo_br = br;
+        plan.left = std::min<int64_t>(a.left_bound().value(), kMaxLen);
+    }
+    if(a.attn_mask_tensor_uid().has_value())
+        plan.uid[kBias] = a.attn_mask_tensor_uid().value();
     plan.padding = a.padding_mask();
     plan.scale_given = a.attn_scale_value().has_value();
     if(plan.scale_given)
@@ -592,6 +631,29 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             if(dt != wire::DataType::FLOAT && dt != wire::DataType::UNSET)
                 return format("stats (uid %lld) must be FLOAT", u);
             break;
+        case Holds::Bias:
+        {
+            // Any float type, as on the CPU engine (UNSET: the graph's io type).
+            if(dt == wire::DataType::UNSET)
+                dt = g.io_data_type();
+            if(dt == wire::DataType::BFLOAT16)
+                plan.bias_type = 0;
+            else if(dt == wire::DataType::HALF)
+                plan.bias_type = 1;
+            else if(dt == wire::DataType::FLOAT)
+                plan.bias_type = 2;
+            else
+                return format("node '%s': bias (uid %lld) has data type %s; the engine takes FLOAT, HALF or BFLOAT16 "
+                              "there",
+                              nm, u, wire::EnumNameDataType(dt));
+            // The kernels read each row of keys contiguously.
+            if(plan.dynamic[r] ? plan.outer_first[r][3] != 3
+                               : (plan.shape4[r].s[3] != 1 && plan.shape4[r].d[3] != 1))
+                return format("node '%s': bias (uid %lld): a key-dim stride other than 1 is not supported (the "
+                              "kernels read its rows contiguously%s)",
+                              nm, u, plan.dynamic[r] ? "; declare the key dim innermost" : "");
+            break;
+        }
         case Holds::SeqLen:
         {
             if(dt != wire::DataType::INT32)
@@ -639,12 +701,21 @@ std::string describe(const Plan& p, int64_t engine)
     const Dims4& q = p.shape4[kQ];
     const Dims4& k = p.shape4[kK];
     const bool fwd_stats = p.kind->type == wire::NodeAttributes::SdpaAttributes && p.uid[kStats] >= 0;
-    return format("engine %lld, graph '%s': %s %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s",
+    std::string band;
+    if(p.mask_tl && p.hi_tl != 0)
+        band += format(", band j<=i+%lld", static_cast<long long>(p.hi_tl));
+    if(p.mask_br && p.hi_br != 0)
+        band += format(", band j<=i+%lld bottom-right", static_cast<long long>(p.hi_br));
+    if(p.mask_lo)
+        band += format(", window j>=i-%lld+1%s", static_cast<long long>(p.left), p.lo_br ? " bottom-right" : "");
+    if(p.uid[kBias] >= 0)
+        band += p.bias_type == 2 ? ", bias fp32" : p.bias_type == 1 ? ", bias fp16" : ", bias bf16";
+    return format("engine %lld, graph '%s': %s %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s%s",
                   static_cast<long long>(engine), p.graph_name.c_str(), p.kind->label,
                   p.elem == ElemType::Bf16 ? "bf16" : "fp16", static_cast<long long>(q.d[0]),
                   static_cast<long long>(q.d[1]), static_cast<long long>(q.d[2]), static_cast<long long>(q.d[3]),
                   static_cast<long long>(k.d[1]), static_cast<long long>(k.d[2]), p.mask_tl ? ", causal top-left" : "",
-                  p.mask_br ? ", causal bottom-right" : "", p.padding ? ", padding mask" : "",
+                  p.mask_br ? ", causal bottom-right" : "", band.c_str(), p.padding ? ", padding mask" : "",
                   fwd_stats ? ", stats" : "", p.has_dynamic ? ", dynamic (-1 = given per call)" : "");
 }
 
@@ -664,7 +735,7 @@ size_t forward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev
     s.sq = sq;
     s.skv = p.shape4[kK].d[2];
     s.d = p.head_dim;
-    s.mask_top_left = p.mask_tl;
+    s.mask_top_left = p.mask_tl && p.hi_tl == 0; // with R > 0 a short query sees sq + R keys
     return decode_plan_workspace(s, dev.sms);
 }
 
@@ -811,6 +882,12 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     if(std::string why = layout_rules(plan, eff, ptr); !why.empty())
         bad_param("engine %lld, node '%s': %s", static_cast<long long>(call.engine_id), plan.node_name.c_str(),
                   why.c_str());
+    // The bias's rows of keys are read contiguously: an override may give another key-dim stride.
+    if(plan.uid[kBias] >= 0 && eff[kBias].s[3] != 1 && eff[kBias].d[3] != 1)
+        bad_param("engine %lld, node '%s': this call's bias has key-dim stride %lld; a stride other than 1 is not "
+                  "supported",
+                  static_cast<long long>(call.engine_id), plan.node_name.c_str(),
+                  static_cast<long long>(eff[kBias].s[3]));
 
     SdpaArgs a;
     a.q = ptr[kQ];
@@ -848,6 +925,29 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     a.scale_log2 = scale * 1.4426950408889634f;
     a.mask_tl = plan.mask_tl ? 1 : 0;
     a.mask_br = plan.mask_br ? 1 : 0;
+    // Right bounds past the call's lengths limit nothing (top-left: j <= i + R with R >= skv; bottom-
+    // right: j <= i + R + skv - sq with R >= sq): clamped, so the kernels' int32 diagonals stay in range.
+    a.hi_tl = static_cast<int32_t>(std::min<int64_t>(plan.hi_tl, a.skv));
+    a.hi_br = static_cast<int32_t>(std::min<int64_t>(plan.hi_br, a.sq));
+    if(plan.mask_lo)
+    {
+        a.mask_lo = 1;
+        a.lo_br = plan.lo_br ? 1 : 0;
+        a.lo = static_cast<int32_t>(1 - plan.left); // >= 2 - 2^31
+    }
+    if(plan.uid[kBias] >= 0)
+    {
+        const Dims4& bs = eff[kBias];
+        a.bias = ptr[kBias];
+        a.bias_type = plan.bias_type;
+        a.bias_sb = bs.d[0] == 1 ? 0 : bs.s[0];
+        a.bias_sh = bs.d[1] == 1 ? 0 : bs.s[1];
+        a.bias_ss = bs.s[2];
+        const uintptr_t esz = plan.bias_type == 2 ? 4 : 2;
+        a.bias_pairs = reinterpret_cast<uintptr_t>(a.bias) % (2 * esz) == 0 && a.bias_sb % 2 == 0
+                       && a.bias_sh % 2 == 0 && (a.bias_ss % 2 == 0 || a.sq == 1) && a.skv % 2 == 0;
+        a.inv_scale = 1.0f / scale;
+    }
     plan.kind->launch(Launch{dev, stream, plan, call, a, scale, ptr, eff});
 }
 

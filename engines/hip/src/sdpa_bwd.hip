@@ -141,8 +141,9 @@ __device__ __forceinline__ float sum16(float v)
     return v;
 }
 
-// dK and dV: one key per 16 lanes, every query row of the group that sees it.
-template <ElemType T, int D>
+// dK and dV: one key per 16 lanes, every query row of the group that sees it. Ext: a left bound
+// (window) or a bias (sdpa_has_window_or_bias); the kernel without them is compiled as before.
+template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
 {
     constexpr int DL = D / 16;
@@ -171,12 +172,15 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
     }
     const int first_j = max(0, j - len.diag);      // query i sees key j iff j <= i + diag
     const int first = max(0, j0 - len.diag);       // the block's widest range starts here
+    // Window: query i sees key j only if i <= j - lo; the block's widest range ends at its last key's.
+    const int stop = Ext ? min(len.sq, j0 + kPortableRows - len.lo) : len.sq;
     for(int hh = 0; hh < group; ++hh)
     {
         const int h = pr.hk * group + hh;
         const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
         const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
-        for(int i = first; i < len.sq; ++i)
+        const unsigned char* bh = Ext && f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+        for(int i = first; i < stop; ++i)
         {
             const int64_t w = ws_row(s, z, hh, i);
             const uint16_t* qi = qh + static_cast<int64_t>(i) * f.q_ss;
@@ -193,8 +197,15 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
             sc = sum16(sc);
             dp = sum16(dp);
             const float l2 = s.lse2[w]; // +inf: a row that contributes nothing
-            const bool on = live && i >= first_j && l2 != INFINITY;
-            const float p = on ? exp2f(sc * f.scale_log2 - l2) : 0.0f;
+            bool on = live && i >= first_j && l2 != INFINITY;
+            float lg = sc * f.scale_log2;
+            if constexpr(Ext)
+            {
+                on = on && i <= j - len.lo;
+                if(bh != nullptr) // (clamped key: a key past skv is not live)
+                    lg += kLog2e * bias_at(bh, f.bias_type, f.bias_ss, i, min(j, f.skv - 1));
+            }
+            const float p = on ? exp2f(lg - l2) : 0.0f;
             const float ds = on ? p * (dp - s.delta[w]) : 0.0f;
 #pragma unroll
             for(int e = 0; e < DL; ++e)
@@ -216,8 +227,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
     }
 }
 
-// dQ: one query row per 16 lanes, every key it sees.
-template <ElemType T, int D>
+// dQ: one query row per 16 lanes, every key it sees (Ext as for dK, dV).
+template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
 {
     constexpr int DL = D / 16;
@@ -254,7 +265,10 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
     const int end = last < i0 ? 0 : max(0, min(len.skv, last + len.diag + 1));
     const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
     const uint16_t* vh = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh;
-    for(int j = 0; j < end; ++j)
+    // Window: row i sees no key before i + lo; the block's widest range starts at its first row's.
+    const int begin = Ext ? max(0, i0 + len.lo) : 0;
+    const unsigned char* bh = Ext && f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+    for(int j = begin; j < end; ++j)
     {
         const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
         const uint16_t* vj = vh + static_cast<int64_t>(j) * f.v_ss;
@@ -268,8 +282,15 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
         }
         sc = sum16(sc);
         dp = sum16(dp);
-        const bool on = j < end_i && l2 != INFINITY;
-        const float ds = on ? exp2f(sc * f.scale_log2 - l2) * (dp - delta) : 0.0f;
+        bool on = j < end_i && l2 != INFINITY;
+        float lg = sc * f.scale_log2;
+        if constexpr(Ext)
+        {
+            on = on && j >= i + len.lo;
+            if(bh != nullptr) // (clamped row: a row past sq is not live)
+                lg += kLog2e * bias_at(bh, f.bias_type, f.bias_ss, min(i, f.sq - 1), j);
+        }
+        const float ds = on ? exp2f(lg - l2) * (dp - delta) : 0.0f;
 #pragma unroll
         for(int e = 0; e < DL; ++e)
             dq[e] += ds * kv[e];
@@ -320,21 +341,28 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
             *reinterpret_cast<uint32_t*>(dst + 2 * u) = bits[u];
 }
 
-template <ElemType T, int D>
-hipError_t launch_portable_typed(const BwdSlice& s, int pairs, hipStream_t stream)
+template <ElemType T, int D, bool Ext>
+hipError_t launch_portable_ext(const BwdSlice& s, int pairs, hipStream_t stream)
 {
     const SdpaArgs& f = s.a.f;
-    hipLaunchKernelGGL((sdpa_bwd_portable_dkdv<T, D>),
+    hipLaunchKernelGGL((sdpa_bwd_portable_dkdv<T, D, Ext>),
                        dim3(static_cast<unsigned>((f.skv + kPortableRows - 1) / kPortableRows), pairs), dim3(256), 0,
                        stream, s);
     hipError_t e = hipGetLastError();
     if(e != hipSuccess)
         return e;
-    hipLaunchKernelGGL((sdpa_bwd_portable_dq<T, D>),
+    hipLaunchKernelGGL((sdpa_bwd_portable_dq<T, D, Ext>),
                        dim3(static_cast<unsigned>((f.sq + kPortableRows - 1) / kPortableRows),
                             static_cast<unsigned>(f.hq / f.hk), pairs),
                        dim3(256), 0, stream, s);
     return hipGetLastError();
+}
+
+template <ElemType T, int D>
+hipError_t launch_portable_typed(const BwdSlice& s, int pairs, hipStream_t stream)
+{
+    return sdpa_has_window_or_bias(s.a.f) ? launch_portable_ext<T, D, true>(s, pairs, stream)
+                                          : launch_portable_ext<T, D, false>(s, pairs, stream);
 }
 
 template <ElemType T>

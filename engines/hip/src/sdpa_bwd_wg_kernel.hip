@@ -99,7 +99,9 @@ struct BwdMaps
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
 // ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
 // the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
-template <ElemType T, int D, int BM>
+// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
+// without them is the same code as before (every Ext branch is compile-time).
+template <ElemType T, int D, int BM, bool Ext>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl, const __grid_constant__ BwdMaps maps)
 {
     static_assert((D == 64 && BM == 128) || (D == 128 && BM == 64), "tile shapes with room in the register file");
@@ -152,7 +154,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     // Query tiles that can see a key of the block: from the diagonal (causal) to the last row.
     const int q_first = max(0, k0 - len.diag);
     const int qt0 = q_first / BM * BM;
-    const int ntq = (k0 < len.skv && q_first < len.sq) ? (len.sq - qt0 + BM - 1) / BM : 0;
+    // Window: row i sees key j only if i <= j - lo, so no row past the block's last key - lo sees it
+    // (query tiles wholly past that are skipped).
+    const int q_end = Ext ? min(len.sq, k0 + BK - len.lo) : len.sq;
+    const int ntq = (k0 < len.skv && q_first < q_end) ? (q_end - qt0 + BM - 1) / BM : 0;
     const int nsteps = ntq * group;
 
     // Tile n's Q, dO, lse2 and delta into its stage (thread 0).
@@ -274,8 +279,31 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
         }
     };
 
+    // Ext with a bias: the bias of tile m (its head's rows of the tile, this warpgroup's 64 keys) asked
+    // of the L2 two tiles ahead, so that the reads in the probabilities wait for the L2, not memory.
+    // At D = 64 only: at D = 128 it made the Ext build spill 248 bytes (ptxas).
+    auto prefetch_bias = [&](int m) {
+        if constexpr(Ext && D == 64)
+        {
+            if(f.bias == nullptr || m >= nsteps)
+                return;
+            const unsigned char* bh = bias_head(f, b, hk * group + m / ntq);
+            const int qm = qt0 + (m % ntq) * BM;
+            const int esz = f.bias_type == 2 ? 4 : 2;
+            const int lines = 64 * esz / 128; // per row
+            for(int i = tid & 127; i < BM * lines; i += 128)
+            {
+                const int row = qm + i / lines, col = kw + (i % lines) * (128 / esz);
+                if(row < f.sq && col < f.skv)
+                    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(bh + (static_cast<int64_t>(row) * f.bias_ss + col) * esz));
+            }
+        }
+    };
+    prefetch_bias(0);
+    prefetch_bias(1);
     for(int n = 0; n < nsteps; ++n)
     {
+        prefetch_bias(n + 2);
         mbar_wait(mb_full + 8 * (n % kStages), (n / kStages) & 1); // tile n landed
 
         const int qt = qt0 + (n % ntq) * BM;
@@ -331,24 +359,79 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
             wg::wait<1>();
         wg::pin(s);
 
-        // P^T, masked only where the tile crosses the diagonal or a length.
-        const bool edge = kw + 63 >= len.skv || kw + 63 > qt + len.diag || qt + BM > len.sq;
-#pragma unroll
-        for(int j = 0; j < NJ; ++j)
-#pragma unroll
-            for(int e = 0; e < 4; ++e)
+        // P^T, masked only where the tile crosses the diagonal or a length (Ext: or a window's start).
+        bool edge = kw + 63 >= len.skv || kw + 63 > qt + len.diag || qt + BM > len.sq;
+        if constexpr(Ext)
+            edge = edge || qt + BM - 1 + len.lo > kw;
+        // BT: -1 no bias; 0 bf16, 1 fp16, 2 fp32 (D = 128: the loop once per bias type, a uniform
+        // branch around it; the type tested per element spilled 352 bytes there); 3 the type and
+        // presence tested per element (D = 64: four builds of the loop spilled 656 bytes, this none).
+        auto probs = [&](auto bias_tag) {
+            constexpr int BT = decltype(bias_tag)::value;
+            const unsigned char* bias_h = nullptr;
+            int k_off[2] = {0, 0};
+            if constexpr(BT >= 0)
             {
-                const int c = 8 * j + 2 * t + (e & 1);
-                float p = fast_exp2(s[4 * j + e] * sl2 - lse_s[c]);
-                if(edge)
-                {
-                    const int key = key_row0 + 8 * (e >> 1);
-                    const int row = qt + c;
-                    if(key >= len.skv || key > row + len.diag || row >= len.sq)
-                        p = 0.0f;
-                }
-                s[4 * j + e] = p;
+                if(f.bias != nullptr)
+                    bias_h = bias_head(f, b, hk * group + (n / ntq));
+#pragma unroll
+                for(int h2 = 0; h2 < 2; ++h2)
+                    k_off[h2] = min(key_row0 + 8 * h2, f.skv - 1);
             }
+#pragma unroll
+            for(int j = 0; j < NJ; ++j)
+#pragma unroll
+                for(int e = 0; e < 4; ++e)
+                {
+                    const int c = 8 * j + 2 * t + (e & 1);
+                    float x = s[4 * j + e] * sl2 - lse_s[c];
+                    if constexpr(BT == 3) // (clamped: rows past sq and keys past skv are masked below)
+                    {
+                        if(bias_h != nullptr)
+                            x = fmaf(bias_at(bias_h, f.bias_type, f.bias_ss, min(qt + c, f.sq - 1), k_off[e >> 1]),
+                                     1.4426950408889634f, x);
+                    }
+                    else if constexpr(BT >= 0)
+                    {
+                        const int64_t i = min(qt + c, f.sq - 1) * f.bias_ss + k_off[e >> 1];
+                        float bv;
+                        if constexpr(BT == 2)
+                            bv = reinterpret_cast<const float*>(bias_h)[i];
+                        else if constexpr(BT == 0)
+                            bv = load_as_float<ElemType::Bf16>(reinterpret_cast<const uint16_t*>(bias_h) + i);
+                        else
+                            bv = load_as_float<ElemType::Half>(reinterpret_cast<const uint16_t*>(bias_h) + i);
+                        x = fmaf(bv, 1.4426950408889634f, x);
+                    }
+                    float p = fast_exp2(x);
+                    if(edge)
+                    {
+                        const int key = key_row0 + 8 * (e >> 1);
+                        const int row = qt + c;
+                        if(key >= len.skv || key > row + len.diag || row >= len.sq)
+                            p = 0.0f;
+                        if constexpr(Ext)
+                            if(key < row + len.lo)
+                                p = 0.0f;
+                    }
+                    s[4 * j + e] = p;
+                }
+        };
+        if constexpr(Ext && D == 64)
+            probs(std::integral_constant<int, 3>{});
+        else if constexpr(Ext)
+        {
+            if(f.bias == nullptr)
+                probs(std::integral_constant<int, -1>{});
+            else if(f.bias_type == 0)
+                probs(std::integral_constant<int, 0>{});
+            else if(f.bias_type == 1)
+                probs(std::integral_constant<int, 1>{});
+            else
+                probs(std::integral_constant<int, 2>{});
+        }
+        else
+            probs(std::integral_constant<int, -1>{});
         uint32_t pa[QS][4];
 #pragma unroll
         for(int kk = 0; kk < QS; ++kk)
@@ -480,8 +563,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
 template <ElemType T, int D, int BM>
 hipError_t set_attrs_typed()
 {
-    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM>),
-                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBwdSmem<D, BM>));
+    const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, false>),
+                                             hipFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kBwdSmem<D, BM>));
+    return e != hipSuccess ? e
+                           : hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, true>),
+                                                 hipFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(kBwdSmem<D, BM>));
 }
 
 template <ElemType T, int D, int BM>
@@ -496,7 +584,10 @@ hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
         return hipErrorNotSupported; // no encoder in this driver: the caller runs the portable kernels
     const dim3 grid(static_cast<unsigned>((f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
     constexpr size_t smem = kBwdSmem<D, BM>; // (a comma inside the launch macro's arguments would split them)
-    hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+    if(sdpa_has_window_or_bias(f))
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+    else
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
     return hipGetLastError();
 }
 

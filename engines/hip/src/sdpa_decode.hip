@@ -60,9 +60,12 @@ struct DecodeArgs
     int chunk = 0;      // keys per split, a multiple of kDecBN
     int row_groups = 1; // blocks per (batch, KV head, split) along the packed rows
     int group = 1;      // query heads per KV head
+    int kv_base = 0;    // first key of split 0 (a window's first visible key, rounded down to a tile)
 };
 
-template <ElemType T, int D>
+// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
+// without them is the same code as before (every Ext branch is compile-time).
+template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaArgs a, const DecodeArgs da)
 {
     constexpr int BN = kDecBN;
@@ -94,8 +97,14 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
 
     // Keys this block covers: its chunk, cut at the last key any valid row can see.
     const int kv_end = len.sq > 0 ? max(min(len.skv, len.sq - 1 + len.diag + 1), 0) : 0;
-    const int kv_begin = split * da.chunk;
-    const int kv_stop = min(kv_end, kv_begin + da.chunk);
+    int kv_begin = split * da.chunk;
+    if constexpr(Ext)
+    {
+        // Window: no row sees a key before pos + lo, position 0 the earliest (each batch's own lo).
+        kv_begin += da.kv_base;
+        kv_begin = max(kv_begin, min(max(len.lo, 0), kv_begin + da.chunk));
+    }
+    const int kv_stop = min(kv_end, (Ext ? split * da.chunk + da.kv_base : kv_begin) + da.chunk);
     const int ntiles = kv_stop > kv_begin ? (kv_stop - kv_begin + BN - 1) / BN : 0;
 
     const uint16_t* kp = static_cast<const uint16_t*>(a.k) + b * a.k_sb + hk * a.k_sh;
@@ -153,6 +162,18 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
 #pragma unroll
     for(int hf = 0; hf < 2; ++hf)
         pos[hf] = (row0 + g + hf * 8) % a.sq;
+    // Ext with a bias: each row's bias row (its own query head and position; rows past the group
+    // read the last valid row, whose scores nobody uses).
+    const unsigned char* brow[2] = {nullptr, nullptr};
+    if constexpr(Ext)
+        if(a.bias != nullptr)
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+            {
+                const int row = min(row0 + g + hf * 8, rows - 1);
+                const int64_t esz = a.bias_type == 2 ? 4 : 2;
+                brow[hf] = bias_head(a, b, hk * da.group + row / a.sq) + (row % a.sq) * a.bias_ss * esz;
+            }
 
     float o[NO][4];
 #pragma unroll
@@ -194,7 +215,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
 
         // Mask past the chunk and across the causal diagonal (the smallest position, 0, bounds
         // which tiles need it).
-        const bool edge = kv0 + 16 > kv_stop || kv0 + 15 > len.diag;
+        bool edge = kv0 + 16 > kv_stop || kv0 + 15 > len.diag;
+        if constexpr(Ext)
+            edge = edge || kv0 < a.sq - 1 + len.lo; // the largest position's window starts past kv0
         float alpha[2];
 #pragma unroll
         for(int j = 0; j < 2; ++j)
@@ -202,11 +225,19 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
             for(int e = 0; e < 4; ++e)
             {
                 s[j][e] *= sl2;
+                if constexpr(Ext)
+                    if(brow[e >> 1] != nullptr) // (clamped key: keys past the chunk are masked below)
+                        s[j][e] = fmaf(bias_at(brow[e >> 1], a.bias_type, 0, 0,
+                                               min(kv0 + j * 8 + 2 * t + (e & 1), a.skv - 1)),
+                                       1.4426950408889634f, s[j][e]);
                 if(edge)
                 {
                     const int col = kv0 + j * 8 + 2 * t + (e & 1);
                     if(col >= kv_stop || col > pos[e >> 1] + len.diag)
                         s[j][e] = -INFINITY;
+                    if constexpr(Ext)
+                        if(col < pos[e >> 1] + len.lo)
+                            s[j][e] = -INFINITY;
                 }
             }
 #pragma unroll
@@ -443,7 +474,11 @@ hipError_t launch_decode_typed(const SdpaArgs& a, const DecodeArgs& da, hipStrea
 {
     const dim3 grid(static_cast<unsigned>(da.splits * da.row_groups), static_cast<unsigned>(a.hk),
                     static_cast<unsigned>(a.batch));
-    hipLaunchKernelGGL((sdpa_decode_split<T, D>), grid, dim3(kDecThreads), kDecSmemBytes<D>, stream, a, da);
+    if(sdpa_has_window_or_bias(a))
+        hipLaunchKernelGGL((sdpa_decode_split<T, D, true>), grid, dim3(kDecThreads), kDecSmemBytes<D>, stream, a, da);
+    else
+        hipLaunchKernelGGL((sdpa_decode_split<T, D, false>), grid, dim3(kDecThreads), kDecSmemBytes<D>, stream, a,
+                           da);
     hipError_t e = hipGetLastError();
     if(e != hipSuccess || da.splits == 1)
         return e;
@@ -467,8 +502,13 @@ hipError_t launch_decode_typed(const SdpaArgs& a, const DecodeArgs& da, hipStrea
 template <ElemType T, int D>
 hipError_t set_decode_attrs()
 {
-    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_decode_split<T, D>),
-                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kDecSmemBytes<D>));
+    const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_decode_split<T, D, false>),
+                                             hipFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(kDecSmemBytes<D>));
+    return e != hipSuccess ? e
+                           : hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_decode_split<T, D, true>),
+                                                 hipFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(kDecSmemBytes<D>));
 }
 
 } // namespace
@@ -500,19 +540,32 @@ hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, si
     shape.sq = a.sq;
     shape.skv = a.skv;
     shape.d = a.d;
-    shape.mask_top_left = a.mask_tl != 0;
+    // A short query under a top-left mask sees at most sq + R keys (R the right bound).
+    shape.mask_top_left = a.mask_tl != 0 && a.hi_tl == 0;
+    const int64_t limit = a.mask_tl != 0 ? std::min<int64_t>(a.skv, int64_t(a.sq) + a.hi_tl) : a.skv;
+    // A window (without a padding mask, whose per-batch lengths only the device knows): no row sees a
+    // key before the first position's window start, so the splits cover the keys from there (rounded
+    // down to a tile), and are chosen for that many.
+    int64_t start = 0;
+    if(a.mask_lo && !a.padding)
+    {
+        const int64_t lo = int64_t(a.lo) + (a.lo_br ? int64_t(a.skv) - a.sq : 0);
+        start = std::min<int64_t>(std::max<int64_t>(lo, 0), limit) / kDecodeKeys * kDecodeKeys;
+        shape.skv = std::max<int64_t>(limit - start, 1);
+        shape.mask_top_left = false;
+    }
     int64_t splits = decode_splits_for(shape, sms);
     // The plan sized the workspace for its maximum shape; a call never takes more than it holds.
     const bool ws_usable = workspace != nullptr && (reinterpret_cast<uintptr_t>(workspace) & 15u) == 0;
     while(splits > 1 && (!ws_usable || decode_workspace_bytes(shape, splits) > workspace_bytes))
         --splits;
-    const int64_t limit = decode_kv_limit(a.sq, a.skv, a.mask_tl != 0);
-    const int64_t tiles = (limit + kDecodeKeys - 1) / kDecodeKeys;
+    const int64_t tiles = (limit - start + kDecodeKeys - 1) / kDecodeKeys;
     const int64_t chunk_tiles = splits > 1 ? (tiles + splits - 1) / splits : std::max<int64_t>(tiles, 1);
     if(splits > 1)
         splits = (tiles + chunk_tiles - 1) / chunk_tiles; // no trailing empty splits
 
     DecodeArgs da;
+    da.kv_base = static_cast<int>(start);
     da.splits = static_cast<int>(splits);
     da.chunk = static_cast<int>(std::min<int64_t>(chunk_tiles * kDecodeKeys, int64_t(1) << 30));
     if(splits == 1)

@@ -8,17 +8,18 @@
 namespace hipdnn_hip
 {
 
-// Each batch's effective lengths and causal diagonal (see SdpaArgs).
+// Each batch's effective lengths and visible band (see SdpaArgs).
 struct BatchLengths
 {
     int sq;
     int skv;
-    int diag; // query i sees key j iff j <= i + diag
+    int diag; // query i sees key j only if j <= i + diag
+    int lo;   // ... and j >= i + lo (-sq: no left bound)
 };
 
 __device__ __forceinline__ BatchLengths batch_lengths(const SdpaArgs& a, int b)
 {
-    BatchLengths r{a.sq, a.skv, 0};
+    BatchLengths r{a.sq, a.skv, 0, 0};
     if(a.padding)
     {
         const int lq = a.seq_len_q[static_cast<int64_t>(b) * a.slq_sb];
@@ -26,13 +27,51 @@ __device__ __forceinline__ BatchLengths batch_lengths(const SdpaArgs& a, int b)
         r.sq = min(max(lq, 0), a.sq);
         r.skv = min(max(lkv, 0), a.skv);
     }
+    // The host clamps hi_br to the call's sq and hi_tl to its skv (larger bounds limit nothing), so
+    // diag stays in [-sq, skv + sq] and the kernels' int32 row + diag arithmetic in range (every
+    // kernel also cuts keys at skv).
     int diag = r.skv; // no causal limit: every key j < skv satisfies j <= i + skv
     if(a.mask_br)
-        diag = r.skv - r.sq;
+        diag = r.skv - r.sq + a.hi_br;
     if(a.mask_tl)
-        diag = min(diag, 0);
+        diag = min(diag, a.hi_tl);
     r.diag = diag;
+    // The lower limit, in 64 bits and clamped to [-sq, skv] (only the kernels built for a window
+    // read it). No left bound: i - sq < 0 <= j for every row i < sq.
+    int64_t lo = -r.sq;
+    if(a.mask_lo)
+        lo = max(lo, static_cast<int64_t>(a.lo) + (a.lo_br ? static_cast<int64_t>(r.skv) - r.sq : 0));
+    r.lo = static_cast<int>(min(lo, static_cast<int64_t>(r.skv)));
     return r;
+}
+
+// The bias of (b, h, row, col) as a float (bias_type 0 bf16, 1 fp16, 2 fp32); a.bias non-null.
+__device__ __forceinline__ const unsigned char* bias_head(const SdpaArgs& a, int b, int h)
+{
+    const int64_t esz = a.bias_type == 2 ? 4 : 2;
+    return static_cast<const unsigned char*>(a.bias) + (b * a.bias_sb + h * a.bias_sh) * esz;
+}
+
+__device__ __forceinline__ float bias_at(const unsigned char* head, int type, int64_t ss, int row, int col)
+{
+    const int64_t i = row * ss + col;
+    if(type == 2)
+        return reinterpret_cast<const float*>(head)[i];
+    const uint16_t u = reinterpret_cast<const uint16_t*>(head)[i];
+    return type == 0 ? __uint_as_float(static_cast<uint32_t>(u) << 16) : __half2float(__ushort_as_half(u));
+}
+
+// Two neighbouring keys col, col + 1 (col even; a.bias_pairs: one 4- or 8-byte load).
+__device__ __forceinline__ float2 bias_pair_at(const unsigned char* head, int type, int64_t ss, int row, int col)
+{
+    const int64_t i = row * ss + col;
+    if(type == 2)
+        return *reinterpret_cast<const float2*>(reinterpret_cast<const float*>(head) + i);
+    const uint32_t u = *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint16_t*>(head) + i);
+    if(type == 0)
+        return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+    return make_float2(__half2float(__ushort_as_half(static_cast<uint16_t>(u & 0xffffu))),
+                       __half2float(__ushort_as_half(static_cast<uint16_t>(u >> 16))));
 }
 
 // bf16 and fp16 stored as raw 16-bit patterns; conversions to and from float.

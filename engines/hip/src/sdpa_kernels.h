@@ -46,7 +46,34 @@ struct SdpaArgs
     int32_t mask_tl = 0;
     int32_t mask_br = 0;
     int32_t padding = 0; // seq_len_q / seq_len_kv give each batch's lengths
+    // Right bounds R (0: causal): with mask_tl query i sees key j only if j <= i + hi_tl, with
+    // mask_br only if j <= i + hi_br + (skv - sq) (each batch's lengths under padding). Both
+    // intersect. The host clamps hi_tl to the call's skv and hi_br to its sq (larger ones limit
+    // nothing), so every kernel's diagonal stays in [-sq, skv].
+    int32_t hi_tl = 0;
+    int32_t hi_br = 0;
+    // Left bound L (sliding window), mask_lo: query i sees key j only if j >= i + lo (+ skv - sq
+    // when lo_br, the bottom-right alignment), lo = 1 - L.
+    int32_t mask_lo = 0;
+    int32_t lo_br = 0;
+    int32_t lo = 0;
+    // Additive bias [B|1, Hq|1, Sq, Skv] (null: none), added to scale * q.k before the softmax.
+    // bias_type: 0 bf16, 1 fp16, 2 fp32; strides in elements (0 along a broadcast dim; the key
+    // dim is contiguous). bias_pairs: two neighbouring even-aligned keys can be read as one load
+    // (base aligned to two elements, even strides, even skv).
+    const void* bias = nullptr;
+    int32_t bias_type = 0;
+    int32_t bias_pairs = 0;
+    int64_t bias_sb = 0, bias_sh = 0, bias_ss = 0;
+    float inv_scale = 1.0f; // 1 / attn scale: the bias in raw score units (wgmma kernels)
 };
+
+// Whether a call uses an option only some kernel families serve (a left bound or a bias); the
+// others are never chosen for it (RFC 0006, "Bias and windows").
+inline bool sdpa_has_window_or_bias(const SdpaArgs& a)
+{
+    return a.mask_lo != 0 || a.bias != nullptr;
+}
 
 // What a launcher sizes its grid from: the device's multiprocessors and L2 bytes (0: unknown).
 // Queried once per device by the host side, not per launch.

@@ -25,7 +25,9 @@ constexpr int kRowsPerBlock = kRowsPerGroup * kGroups;
 constexpr int kKeysPerTile = 32;
 constexpr int kThreads = 32 * kGroups;
 
-template <ElemType T, int D>
+// Ext: the call has a left bound (sliding window) or a bias (sdpa_has_window_or_bias); the kernel
+// without them is compiled as before.
+template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
 {
     constexpr int kCols = D / 32; // output columns per lane
@@ -66,8 +68,11 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
     const int last_row = min(q0 + kRowsPerBlock, len.sq) - 1;
     int kv_end = last_row < q0 ? 0 : min(len.skv, last_row + len.diag + 1);
     kv_end = max(kv_end, 0);
+    // Window: the block's first row sees no key before q0 + lo, so whole tiles before it are skipped.
+    const int kv_begin = Ext ? max(q0 + len.lo, 0) / kKeysPerTile * kKeysPerTile : 0;
+    const unsigned char* bh = Ext && a.bias != nullptr ? bias_head(a, b, h) : nullptr;
 
-    for(int kv0 = 0; kv0 < kv_end; kv0 += kKeysPerTile)
+    for(int kv0 = kv_begin; kv0 < kv_end; kv0 += kKeysPerTile)
     {
         __syncthreads(); // the previous tile is consumed (and s_q written)
         for(int i = static_cast<int>(threadIdx.x); i < kKeysPerTile * D; i += kThreads)
@@ -90,6 +95,14 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
             for(int d = 0; d < D; ++d)
                 s += s_q[lr][d] * s_k[lane][d];
             s *= a.scale_log2;
+            if constexpr(Ext)
+            {
+                if(bh != nullptr) // clamped indices: rows past sq and keys past skv are masked below
+                    s += 1.4426950408889634f
+                         * bias_at(bh, a.bias_type, a.bias_ss, min(row, a.sq - 1), min(key, a.skv - 1));
+                if(key < row + len.lo)
+                    s = -INFINITY;
+            }
             if(key >= len.skv || key > row + len.diag)
                 s = -INFINITY;
             float mx = fmaxf(m[r], s);
@@ -142,7 +155,10 @@ hipError_t launch_portable_typed(const SdpaArgs& a, hipStream_t stream)
     const dim3 grid(static_cast<unsigned>((a.sq + kRowsPerBlock - 1) / kRowsPerBlock),
                     static_cast<unsigned>(a.hq),
                     static_cast<unsigned>(a.batch));
-    hipLaunchKernelGGL((sdpa_fwd_portable<T, D>), grid, dim3(kThreads), 0, stream, a);
+    if(sdpa_has_window_or_bias(a))
+        hipLaunchKernelGGL((sdpa_fwd_portable<T, D, true>), grid, dim3(kThreads), 0, stream, a);
+    else
+        hipLaunchKernelGGL((sdpa_fwd_portable<T, D, false>), grid, dim3(kThreads), 0, stream, a);
     return hipGetLastError();
 }
 

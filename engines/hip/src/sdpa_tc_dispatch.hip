@@ -154,6 +154,16 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType)
 hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape& dev, hipStream_t stream)
 {
     TcKernel choice = tc_kernel_choice();
+    if(sdpa_has_window_or_bias(a))
+    {
+        // A left bound (window) or a bias: served by the warp-specialized kernel's Ext build only
+        // (the wgmma and mma.sync kernels are never chosen for them). It keeps the maximum on raw
+        // scores, adding bias / scale, which needs a positive scale; other scales, and calls the
+        // copy engine cannot describe (ws_launch), run the portable kernel.
+        if(!(a.scale_log2 > 0.0f))
+            return launch_sdpa_portable(a, t, stream);
+        return ws_launch(a, t, 0, choice != TcKernel::WsCp, dev, stream);
+    }
     // The wgmma kernels fold the scale into exp2(s * sl2 - m * sl2) with the maximum taken on
     // raw scores, which holds for positive scales only; the mma.sync kernel scales first.
     if(!(a.scale_log2 > 0.0f))

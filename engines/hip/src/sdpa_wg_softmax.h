@@ -34,11 +34,89 @@ __device__ __forceinline__ void fence_proxy_async()
 // scales to the mma.sync kernel). alpha, the factor that rescales the running output and sum,
 // is exactly 1 when a row's maximum did not move (wg_rescale then skips the multiply). Masking
 // runs only on edge tiles. s is overwritten with the (unnormalised) probabilities.
-template <int BN>
-__device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                                 float sl2, bool edge, int kv0, int r0, int t, const BatchLengths& len)
+// What a kernel built for a window or a bias (Ext) adds to the score tile: the bias of its (batch,
+// head), null when the call has none, read at clamped rows and keys (rows past sq and keys past
+// skv are masked afterwards).
+struct WgExt
 {
-    if(edge)
+    const unsigned char* bias = nullptr;
+    int type = 0;
+    int pairs = 0;
+    int64_t ss = 0;
+    int sq = 0, skv = 0;
+    float inv_scale = 1.0f;
+};
+
+// Asks the L2 for the bias of a warpgroup's 64 rows from row0 and BN keys from kv0 (whole 128-byte
+// lines, one or two per thread), a couple of tiles before the softmax reads them: the reads then wait
+// for the L2, not for memory.
+template <int BN>
+__device__ __forceinline__ void wg_prefetch_bias(const WgExt& x, int row0, int kv0, int wtid)
+{
+    const int esz = x.type == 2 ? 4 : 2;
+    const int lines = BN * esz / 128; // per row
+    for(int i = wtid; i < 64 * lines; i += 128)
+    {
+        const int row = row0 + i / lines, col = kv0 + (i % lines) * (128 / esz);
+        if(row < x.sq && col < x.skv)
+            asm volatile("prefetch.global.L2 [%0];\n" ::"l"(x.bias + (static_cast<int64_t>(row) * x.ss + col) * esz));
+    }
+}
+
+template <int BN, bool Ext = false>
+__device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                                 float sl2, bool edge, int kv0, int r0, int t, const BatchLengths& len,
+                                                 const WgExt& x = WgExt{})
+{
+    if constexpr(Ext)
+    {
+        // The bias in raw score units (the maximum is kept in those): s + bias / scale, so that
+        // exp2(s * sl2 - m * sl2) is exp2((scale s + bias) log2 e - ...). Before the masking, which
+        // replaces (never adds to) the score.
+        if(x.bias != nullptr)
+        {
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+            {
+                const int row = min(r0 + hf * 8, x.sq - 1);
+#pragma unroll
+                for(int j = 0; j < BN / 8; ++j)
+                {
+                    const int col = kv0 + 2 * t + j * 8;
+                    float2 bv;
+                    if(x.pairs)
+                        bv = bias_pair_at(x.bias, x.type, x.ss, row, min(col, x.skv - 2));
+                    else
+                        bv = make_float2(bias_at(x.bias, x.type, x.ss, row, min(col, x.skv - 1)),
+                                         bias_at(x.bias, x.type, x.ss, row, min(col + 1, x.skv - 1)));
+                    s[4 * j + 2 * hf] = fmaf(bv.x, x.inv_scale, s[4 * j + 2 * hf]);
+                    s[4 * j + 2 * hf + 1] = fmaf(bv.y, x.inv_scale, s[4 * j + 2 * hf + 1]);
+                }
+            }
+        }
+        if(edge)
+        {
+            // Both sides: the first visible column (window) and the last, relative to this
+            // thread's first one.
+            int hi[2], lo[2];
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+            {
+                hi[hf] = min(len.skv - 1, r0 + hf * 8 + len.diag) - (kv0 + 2 * t);
+                lo[hf] = r0 + hf * 8 + len.lo - (kv0 + 2 * t);
+            }
+#pragma unroll
+            for(int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for(int e = 0; e < 4; ++e)
+                {
+                    const int c = j * 8 + (e & 1);
+                    if(c > hi[e >> 1] || c < lo[e >> 1])
+                        s[4 * j + e] = -INFINITY;
+                }
+        }
+    }
+    else if(edge)
     {
         // Per row, the last visible column relative to this thread's first one, so that each
         // score costs one compare with a constant and one select.

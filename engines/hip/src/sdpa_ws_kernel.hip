@@ -107,7 +107,8 @@ struct WsItem
     int b = 0, h = 0, hk = 0;
     int q0 = 0;       // first row
     int last_row = 0; // last row inside the batch's query length
-    int ntiles = 0;   // key tiles its rows see
+    int tb = 0;       // first key tile its rows see (window: tiles wholly left of it are skipped)
+    int ntiles = 0;   // key tiles its rows see, from tile tb
     BatchLengths len{};
 };
 
@@ -119,7 +120,16 @@ __device__ __forceinline__ int ws_tiles_for(const BatchLengths& len, int q0, int
     return (max(kv_end, 0) + BN - 1) / BN;
 }
 
-template <ElemType T, int D, int NC, bool Tma>
+// First key tile that rows from q0 on can see (a left bound: row i sees no key before i + lo).
+template <int BN>
+__device__ __forceinline__ int ws_first_tile(const BatchLengths& len, int q0)
+{
+    return max(q0 + len.lo, 0) / BN;
+}
+
+// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
+// without them is the same code as before (every Ext branch is compile-time).
+template <ElemType T, int D, int NC, bool Tma, bool Ext>
 __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     sdpa_fwd_ws(const SdpaArgs a, const WsSchedule sched, const __grid_constant__ WsMaps maps)
 {
@@ -167,6 +177,11 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         w.q0 = qblock * BM;
         w.last_row = min(w.q0 + BM, w.len.sq) - 1;
         w.ntiles = ws_tiles_for<BN>(w.len, w.q0, w.last_row);
+        if constexpr(Ext)
+        {
+            w.tb = ws_first_tile<BN>(w.len, w.q0);
+            w.ntiles = max(w.ntiles - w.tb, 0);
+        }
         return w;
     };
 
@@ -222,15 +237,15 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     mbar_arrive_expect_tx(full_k + 8 * ks, KT);
 #pragma unroll
                     for(int blk = 0; blk < D / 64; ++blk)
-                        tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64, n * BN,
-                                    w.hk, w.b);
+                        tma_load_4d(k_base + ks * KT + blk * BN * 128, &maps.k, full_k + 8 * ks, blk * 64,
+                                    (w.tb + n) * BN, w.hk, w.b);
                     if(it >= VS)
                         mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
                     mbar_arrive_expect_tx(full_v + 8 * vs, KT);
 #pragma unroll
                     for(int blk = 0; blk < D / 64; ++blk)
-                        tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64, n * BN,
-                                    w.hk, w.b);
+                        tma_load_4d(v_base + vs * KT + blk * BN * 128, &maps.v, full_v + 8 * vs, blk * 64,
+                                    (w.tb + n) * BN, w.hk, w.b);
                 }
             }
             return;
@@ -267,12 +282,12 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     const int ks = it % KS, vs = it % VS;
                     if(it >= KS)
                         mbar_wait(empty_k + 8 * ks, ((it / KS) - 1) & 1);
-                    copy_tile(k_base + ks * KT, kp, a.k_ss, n * BN, w.len.skv);
+                    copy_tile(k_base + ks * KT, kp, a.k_ss, (w.tb + n) * BN, w.len.skv);
                     if(n > 0)
                         publish_previous(full_v + 8 * ((it - 1) % VS));
                     if(it >= VS)
                         mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
-                    copy_tile(v_base + vs * KT, vp, a.v_ss, n * BN, w.len.skv);
+                    copy_tile(v_base + vs * KT, vp, a.v_ss, (w.tb + n) * BN, w.len.skv);
                     publish_previous(full_k + 8 * ks);
                 }
                 if(w.ntiles > 0)
@@ -327,7 +342,23 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         // a causal mask the first warpgroup of a 192-row block needs up to two tiles less, and rows
         // past a padded or final length need none). It computes only its own tiles and, for the
         // rest, just takes its turns and releases the stages.
-        const int own_tiles = ws_tiles_for<BN>(len, wg_row0, min(wg_row0 + 63, last_row));
+        // (Ext: counted from the item's first tile w.tb; this warpgroup's rows see no key before it.)
+        const int tb = Ext ? w.tb : 0;
+        const int own_tiles = max(ws_tiles_for<BN>(len, wg_row0, min(wg_row0 + 63, last_row)) - tb, 0);
+        WgExt ext;
+        if constexpr(Ext)
+        {
+            if(a.bias != nullptr)
+            {
+                ext.bias = bias_head(a, w.b, w.h);
+                ext.type = a.bias_type;
+                ext.pairs = a.bias_pairs;
+                ext.ss = a.bias_ss;
+                ext.sq = a.sq;
+                ext.skv = a.skv;
+                ext.inv_scale = a.inv_scale;
+            }
+        }
         // Every consumer takes ntiles + 1 turns per item.
         if(cw == NC - 1 && ntiles > 0 && !opened)
         {
@@ -412,9 +443,15 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     wg::rs<T, D>(o, pu[kk], dv[kk]);
             };
             auto softmax = [&](int n) {
-                const int kv0 = n * BN;
-                const bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
-                wg_softmax_probs<BN>(s, m, l, alpha, sl2, edge, kv0, r0, t, len);
+                const int kv0 = (tb + n) * BN;
+                bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
+                if constexpr(Ext)
+                {
+                    edge = edge || kv0 < wg_row0 + 63 + len.lo; // some row's window starts inside
+                    if(ext.bias != nullptr && n + 2 < own_tiles)
+                        wg_prefetch_bias<BN>(ext, wg_row0, kv0 + 2 * BN, wtid);
+                }
+                wg_softmax_probs<BN, Ext>(s, m, l, alpha, sl2, edge, kv0, r0, t, len, ext);
             };
             auto wait_k = [&](int n) { mbar_wait(full_k + 8 * ((it0 + n) % KS), ((it0 + n) / KS) & 1); };
             auto wait_v = [&](int n) { mbar_wait(full_v + 8 * ((it0 + n) % VS), ((it0 + n) / VS) & 1); };
@@ -432,7 +469,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             auto zero_v_tail = [&](int nv) {
                 if constexpr(Tma)
                 {
-                    const int valid = len.skv - nv * BN;
+                    const int valid = len.skv - (tb + nv) * BN;
                     if(a.padding && valid < BN && len.skv < a.skv)
                     {
                         const uint32_t vt = v_base + ((it0 + nv) % VS) * KT;
@@ -450,6 +487,10 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 }
             };
 
+            if constexpr(Ext)
+                if(ext.bias != nullptr)
+                    for(int n = 0; n < 2 && n < own_tiles; ++n)
+                        wg_prefetch_bias<BN>(ext, wg_row0, (tb + n) * BN, wtid);
             wait_k(0);
             plan_qk(0);
             named_sync(my_turn, 256);
@@ -591,16 +632,25 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
 // for the cp.async loop (it spills), so that build exists with two consumers only.
 template <int NC, bool Tma>
 constexpr bool kWsBuilt = Tma || NC == 2;
+// The window / bias build (Ext): with the copy engine only, and only for the default consumer count
+// of each head dim (2 at D = 128, 3 at D = 64); ws_launch sends other such calls there, and calls
+// whose tensors the copy engine cannot describe to the portable kernel.
+template <int D, int NC>
+constexpr bool kWsExtBuilt = NC == (D == 128 ? 2 : 3);
 
 template <ElemType T, int D, int NC>
 hipError_t set_attrs_ws()
 {
     constexpr int bytes = static_cast<int>(kWsSmemBytes<D, NC>);
-    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true>),
+    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, false>),
                                        hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if constexpr(kWsExtBuilt<D, NC>)
+        if(e == hipSuccess)
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, true>),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if constexpr(kWsBuilt<NC, false>)
         if(e == hipSuccess)
-            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, false>),
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, false, false>),
                                     hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
     return e;
 }
@@ -640,10 +690,25 @@ hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShap
                      && tma_tile_map(maps.k, a.k, D, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
                      && tma_tile_map(maps.v, a.v, D, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
     constexpr size_t smem = kWsSmemBytes<D, NC>;
+    if(sdpa_has_window_or_bias(a))
+    {
+        if constexpr(kWsExtBuilt<D, NC>)
+        {
+            if(!tma)
+                return launch_sdpa_portable(a, T, stream);
+            hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, true>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
+                               maps);
+            return hipGetLastError();
+        }
+        else
+            return launch_ws_typed<T, D, D == 128 ? 2 : 3>(a, copy_engine, dev, stream);
+    }
     if(tma)
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched, maps);
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
+                           maps);
     else if constexpr(kWsBuilt<NC, false>)
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched, maps);
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
+                           maps);
     else
         return launch_ws_typed<T, D, 2>(a, false, dev, stream);
     return hipGetLastError();
