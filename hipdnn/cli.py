@@ -330,6 +330,7 @@ def graph_to_dict(g: hipdnn.Graph) -> dict[str, Any]:
                 "stride": t.get_stride(),
                 "virtual": t.get_is_virtual(),
                 "dynamic": t.is_dynamic(),
+                **({"ragged_offset": off.get_uid()} if (off := t.get_ragged_offset()) is not None else {}),
             }
             for t in g.tensors
         ],
@@ -365,6 +366,7 @@ def _inspect(args: argparse.Namespace) -> int:
                     required_api_version(
                         is_override_shape_enabled=summary.is_override_shape_enabled,
                         has_dynamic_tensors=summary.has_dynamic_tensors,
+                        has_ragged_or_paged=summary.has_ragged_or_paged,
                     )
                 ),
                 "nodes": summary.node_count,
@@ -394,6 +396,7 @@ def _inspect(args: argparse.Namespace) -> int:
         print(
             f"  tensor {t['uid']:>4} {t['name']!r:24} {t['data_type']:9} dim {t['dim']} stride {t['stride']}"
             + (f" [{flags}]" if flags else "")
+            + (f" ragged by uid {t['ragged_offset']}" if "ragged_offset" in t else "")
         )
     for n in graph["nodes"]:
         tensors = _tensor_uids(n["attributes"])

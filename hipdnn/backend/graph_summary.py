@@ -8,6 +8,8 @@ import flatbuffers
 
 from hipdnn.wire.Graph import Graph as WireGraph
 from hipdnn.wire.Graph import GraphT
+from hipdnn.wire.NodeAttributes import NodeAttributes
+from hipdnn.wire.SdpaAttributes import SdpaAttributes as WireSdpa
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,7 @@ class TensorInfo:
     strides: tuple[int, ...]
     is_virtual: bool
     is_dynamic: bool = False
+    ragged_offset_uid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -31,10 +34,17 @@ class GraphSummary:
     preferred_engine_id: int | None
     tensors: dict[int, TensorInfo]
     node_count: int
+    #: some SDPA node names page tables (paged K/V)
+    has_page_tables: bool = False
 
     @property
     def has_dynamic_tensors(self) -> bool:
         return any(t.is_dynamic for t in self.tensors.values())
+
+    @property
+    def has_ragged_or_paged(self) -> bool:
+        """Some tensor has a ragged offset, or some SDPA node pages its K/V (plugin API >= 1.3.0)."""
+        return self.has_page_tables or any(t.ragged_offset_uid is not None for t in self.tensors.values())
 
 
 class GraphDecodeError(ValueError):
@@ -69,7 +79,20 @@ def summarize(blob: bytes) -> GraphSummary:
                 strides=strides,
                 is_virtual=bool(t.Virtual()),
                 is_dynamic=bool(t.IsDynamic()),
+                ragged_offset_uid=t.RaggedOffsetTensorUid(),
             )
+        has_page_tables = False
+        for i in range(g.NodesLength()):
+            n = g.Nodes(i)
+            if n is None or n.AttributesType() != NodeAttributes.SdpaAttributes:
+                continue
+            table = n.Attributes()
+            if table is None:
+                continue
+            sdpa = WireSdpa()
+            sdpa.Init(table.Bytes, table.Pos)
+            if sdpa.PageTableKTensorUid() is not None or sdpa.PageTableVTensorUid() is not None:
+                has_page_tables = True
         name = g.Name()
         return GraphSummary(
             name=name.decode("utf-8", "replace") if name else "",
@@ -80,6 +103,7 @@ def summarize(blob: bytes) -> GraphSummary:
             preferred_engine_id=g.PreferredEngineId(),
             tensors=tensors,
             node_count=int(g.NodesLength()),
+            has_page_tables=has_page_tables,
         )
     except GraphDecodeError:
         raise

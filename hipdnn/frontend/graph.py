@@ -328,9 +328,11 @@ class Graph:
         ``generate_stats`` (cudnn-frontend's ``is_inference=False`` means the same). Options come as
         a :class:`hipdnn.SdpaAttributes` (``options=``), as keywords named like its fields
         (``attn_scale=0.125, use_causal_mask=True``), or both: keywords override the object's fields.
-        cudnn-frontend's other keywords are accepted at their off values (``dropout=None``,
-        ``paged_attention_k_table=None``, ``implementation=AttentionImplementation.AUTO``, ...) and
-        refused, naming the feature, at any other (rfcs/0011-cudnn-frontend-compatibility.md)."""
+        Paged K/V caches take cudnn-frontend's ``paged_attention_k_table`` / ``_v_table`` /
+        ``_max_seq_len_kv``, and q, k, v, o, stats may be ragged (``set_ragged_offset``;
+        rfcs/0012-ragged-and-paged.md). cudnn-frontend's other keywords are accepted at their off
+        values (``dropout=None``, ``block_mask=None``, ``implementation=AttentionImplementation.AUTO``,
+        ...) and refused, naming the feature, at any other (rfcs/0011-cudnn-frontend-compatibility.md)."""
         node_name = self._node_name(name, "sdpa")
         at = f"sdpa node {node_name!r}: "
         # the backward's option, when it comes in a shared options object, does not concern the forward
@@ -346,9 +348,8 @@ class Graph:
         self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str, kind: str
     ) -> SdpaAttributes:
         opts = options_from(options, keywords, at.rstrip(": "), kind).checked(at)
-        for role, t in (("seq_len_q", opts.seq_len_q), ("seq_len_kv", opts.seq_len_kv), ("bias", opts.bias)):
-            if t is not None:
-                self._own(t, role, node_name)
+        for role, t in opts.tensors():
+            self._own(t, role, node_name)
         if isinstance(opts.attn_scale, TensorAttributes):
             self._own(opts.attn_scale, "attn_scale", node_name)
         return opts
@@ -643,6 +644,7 @@ class Graph:
             raise HipdnnError(ErrorCode.INVALID_VALUE, f"graph {self.name!r} has no nodes")
         io_dt = self.io_data_type if self.io_data_type != DataType.NOT_SET else DataType.FLOAT
         inter_dt = self.intermediate_data_type if self.intermediate_data_type != DataType.NOT_SET else io_dt
+        self._check_ragged_placement()
         # Sets of tensors (identity hashing): one pass over the nodes, one over the tensors.
         produced_by: dict[TensorAttributes, str] = {}
         consumed: set[TensorAttributes] = set()
@@ -689,6 +691,27 @@ class Graph:
         self._assign_uids()
         self._validated = True
         return self
+
+    def _check_ragged_placement(self) -> None:
+        """A ragged offset (rfcs/0012) belongs to this graph and is only read through the SDPA roles
+        that can be ragged; any other node reading or writing a ragged tensor would address it as
+        padded memory."""
+        for t in self._tensors:
+            off = t.get_ragged_offset()
+            if off is not None and off not in self._tensor_set:
+                raise HipdnnError(
+                    ErrorCode.INVALID_VALUE,
+                    f"tensor {t.get_name()!r}: its ragged offset {off.get_name()!r} belongs to another graph",
+                )
+        for node in self._nodes:
+            allowed = set(node.ragged_roles())
+            for t in node.inputs() + node.outputs():
+                if t.get_ragged_offset() is not None and t not in allowed:
+                    raise HipdnnError(
+                        ErrorCode.GRAPH_NOT_SUPPORTED,
+                        f"{node.kind} node {node.name!r}: tensor {t.get_name()!r} has a ragged offset, which only "
+                        "SDPA's q, k, v, o, stats (and the backward's dO, dQ, dK, dV) may have",
+                    )
 
     def _check_tensor(self, t: TensorAttributes, io_dt: DataType) -> None:
         name = t.get_name()
@@ -789,6 +812,9 @@ class Graph:
             wt.strides = t.get_stride()
             wt.virtual = t.get_is_virtual()
             wt.isDynamic = t.is_dynamic()
+            off = t.get_ragged_offset()
+            if off is not None:
+                wt.raggedOffsetTensorUid = off.get_uid()
             g.tensors.append(wt)
         g.nodes = []
         for node in self._nodes:
@@ -872,6 +898,15 @@ class Graph:
             )
             t.set_is_dynamic(bool(wt.isDynamic))
             by_uid[uid] = t
+        for wt in wire.tensors or []:
+            if wt.raggedOffsetTensorUid is not None:
+                off = by_uid.get(int(wt.raggedOffsetTensorUid))
+                if off is None:
+                    raise HipdnnError(
+                        ErrorCode.INVALID_VALUE,
+                        f"tensor uid {wt.uid}: ragged offset uid {wt.raggedOffsetTensorUid}, which no tensor has",
+                    )
+                by_uid[int(wt.uid)].set_ragged_offset(off)
 
         def resolve(uid: int | None) -> TensorAttributes | None:
             if uid is None:

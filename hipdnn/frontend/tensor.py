@@ -103,6 +103,7 @@ class TensorAttributes:
             is_virtual if type(is_virtual) is bool else bool_arg(is_virtual, f"tensor {name!r}: is_virtual")
         )
         self._is_dynamic = False
+        self._ragged_offset: TensorAttributes | None = None
 
     DYNAMIC_DIM = DYNAMIC_DIM
 
@@ -148,6 +149,23 @@ class TensorAttributes:
         at execute time through overrides, and its strides are an axis order (0 = innermost) that the
         execute-time strides must respect. The graph must have the override flag set."""
         return self.set_is_dynamic(True)
+
+    def set_ragged_offset(self, ragged_offset: TensorAttributes | None) -> TensorAttributes:
+        """Pack the tensor's sequences (cudnn-frontend's ``set_ragged_offset``, rfcs/0012): ``ragged_offset``
+        is an INT32 or INT64 tensor ``[B + 1, 1, 1, 1]`` of the graph, given at execute, whose element
+        ``b`` is the offset (in elements) at which batch ``b`` starts; it replaces ``b * stride[0]``.
+        The tensor keeps its dims ``[B, H, S, D]`` (maxima) and its other strides (THD packing:
+        ``[S*H*D, D, H*D, 1]``); the node's ``seq_len_q`` / ``seq_len_kv`` (padding mask) give each
+        sequence's length. Served on SDPA's q, k, v, o, stats (and dO, dQ, dK, dV of the backward).
+        ``None`` clears it."""
+        if ragged_offset is not None and not isinstance(ragged_offset, TensorAttributes):
+            raise refuse(
+                f"tensor {self._name!r}: ragged_offset", f"must be a tensor or None, not {type(ragged_offset).__name__}"
+            )
+        if ragged_offset is self:
+            raise refuse(f"tensor {self._name!r}: ragged_offset", "cannot be the tensor itself")
+        self._ragged_offset = ragged_offset
+        return self
 
     def set_output(self, is_output: bool) -> TensorAttributes:
         """An output the user reads: not virtual, so it gets a pointer in the variant pack."""
@@ -202,6 +220,10 @@ class TensorAttributes:
     def get_is_dynamic(self) -> bool:
         """Whether the tensor is dynamic (shape given per call)."""
         return self._is_dynamic
+
+    def get_ragged_offset(self) -> TensorAttributes | None:
+        """The ragged-offset tensor (:meth:`set_ragged_offset`), or None."""
+        return self._ragged_offset
 
     def get_rank(self) -> int:
         """The number of dims."""

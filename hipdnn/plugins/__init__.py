@@ -30,6 +30,7 @@ from hipdnn.plugins.version import (
     DEFAULT_API_VERSION,
     DYNAMIC_API_VERSION,
     OVERRIDE_API_VERSION,
+    RAGGED_PAGED_API_VERSION,
     parse_api_version,
     required_api_version,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "MAX_MESSAGE_BYTES",
     "MAX_WORKSPACE_BYTES",
     "OVERRIDE_API_VERSION",
+    "RAGGED_PAGED_API_VERSION",
     "Discovery",
     "EnginePlugin",
     "LoadedPlugin",

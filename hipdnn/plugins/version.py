@@ -12,6 +12,9 @@ DEFAULT_API_VERSION = Version("1.0.0")
 OVERRIDE_API_VERSION = Version("1.1.0")
 #: The first API version that understands dynamic tensors (is_dynamic, -1 dims, stride order).
 DYNAMIC_API_VERSION = Version("1.2.0")
+#: The first API version that understands ragged offsets (TensorAttributes.ragged_offset_tensor_uid)
+#: and paged K/V (SdpaAttributes.page_table_k/v_tensor_uid), rfcs/0012-ragged-and-paged.md.
+RAGGED_PAGED_API_VERSION = Version("1.3.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
@@ -30,8 +33,12 @@ def parse_api_version(text: str) -> Version:
     return Version(text)
 
 
-def required_api_version(*, is_override_shape_enabled: bool, has_dynamic_tensors: bool = False) -> Version:
+def required_api_version(
+    *, is_override_shape_enabled: bool, has_dynamic_tensors: bool = False, has_ragged_or_paged: bool = False
+) -> Version:
     """The lowest plugin API version allowed to serve a graph using these features."""
+    if has_ragged_or_paged:
+        return RAGGED_PAGED_API_VERSION
     if has_dynamic_tensors:
         return DYNAMIC_API_VERSION
     return OVERRIDE_API_VERSION if is_override_shape_enabled else DEFAULT_API_VERSION

@@ -130,8 +130,15 @@ class TensorAttributes(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
+    # TensorAttributes
+    def RaggedOffsetTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(22))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
 def TensorAttributesStart(builder):
-    builder.StartObject(9)
+    builder.StartObject(10)
 
 def Start(builder):
     TensorAttributesStart(builder)
@@ -202,6 +209,12 @@ def TensorAttributesAddIsDynamic(builder, isDynamic):
 def AddIsDynamic(builder, isDynamic):
     TensorAttributesAddIsDynamic(builder, isDynamic)
 
+def TensorAttributesAddRaggedOffsetTensorUid(builder, raggedOffsetTensorUid):
+    builder.PrependInt64Slot(9, raggedOffsetTensorUid, None)
+
+def AddRaggedOffsetTensorUid(builder, raggedOffsetTensorUid):
+    TensorAttributesAddRaggedOffsetTensorUid(builder, raggedOffsetTensorUid)
+
 def TensorAttributesEnd(builder):
     return builder.EndObject()
 
@@ -218,7 +231,7 @@ import hipdnn.wire.Int32Value
 import hipdnn.wire.Int64Value
 import hipdnn.wire.TensorValue
 try:
-    from typing import List, Union
+    from typing import List, Optional, Union
 except:
     pass
 
@@ -236,6 +249,7 @@ class TensorAttributesT(object):
         valueType = 0,
         value = None,
         isDynamic = False,
+        raggedOffsetTensorUid = None,
     ):
         self.uid = uid  # type: int
         self.name = name  # type: Optional[str]
@@ -246,6 +260,7 @@ class TensorAttributesT(object):
         self.valueType = valueType  # type: int
         self.value = value  # type: Union[None, 'hipdnn.wire.Float32Value.Float32ValueT', 'hipdnn.wire.Float16Value.Float16ValueT', 'hipdnn.wire.BFloat16Value.BFloat16ValueT', 'hipdnn.wire.Float8Value.Float8ValueT', 'hipdnn.wire.Int32Value.Int32ValueT', 'hipdnn.wire.Float64Value.Float64ValueT', 'hipdnn.wire.Int64Value.Int64ValueT', 'hipdnn.wire.BoolValue.BoolValueT']
         self.isDynamic = isDynamic  # type: bool
+        self.raggedOffsetTensorUid = raggedOffsetTensorUid  # type: Optional[int]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -289,6 +304,7 @@ class TensorAttributesT(object):
         self.valueType = tensorAttributes.ValueType()
         self.value = hipdnn.wire.TensorValue.TensorValueCreator(self.valueType, tensorAttributes.Value())
         self.isDynamic = tensorAttributes.IsDynamic()
+        self.raggedOffsetTensorUid = tensorAttributes.RaggedOffsetTensorUid()
 
     # TensorAttributesT
     def Pack(self, builder):
@@ -326,5 +342,6 @@ class TensorAttributesT(object):
         if self.value is not None:
             TensorAttributesAddValue(builder, value)
         TensorAttributesAddIsDynamic(builder, self.isDynamic)
+        TensorAttributesAddRaggedOffsetTensorUid(builder, self.raggedOffsetTensorUid)
         tensorAttributes = TensorAttributesEnd(builder)
         return tensorAttributes

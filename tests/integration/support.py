@@ -35,6 +35,7 @@ ENGINE = {
     "fake_symbol_no_bump": 9006,
     "fake_override_second": 9007,
     "fake_override_v120": 9008,
+    "fake_override_v130": 9009,
 }
 
 

@@ -117,6 +117,7 @@ static void walk_tensor(hipdnnGraphReader_t* r, uint32_t index)
         emit("%s%lld", i ? "," : "", (long long)v);
     }
     emit("]");
+    emit_opt_i64("ragged", t.ragged_offset_uid);
     CHECK(hipdnnGraphReaderTensorDim(r, &t, t.rank, &v) == HIPDNN_PLUGIN_STATUS_INVALID_VALUE);
     CHECK(hipdnnGraphReaderTensorStride(r, &t, t.rank + 7, &v) == HIPDNN_PLUGIN_STATUS_INVALID_VALUE);
     CHECK(hipdnnGraphReaderTensorDim(r, NULL, 0, &v) == HIPDNN_PLUGIN_STATUS_BAD_PARAM);

@@ -158,8 +158,9 @@ def future_graph() -> bytes:
     b.StartObject(1)
     b.PrependFloat64Slot(0, 2.5, 0.0)
     scalar = b.EndObject()
-    # tensor 0: uid 7, by-value Float64 (union type 6), is_dynamic (8) and a field 9 no schema has yet
-    b.StartObject(10)
+    # tensor 0: uid 7, by-value Float64 (union type 6), is_dynamic (8), a ragged offset uid (9) and a
+    # field 10 no schema has yet
+    b.StartObject(11)
     b.PrependInt64Slot(0, 7, 0)
     b.PrependUOffsetTRelativeSlot(1, tname, 0)
     b.PrependInt8Slot(2, int(DataType.DOUBLE), 0)
@@ -168,7 +169,8 @@ def future_graph() -> bytes:
     b.PrependUint8Slot(6, 6, 0)
     b.PrependUOffsetTRelativeSlot(7, scalar, 0)
     b.PrependBoolSlot(8, True, False)
-    b.PrependInt64Slot(9, -1, 0)
+    b.PrependInt64Slot(9, 0, 1)  # ragged offset uid 0, stored explicitly
+    b.PrependInt64Slot(10, -1, 0)
     t0 = b.EndObject()
     # tensor 1: an empty table (uid 0, no name, rank 0, virtual false)
     b.StartObject(0)

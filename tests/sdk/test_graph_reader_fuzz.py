@@ -115,7 +115,7 @@ def test_appended_fields_and_unknown_kinds(driver: Path, tmp_path: Path) -> None
     assert view["preferred_engine_id"] is None and view["compute_data_type"] == 0
     t0, t1 = view["tensors"]
     assert (t0["uid"], t0["dims"], t0["strides"], t0["data_type"]) == (7, [4, 1], [1, 1], 4)
-    assert t0["dynamic"] == 1
+    assert t0["dynamic"] == 1 and t0["ragged"] == 0
     assert t0["value"]["type"] == 6 and t0["value"]["int64"] == 2
     assert t0["value"]["double_bits"] == struct.unpack("<Q", struct.pack("<d", 2.5))[0]
     assert t1 == {
@@ -126,6 +126,7 @@ def test_appended_fields_and_unknown_kinds(driver: Path, tmp_path: Path) -> None
         "dynamic": 0,
         "dims": [],
         "strides": [],
+        "ragged": None,
         "value": None,
     }
     mystery, swish = view["nodes"]

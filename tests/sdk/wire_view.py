@@ -141,6 +141,7 @@ def wire_view(buf: bytes) -> dict[str, Any]:
                 "dynamic": int(bool(getattr(t, "isDynamic", False))),
                 "dims": dims,
                 "strides": strides,
+                "ragged": getattr(t, "raggedOffsetTensorUid", None),
                 "value": _value(t),
             }
         )

@@ -16,7 +16,7 @@ FAKE = "fake_plain_v100"
 
 @pytest.fixture(scope="module")
 def _fake_control(fake_plugin_paths):
-    # One control for the one fake used here (the shared ``fakes`` fixture loads all eight per test).
+    # One control for the one fake used here (the shared ``fakes`` fixture loads all nine per test).
     from tests.conftest import FakeControl
 
     return FakeControl(fake_plugin_paths[FAKE])

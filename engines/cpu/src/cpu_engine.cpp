@@ -5,6 +5,8 @@
 
 #include "engine_plan.hpp"
 
+#include <hipdnn_plugin_sdk/cpp/Ragged.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -39,6 +41,7 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     out.uid = t->uid();
     out.is_virtual = t->virtual_();
     out.dynamic = t->is_dynamic();
+    out.ragged_uid = sdk::ragged_offset_uid(*t);
     const auto dt = t->data_type();
     if(out.is_virtual && dt != wire::DataType::FLOAT && dt != wire::DataType::UNSET)
         return format("virtual tensor uid %lld has data type %s; only FLOAT intermediates are supported",
@@ -159,6 +162,35 @@ std::string read_tensor(const wire::TensorAttributes* t, TensorInfo& out)
     return "";
 }
 
+// Resolves each tensor's ragged offset (TensorInfo::ragged), or says why the graph is not
+// applicable: the offsets are a static INT32 / INT64 input, the ragged tensor a static input or
+// output. Which roles may be ragged is each op's to say.
+std::string resolve_ragged(Plan& plan)
+{
+    for(TensorInfo& ti : plan.tensors)
+    {
+        if(ti.ragged_uid < 0)
+            continue;
+        const long long uid = static_cast<long long>(ti.uid), ou = static_cast<long long>(ti.ragged_uid);
+        ti.ragged = plan.find(ti.ragged_uid);
+        if(ti.ragged < 0)
+            return format("tensor uid %lld: its ragged offset uid %lld is no tensor of the graph", uid, ou);
+        const TensorInfo& o = plan.tensors[ti.ragged];
+        if(ti.is_virtual || ti.by_value || ti.dynamic || ti.declared.rank != 4)
+            return format("tensor uid %lld: a ragged tensor must be a static, rank-4 input or output", uid);
+        if(o.is_virtual || o.by_value || o.dynamic || o.ragged_uid >= 0)
+            return format("tensor uid %lld: its ragged offset uid %lld must be a static input given at execute",
+                          uid,
+                          ou);
+        if(o.dt != DType::I32 && o.dt != DType::I64)
+            return format("tensor uid %lld: its ragged offset uid %lld has data type %s; INT32 or INT64 is needed",
+                          uid,
+                          ou,
+                          dtype_name(o.dt));
+    }
+    return "";
+}
+
 // Gives every virtual tensor with a wildcard-dependent size a place (TensorInfo::alias), or
 // says why the graph is not applicable. See build_plan.
 std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& eff)
@@ -255,6 +287,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
     for(size_t i = 1; i < plan.by_uid.size(); ++i)
         if(plan.by_uid[i].first == plan.by_uid[i - 1].first)
             return format("tensor uid %lld appears twice", static_cast<long long>(plan.by_uid[i].first));
+    if(std::string why = resolve_ragged(plan); !why.empty())
+        return why;
 
     plan.nodes.resize(nodes->size());
     for(uint32_t ni = 0; ni < nodes->size(); ++ni)
@@ -282,6 +316,20 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return bad;
         if(!refs.why.empty())
             return refs.why;
+        if(op != &kSdpaFwdOp && op != &kSdpaBwdOp)
+        {
+            int bad = -1;
+            for(int x : node.in)
+                bad = x >= 0 && plan.tensors[x].ragged >= 0 ? x : bad;
+            for(int x : node.out)
+                bad = x >= 0 && plan.tensors[x].ragged >= 0 ? x : bad;
+            if(bad >= 0)
+                return format("node '%s' (%s): tensor uid %lld is ragged; only SDPA's q, k, v, o, stats (and the "
+                              "backward's dO, dQ, dK, dV) may be",
+                              node.name.c_str(),
+                              op->name,
+                              static_cast<long long>(plan.tensors[bad].uid));
+        }
 
         // Data flow: virtual inputs must come from an earlier node, each tensor
         // is written once, and no node reads what it writes.
@@ -318,6 +366,10 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         if(node.out[1] >= 0 && node.out[1] == node.out[0])
             return format("node '%s': o and stats are the same tensor", node.name.c_str());
     }
+    // A ragged tensor's offsets are read whenever it is.
+    for(TensorInfo& ti : plan.tensors)
+        if(ti.ragged >= 0 && ti.used)
+            plan.tensors[ti.ragged].used = true;
 
     // Dynamic tensors are served by every node kind: each kernel's scratch is sized from tile
     // sizes and declared head dims only (sdpa_bwd refuses wildcard head dims in infer_sdpa_bwd),
@@ -361,6 +413,12 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
         ti.capacity = elements(eff[t]);
         ti.ws_offset = off;
         off += align_up(static_cast<size_t>(ti.capacity) * sizeof(float));
+    }
+    // Per-batch (ragged / paged) nodes: their checked offsets, tables and gathered K/V.
+    for(NodeInfo& node : plan.nodes)
+    {
+        node.aux_offset = off;
+        off += align_up(node.aux_bytes);
     }
 
     // Scratch is per-thread tiles whose size each op caps, so wildcard dims are sized at the cap.
@@ -457,7 +515,7 @@ void run(const Plan& plan, sdk::Call& call)
     // the OpenMP thread count since.
     const int nthreads = std::max(1, std::min(plan.nthreads, max_threads()));
 
-    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa};
+    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base};
     for(const NodeInfo& node : plan.nodes)
         if(!node.kind->run(plan, node, args))
             fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
@@ -471,7 +529,7 @@ struct CpuEngine
     using Plan = hipdnn_cpu::Plan;
     static constexpr int64_t kEngineIds[] = {kEngineId};
     static constexpr const char* kName = "hipdnn_cpu_engine";
-    static constexpr const char* kApiVersion = "1.2.0"; // dynamic tensors; not the SDK's newest
+    static constexpr const char* kApiVersion = "1.3.0"; // ragged offsets and paged K/V (rfcs/0012)
     static constexpr const char* kVersion = HIPDNN_VERSION;
     static constexpr bool kOverrideEntry = true;
 

@@ -52,6 +52,10 @@ struct TensorInfo
     // Virtual tensor whose size depends on a wildcard: it lives in the buffer of this non-virtual
     // tensor (the output of its pointwise consumer chain), at that tensor's strides.
     int alias = -1;
+    // Ragged (API 1.3.0): the uid and index of the INT32 / INT64 [B+1,1,1,1] tensor whose element b
+    // replaces b * strides[0] as batch b's start (-1: not ragged).
+    int64_t ragged_uid = -1;
+    int ragged = -1;
 };
 
 struct OpDesc;
@@ -80,6 +84,13 @@ struct NodeInfo
     int64_t lo = 0;
     bool padding = false;
     bool alibi = false;
+    // Ragged tensors or paged K/V (API 1.3.0, sdpa_varlen.cpp): the node runs batch by batch, each
+    // at its own lengths; sdpa_fwd keeps the page tables in in[7] (k) and in[8] (v).
+    bool varlen = false;
+    bool paged = false;
+    int64_t max_skv = -1;  // paged: max_seq_len_kv (-1: max_blocks * block_size)
+    size_t aux_bytes = 0;  // workspace the per-batch path needs (checked offsets, tables, gathered K/V)
+    size_t aux_offset = 0; // where it starts, from the workspace's aligned base
     // Pointwise.
     BinaryOp op = BinaryOp::Add;
     PointwiseParams pw;
@@ -232,7 +243,8 @@ struct RunArgs
     const Shape* eff;
     char* scratch; // nthreads slices of plan.scratch_per_thread bytes
     int nthreads;
-    Isa isa; // plan.isa
+    Isa isa;    // plan.isa
+    char* base; // the workspace's aligned base (NodeInfo::aux_offset counts from it)
 };
 
 struct OpDesc
@@ -268,6 +280,12 @@ std::string only_float(const Plan& plan, const NodeInfo& node, const int (&ts)[N
                           static_cast<long long>(plan.tensors[t].uid),
                           dtype_name(plan.tensors[t].dt));
     return "";
+}
+
+// Bytes of one element of the type.
+inline size_t dtype_size(DType d)
+{
+    return d == DType::F32 || d == DType::I32 ? 4 : d == DType::I64 ? 8 : 2;
 }
 
 extern const OpDesc kSdpaFwdOp;

@@ -115,4 +115,59 @@ inline void fill_attention(SdpaProblem& p, const Plan& plan, const NodeInfo& nod
     p.alibi = node.alibi;
 }
 
+// The backward's whole problem: the forward's inputs (o and stats are in[7], in[9]), dO and the
+// gradients.
+inline void fill_backward(SdpaBwdProblem& bp, const Plan& plan, const NodeInfo& node, const RunArgs& args)
+{
+    void* const* ptrs = args.ptrs;
+    const Shape* eff = args.eff;
+    fill_attention(bp.fwd, plan, node, args, node.in[7], node.in[9]);
+    bp.dout = ptrs[node.in[8]];
+    bp.dout_t = plan.tensors[node.in[8]].dt;
+    bp.dos = eff[node.in[8]];
+    bp.dq = ptrs[node.out[0]];
+    bp.dk = ptrs[node.out[1]];
+    bp.dv = ptrs[node.out[2]];
+    bp.dq_t = plan.tensors[node.out[0]].dt;
+    bp.dk_t = plan.tensors[node.out[1]].dt;
+    bp.dv_t = plan.tensors[node.out[2]].dt;
+    bp.dqs = eff[node.out[0]];
+    bp.dks = eff[node.out[1]];
+    bp.dvs = eff[node.out[2]];
+}
+
+// Runs the backward kernel; an allocation it cannot make is ALLOC_FAILED naming the node (thrown).
+inline bool run_backward_checked(const SdpaBwdProblem& bp, const Plan& plan, const NodeInfo& node, const RunArgs& args)
+{
+    size_t bytes = 0;
+    const SdpaBwdStatus st = run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, &bytes);
+    if(st == SdpaBwdStatus::AllocFailed)
+    {
+        if(bytes == SIZE_MAX)
+            fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
+                 format("node '%s' (sdpa_bwd): the dQ accumulators and row statistics of this call's shapes "
+                        "exceed the address space",
+                        node.name.c_str()));
+        fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
+             format("node '%s' (sdpa_bwd): cannot allocate %zu bytes for the dQ accumulators and row statistics",
+                    node.name.c_str(),
+                    bytes));
+    }
+    return st == SdpaBwdStatus::Ok;
+}
+
+// Ragged tensors and paged K/V (sdpa_varlen.cpp). plan_varlen, at the end of an attention op's read:
+// checks which roles are ragged (q, k, v, o, stats; the backward's o, dO, stats, dQ, dK, dV too;
+// never a paged cache), that the padding mask gives the lengths, and sizes node.aux_bytes from the
+// declared shapes; sets node.varlen. "" or why the node cannot be served.
+std::string plan_varlen(const Plan& plan, NodeInfo& node);
+// Shape rules of the offsets ([>= B+1, 1, ...]) and page tables ([B, 1, max_blocks, 1]).
+bool infer_varlen(const Plan& plan, const NodeInfo& node, const Shape* eff, ShapeError& err);
+// The key length the node attends over at these shapes (paged: max_seq_len_kv, capped by what the
+// tables hold).
+int64_t varlen_skv(const NodeInfo& node, const Shape* eff);
+// Runs a varlen node batch by batch (BAD_PARAM, thrown, for offsets or table entries that would
+// leave a tensor).
+bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args);
+
 } // namespace hipdnn_cpu

@@ -52,7 +52,7 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
             return format("node '%s' (sdpa_bwd): gradients must be FLOAT, HALF or BFLOAT16", nm);
     if(node.out[0] == node.out[1] || node.out[0] == node.out[2] || node.out[1] == node.out[2])
         return format("node '%s' (sdpa_bwd): dq, dk and dv must be distinct tensors", nm);
-    return "";
+    return plan_varlen(plan, node);
 }
 
 bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
@@ -100,6 +100,8 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
            || !dim_eq(bs.dims[3], k.dims[2]))
             return shape_fail(err, "node '%s' (sdpa_bwd): bias must be [B|1, H|1, Sq, Skv]", nm);
     }
+    if(node.varlen && !infer_varlen(plan, node, eff, err))
+        return false;
     const Shape qq = q, kk = k, vv = v;
     return set_output(plan, node, node.out[0], qq, planning, eff, err)
            && set_output(plan, node, node.out[1], kk, planning, eff, err)
@@ -114,37 +116,11 @@ size_t scratch(const NodeInfo& node, const Shape* eff, std::string*)
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 {
-    void* const* ptrs = args.ptrs;
-    const Shape* eff = args.eff;
+    if(node.varlen)
+        return run_sdpa_varlen(plan, node, args);
     SdpaBwdProblem bp;
-    fill_attention(bp.fwd, plan, node, args, node.in[7], node.in[9]);
-    bp.dout = ptrs[node.in[8]];
-    bp.dout_t = plan.tensors[node.in[8]].dt;
-    bp.dos = eff[node.in[8]];
-    bp.dq = ptrs[node.out[0]];
-    bp.dk = ptrs[node.out[1]];
-    bp.dv = ptrs[node.out[2]];
-    bp.dq_t = plan.tensors[node.out[0]].dt;
-    bp.dk_t = plan.tensors[node.out[1]].dt;
-    bp.dv_t = plan.tensors[node.out[2]].dt;
-    bp.dqs = eff[node.out[0]];
-    bp.dks = eff[node.out[1]];
-    bp.dvs = eff[node.out[2]];
-    size_t bytes = 0;
-    const SdpaBwdStatus st = run_sdpa_bwd(bp, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, &bytes);
-    if(st == SdpaBwdStatus::AllocFailed)
-    {
-        if(bytes == SIZE_MAX)
-            fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
-                 format("node '%s' (sdpa_bwd): the dQ accumulators and row statistics of this call's shapes "
-                        "exceed the address space",
-                        node.name.c_str()));
-        fail(HIPDNN_PLUGIN_STATUS_ALLOC_FAILED,
-             format("node '%s' (sdpa_bwd): cannot allocate %zu bytes for the dQ accumulators and row statistics",
-                    node.name.c_str(),
-                    bytes));
-    }
-    return st == SdpaBwdStatus::Ok;
+    fill_backward(bp, plan, node, args);
+    return run_backward_checked(bp, plan, node, args);
 }
 
 } // namespace

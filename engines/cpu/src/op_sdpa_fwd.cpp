@@ -21,7 +21,8 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         bool present;
         const char* what;
     };
-    const char* const extension = sdk::sdpa_extension_in_use(*a);
+    const char* const extension = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/true);
+    const bool paged = sdk::sdpa_is_paged(*a);
     const Unsupported unsupported[] = {
         {extension != nullptr, extension},
         {a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value())
@@ -33,6 +34,11 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         {!dtype_ok(a->mma_core_mode()), "an mma core mode other than FLOAT"},
         {a->generate_stats().has_value() && a->generate_stats().value() && !a->stats_tensor_uid().has_value(),
          "generate_stats without a stats tensor"},
+        {paged && !(a->page_table_k_tensor_uid().has_value() && a->page_table_v_tensor_uid().has_value()),
+         "paging one of K and V (both page tables are needed)"},
+        {paged && !a->padding_mask(), "paged K/V without the padding mask (seq_len_kv gives the key counts)"},
+        {a->max_seq_len_kv().has_value() && (!paged || a->max_seq_len_kv().value() <= 0),
+         "max_seq_len_kv without page tables, or not positive,"},
     };
     for(const Unsupported& u : unsupported)
         if(u.present)
@@ -42,6 +48,13 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
     node.out[0] = refs(a->o_tensor_uid());
     if(a->stats_tensor_uid().has_value())
         node.out[1] = refs(a->stats_tensor_uid().value());
+    if(paged)
+    {
+        node.paged = true;
+        node.in[7] = refs(a->page_table_k_tensor_uid().value());
+        node.in[8] = refs(a->page_table_v_tensor_uid().value());
+        node.max_skv = a->max_seq_len_kv().has_value() ? a->max_seq_len_kv().value() : -1;
+    }
     if(refs.why.empty())
     {
         // Element types by role.
@@ -61,6 +74,8 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
             {node.in[6], "the bias", is_float_type},
             {node.out[0], "o", is_float_type},
             {node.out[1], "stats", [](DType d) { return d == DType::F32; }},
+            {node.in[7], "the K page table", [](DType d) { return d == DType::I32; }},
+            {node.in[8], "the V page table", [](DType d) { return d == DType::I32; }},
         };
         for(const Role& r : roles)
             if(r.t >= 0 && !r.ok(plan.tensors[r.t].dt))
@@ -69,7 +84,9 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
                               r.what,
                               dtype_name(plan.tensors[r.t].dt));
     }
-    return "";
+    if(!refs.why.empty())
+        return "";
+    return plan_varlen(plan, node);
 }
 
 bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
@@ -78,7 +95,13 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
     const Shape &q = eff[node.in[0]], &k = eff[node.in[1]], &v = eff[node.in[2]];
     if(q.rank != 4 || k.rank != 4 || v.rank != 4)
         return shape_fail(err, "node '%s' (sdpa_fwd): q, k and v must be rank 4 [B,H,S,D]", node.name.c_str());
-    if(!dim_eq(k.dims[0], q.dims[0]) || !dim_eq(v.dims[0], q.dims[0]) || !dim_eq(k.dims[0], v.dims[0]))
+    // A paged node's k and v are caches [num_blocks, Hk, block_size, D]: its tables carry the batch
+    // (infer_varlen) and its key length is varlen_skv's.
+    if(node.varlen && !infer_varlen(plan, node, eff, err))
+        return false;
+    const int64_t skv = node.paged ? varlen_skv(node, eff) : k.dims[2];
+    if(!node.paged
+       && (!dim_eq(k.dims[0], q.dims[0]) || !dim_eq(v.dims[0], q.dims[0]) || !dim_eq(k.dims[0], v.dims[0])))
         return shape_fail(err, "node '%s' (sdpa_fwd): batch sizes of q, k, v differ", node.name.c_str());
     if(!dim_eq(k.dims[3], q.dims[3]))
         return shape_fail(err,
@@ -87,7 +110,7 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
                           uid(node.in[1]),
                           static_cast<long long>(k.dims[3]),
                           static_cast<long long>(q.dims[3]));
-    if(!dim_eq(v.dims[1], k.dims[1]) || !dim_eq(v.dims[2], k.dims[2]))
+    if(!dim_eq(v.dims[1], k.dims[1]) || (!node.paged && !dim_eq(v.dims[2], k.dims[2])))
         return shape_fail(err, "node '%s' (sdpa_fwd): k and v heads / sequence lengths differ", node.name.c_str());
     if(q.dims[1] > 0 && k.dims[1] > 0 && q.dims[1] % k.dims[1] != 0)
         return shape_fail(err,
@@ -97,7 +120,7 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
                           static_cast<long long>(k.dims[1]));
     Shape o;
     o.rank = 4;
-    o.dims[0] = meet(q.dims[0], meet(k.dims[0], v.dims[0]));
+    o.dims[0] = node.paged ? q.dims[0] : meet(q.dims[0], meet(k.dims[0], v.dims[0]));
     o.dims[1] = q.dims[1];
     o.dims[2] = q.dims[2];
     o.dims[3] = v.dims[3];
@@ -133,7 +156,7 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
         const Shape& bs = eff[node.in[6]];
         if(bs.rank != 4 || (bs.dims[0] != 1 && !dim_eq(bs.dims[0], o.dims[0]))
            || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || !dim_eq(bs.dims[2], q.dims[2])
-           || !dim_eq(bs.dims[3], k.dims[2]))
+           || !dim_eq(bs.dims[3], skv))
             return shape_fail(err,
                               "node '%s' (sdpa_fwd): bias (uid %lld) must be [B|1, H|1, Sq, Skv] = "
                               "[%lld|1, %lld|1, %lld, %lld]; override it with q and k",
@@ -142,7 +165,7 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
                               static_cast<long long>(q.dims[0]),
                               static_cast<long long>(q.dims[1]),
                               static_cast<long long>(q.dims[2]),
-                              static_cast<long long>(k.dims[2]));
+                              static_cast<long long>(skv));
     }
     return true;
 }
@@ -166,6 +189,8 @@ size_t scratch(const NodeInfo& node, const Shape* eff, std::string* why)
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 {
+    if(node.varlen)
+        return run_sdpa_varlen(plan, node, args);
     SdpaProblem p;
     fill_attention(p, plan, node, args, node.out[0], node.out[1]);
     return run_sdpa(p, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa);
@@ -182,6 +207,10 @@ void describe(const Plan& plan, const NodeInfo& n, std::string& s)
         s += format(" band j>=i%+lld%s", static_cast<long long>(n.lo), n.lo_br ? " bottom-right" : "");
     if(n.padding)
         s += " padding";
+    if(n.paged)
+        s += " paged";
+    if(n.varlen && !n.paged)
+        s += " ragged";
     if(n.in[6] >= 0)
         s += " bias";
     if(n.alibi)

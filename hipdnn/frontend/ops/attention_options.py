@@ -14,7 +14,7 @@ which are accepted and change nothing; any other value is refused naming the fea
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ from hipdnn.frontend.args import (
     show,
 )
 from hipdnn.frontend.tensor import TensorAttributes
-from hipdnn.frontend.types import DiagonalAlignment, ErrorCode, HipdnnError
+from hipdnn.frontend.types import DataType, DiagonalAlignment, ErrorCode, HipdnnError
 
 
 class AttentionImplementation(NamedIntEnum):
@@ -67,7 +67,13 @@ class SdpaAttributes:
       engines that cannot promise it decline the graph (the GPU engine sums dQ in no fixed order, the
       CPU engine's backward is deterministic). Ignored by the forward when it comes in ``options``.
 
-    cudnn-frontend's other SDPA keywords (``dropout=None``, ``paged_attention_k_table=None``,
+    - ``paged_attention_k_table`` / ``paged_attention_v_table`` (forward only): INT32 page tables
+      ``[B, 1, max_blocks, 1]``; k and v are then caches ``[num_blocks, Hk, block_size, D]`` and key
+      ``j`` of batch ``b`` is slot ``j % block_size`` of block ``table[b, j // block_size]``; needs the
+      padding mask (``seq_len_kv`` gives each sequence's key count). ``paged_attention_max_seq_len_kv``
+      is the effective Skv (default ``max_blocks * block_size``). rfcs/0012-ragged-and-paged.md.
+
+    cudnn-frontend's other SDPA keywords (``dropout=None``, ``block_mask=None``,
     ``sink_token=None``, ``implementation=AUTO``, ...) are accepted as keywords of ``sdpa`` /
     ``sdpa_backward`` at their off values; ``sliding_window_length`` is its older name for
     ``diagonal_band_left_bound``.
@@ -89,6 +95,9 @@ class SdpaAttributes:
     generate_stats: bool | None = None
     is_inference: bool | None = None
     use_deterministic_algorithm: bool = False
+    paged_attention_k_table: TensorAttributes | None = None
+    paged_attention_v_table: TensorAttributes | None = None
+    paged_attention_max_seq_len_kv: int | None = None
 
     def checked(self, at: str) -> SdpaAttributes:
         """A checked, normalized copy (``at`` prefixes messages): arguments of the right types, the
@@ -114,7 +123,14 @@ class SdpaAttributes:
             generate_stats=optional_bool_arg(self.generate_stats, at + "generate_stats"),
             is_inference=optional_bool_arg(self.is_inference, at + "is_inference"),
             use_deterministic_algorithm=bool_arg(self.use_deterministic_algorithm, at + "use_deterministic_algorithm"),
+            paged_attention_max_seq_len_kv=optional_int_arg(
+                self.paged_attention_max_seq_len_kv, at + "paged_attention_max_seq_len_kv"
+            ),
         )
+        for role in ("paged_attention_k_table", "paged_attention_v_table"):
+            table = getattr(out, role)
+            if table is not None and not isinstance(table, TensorAttributes):
+                raise refuse(at + role, f"must be a tensor or None, not {type(table).__name__}")
         if out.use_causal_mask_bottom_right:
             out.use_causal_mask, out.diagonal_alignment = True, DiagonalAlignment.BOTTOM_RIGHT
             out.use_causal_mask_bottom_right = False
@@ -138,7 +154,13 @@ class SdpaAttributes:
 
     def tensors(self) -> list[tuple[str, TensorAttributes]]:
         """The option tensors, by role (the scale's when it is one)."""
-        roles = [("seq_len_q", self.seq_len_q), ("seq_len_kv", self.seq_len_kv), ("bias", self.bias)]
+        roles = [
+            ("seq_len_q", self.seq_len_q),
+            ("seq_len_kv", self.seq_len_kv),
+            ("bias", self.bias),
+            ("paged_attention_k_table", self.paged_attention_k_table),
+            ("paged_attention_v_table", self.paged_attention_v_table),
+        ]
         if isinstance(self.attn_scale, TensorAttributes):
             roles.append(("attn_scale", self.attn_scale))
         return [(role, t) for role, t in roles if t is not None]
@@ -154,6 +176,10 @@ ONE_DIRECTION_OPTIONS: dict[str, frozenset[str]] = {
     "generate_stats": _FWD,
     "is_inference": _FWD,
     "use_deterministic_algorithm": _BWD,
+    # cudnn-frontend serves paged K/V in the forward only
+    "paged_attention_k_table": _FWD,
+    "paged_attention_v_table": _FWD,
+    "paged_attention_max_seq_len_kv": _FWD,
 }
 
 
@@ -180,9 +206,6 @@ class ForeignOption:
 CUDNN_FRONTEND_OPTIONS: dict[str, ForeignOption] = {
     "dropout": ForeignOption("dropout", None, _BOTH),
     "rng_dump": ForeignOption("dumping the dropout RNG mask (rng_dump)", None, _BOTH),
-    "paged_attention_k_table": ForeignOption("paged attention (a K page table)", None, _FWD),
-    "paged_attention_v_table": ForeignOption("paged attention (a V page table)", None, _FWD),
-    "paged_attention_max_seq_len_kv": ForeignOption("paged attention (its maximum KV length)", None, _FWD),
     "max_total_seq_len_q": ForeignOption("ragged (packed) Q layouts", None, _BOTH),
     "max_total_seq_len_kv": ForeignOption("ragged (packed) K/V layouts", None, _BOTH),
     "cu_seq_len_q": ForeignOption("cumulative (ragged) query sequence lengths", None, _FWD),
@@ -288,6 +311,10 @@ def write_options(options: SdpaAttributes, table: Any) -> None:
     table.seqLenKvTensorUid = _uid(options.seq_len_kv)
     table.attnMaskTensorUid = _uid(options.bias)
     table.alibiMask = options.use_alibi_mask
+    if options.paged_attention_k_table is not None or options.paged_attention_v_table is not None:
+        table.pageTableKTensorUid = _uid(options.paged_attention_k_table)
+        table.pageTableVTensorUid = _uid(options.paged_attention_v_table)
+        table.maxSeqLenKv = options.paged_attention_max_seq_len_kv
 
 
 def write_backward_options(options: SdpaAttributes, table: Any) -> None:
@@ -320,6 +347,9 @@ def read_options(table: Any, tensor: Callable[[int | None], Any]) -> SdpaAttribu
         seq_len_kv=tensor(table.seqLenKvTensorUid),
         bias=tensor(table.attnMaskTensorUid),
         use_alibi_mask=bool(table.alibiMask),
+        paged_attention_k_table=tensor(getattr(table, "pageTableKTensorUid", None)),
+        paged_attention_v_table=tensor(getattr(table, "pageTableVTensorUid", None)),
+        paged_attention_max_seq_len_kv=getattr(table, "maxSeqLenKv", None),
     )
 
 
@@ -341,6 +371,8 @@ def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
         raise node.fail("use_padding_mask needs seq_len_q and seq_len_kv tensors")
     b, hq, sq, _ = q.get_dim()
     skv = k.get_dim()[2]
+    if is_paged(opts):
+        skv = check_paged(node, q, k, node.v)
     scale = opts.attn_scale
     if isinstance(scale, TensorAttributes) and not scale.is_dynamic() and any(d != 1 for d in scale.get_dim()):
         raise node.fail(f"attn_scale tensor {scale.get_name()!r} must hold one value, has dims {scale.get_dim()}")
@@ -357,3 +389,85 @@ def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
             raise node.fail(
                 f"bias tensor {bias.get_name()!r} with dims {dims} does not broadcast to the scores {scores}"
             )
+
+
+_INT32_MAX = 2**31 - 1
+_INDEX_TYPES = (DataType.INT32, DataType.INT64)
+
+
+def is_paged(opts: SdpaAttributes) -> bool:
+    """Whether the options page K/V (either table given; check_paged refuses one without the other)."""
+    return opts.paged_attention_k_table is not None or opts.paged_attention_v_table is not None
+
+
+def check_paged(node: Any, q: TensorAttributes, k: TensorAttributes, v: TensorAttributes) -> int:
+    """Rules of paged K/V (rfcs/0012); returns the effective Skv. k and v are caches
+    ``[num_blocks, Hk, block_size, D]``, the tables INT32 ``[B, 1, max_blocks, 1]``."""
+    opts: SdpaAttributes = node.options
+    kt, vt = opts.paged_attention_k_table, opts.paged_attention_v_table
+    if kt is None or vt is None:
+        raise node.fail(
+            "paged attention needs both paged_attention_k_table and paged_attention_v_table "
+            "(hipdnn pages K and V together)"
+        )
+    if not opts.use_padding_mask or opts.seq_len_kv is None:
+        raise node.fail("paged attention needs the padding mask: seq_len_kv gives each sequence's key count")
+    for role, t in (("q", q), ("k", k), ("v", v), ("paged_attention_k_table", kt), ("paged_attention_v_table", vt)):
+        if t.is_dynamic():
+            raise node.fail(f"{role} tensor {t.get_name()!r} is dynamic; paged attention needs static tensors")
+    b = q.get_dim()[0]
+    caps = []
+    for role, table, cache in (("paged_attention_k_table", kt, k), ("paged_attention_v_table", vt, v)):
+        if table.get_data_type() != DataType.INT32:
+            raise node.fail(f"{role} tensor {table.get_name()!r} must be INT32, is {table.get_data_type()}")
+        dims = table.get_dim()
+        if len(dims) != 4 or dims[0] != b or dims[1] != 1 or dims[3] != 1:
+            raise node.fail(
+                f"{role} tensor {table.get_name()!r} must have dims [{b}, 1, max_blocks, 1] (B = q's batch), has {dims}"
+            )
+        caps.append(dims[2] * cache.get_dim()[2])
+    limit = opts.paged_attention_max_seq_len_kv
+    if limit is None:
+        skv = caps[0]
+        if caps[1] < skv:
+            raise node.fail(
+                f"the V page table covers {caps[1]} keys (max_blocks x block_size), fewer than the K table's "
+                f"{skv}; give paged_attention_max_seq_len_kv"
+            )
+        return skv
+    if not 1 <= limit <= min(min(caps), _INT32_MAX):
+        raise node.fail(
+            f"paged_attention_max_seq_len_kv {limit} must be in [1, {min(caps)}] "
+            "(max_blocks x block_size of the K and V tables)"
+        )
+    return limit
+
+
+def check_ragged(node: Any, roles: Sequence[tuple[str, TensorAttributes | None]]) -> None:
+    """Rules of ragged offsets on an SDPA node's tensors (rfcs/0012): the offset tensor is INT32 or
+    INT64 [B + 1, 1, 1, 1], static and given at execute; the ragged tensor is a static input or
+    output (not an intermediate); the node has the padding mask, whose lengths say how many rows of
+    each sequence there are."""
+    opts: SdpaAttributes = node.options
+    for role, t in roles:
+        if t is None or t.get_ragged_offset() is None:
+            continue
+        off = t.get_ragged_offset()
+        assert off is not None
+        what = f"{role} tensor {t.get_name()!r} (ragged offset {off.get_name()!r})"
+        if role in ("k", "v") and is_paged(opts):
+            raise node.fail(f"{what}: a paged K/V cache cannot also be ragged")
+        if not opts.use_padding_mask:
+            raise node.fail(f"{what}: ragged tensors need the padding mask (seq_len_q / seq_len_kv give the lengths)")
+        if t.is_dynamic() or off.is_dynamic():
+            raise node.fail(f"{what}: ragged tensors and their offsets must be static")
+        if t.get_is_virtual():
+            raise node.fail(f"{what}: an intermediate cannot be ragged; mark it set_output(True)")
+        if off.get_is_virtual():
+            raise node.fail(f"{what}: the offset tensor must be given at execute, not be an intermediate")
+        if off.get_data_type() not in _INDEX_TYPES:
+            raise node.fail(f"{what}: the offset tensor must be INT32 or INT64, is {off.get_data_type()}")
+        b = t.get_dim()[0]
+        dims = off.get_dim()
+        if not dims or dims[0] != b + 1 or any(d != 1 for d in dims[1:]):
+            raise node.fail(f"{what}: the offset tensor must have dims [{b + 1}, 1, 1, 1] (B + 1), has {dims}")

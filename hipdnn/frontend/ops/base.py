@@ -32,6 +32,10 @@ class Operation(ABC):
     def outputs(self) -> list[TensorAttributes]:
         """Tensors written by the node."""
 
+    def ragged_roles(self) -> list[TensorAttributes]:
+        """The tensors of this node that may carry a ragged offset (none, but for SDPA's)."""
+        return []
+
     @abstractmethod
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
         """Check the node's rules and fill in unset output dims, strides and data types."""

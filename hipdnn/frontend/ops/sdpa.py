@@ -5,7 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from hipdnn.frontend.ops.attention_options import SdpaAttributes, check_options, read_options, write_options
+from hipdnn.frontend.ops.attention_options import (
+    SdpaAttributes,
+    check_options,
+    check_ragged,
+    is_paged,
+    read_options,
+    write_options,
+)
 from hipdnn.frontend.ops.base import Operation, register
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
@@ -39,7 +46,11 @@ class SdpaNode(Operation):
         self.options = options
 
     def inputs(self) -> list[TensorAttributes]:
-        return [self.q, self.k, self.v] + [t for _, t in self.options.tensors()]
+        offsets = [off for t in self.ragged_roles() if (off := t.get_ragged_offset()) is not None]
+        return [self.q, self.k, self.v] + [t for _, t in self.options.tensors()] + offsets
+
+    def ragged_roles(self) -> list[TensorAttributes]:
+        return [self.q, self.k, self.v, self.o] + ([self.stats] if self.stats is not None else [])
 
     def outputs(self) -> list[TensorAttributes]:
         return [self.o] + ([self.stats] if self.stats is not None else [])
@@ -63,6 +74,8 @@ class SdpaNode(Operation):
         if self.stats is not None:
             self.fill_output(self.stats, stats_dims, DataType.FLOAT)
             self.check_output_dims(self.stats, "stats", stats_dims)
+        roles = [("q", q), ("k", k), ("v", v), ("o", self.o), ("stats", self.stats)]
+        check_ragged(self, roles)
 
     def _check_shapes(self, q: list[int], k: list[int], v: list[int], dynamic: dict[str, bool] | None = None) -> None:
         dyn = dynamic or {}
@@ -73,6 +86,16 @@ class SdpaNode(Operation):
         b, hq, _, d = q
         bk, hk, skv, dk = k
         bv, hv, skv_v, _ = v
+        if is_paged(self.options):
+            # k and v are caches [num_blocks, Hk, block_size, D]: their batch and length are the
+            # tables' (check_paged)
+            if d != dk:
+                raise self.fail(f"q head dim {d} differs from k head dim {dk}")
+            if hk != hv:
+                raise self.fail(f"k has {hk} heads but v has {hv}")
+            if hq % hk != 0:
+                raise self.fail(f"q heads {hq} are not a multiple of kv heads {hk}")
+            return
         if not involved("q", "k", "v") and not (b == bk == bv):
             raise self.fail(f"batch sizes differ: q {b}, k {bk}, v {bv}")
         if not involved("q", "k") and d != dk:
@@ -92,9 +115,14 @@ class SdpaNode(Operation):
 
     def shape_rules(self, rules: ShapeRules) -> None:
         q, k, v, r = self.q, self.k, self.v, rules
-        r.equal([r.dim(q, 0), r.dim(k, 0), r.dim(v, 0)], "batch sizes differ: q {0}, k {1}, v {2}")
+        kt, vt = self.options.paged_attention_k_table, self.options.paged_attention_v_table
+        if kt is not None and vt is not None:
+            # paged: the tables carry the batch; the caches' block counts and sizes are their own
+            r.equal([r.dim(q, 0), r.dim(kt, 0), r.dim(vt, 0)], "batch sizes differ: q {0}, page tables {1}, {2}")
+        else:
+            r.equal([r.dim(q, 0), r.dim(k, 0), r.dim(v, 0)], "batch sizes differ: q {0}, k {1}, v {2}")
+            r.equal([r.dim(k, 2), r.dim(v, 2)], "k sequence length {0} differs from v sequence length {1}")
         r.equal([r.dim(q, 3), r.dim(k, 3)], "q head dim {0} differs from k head dim {1}")
-        r.equal([r.dim(k, 2), r.dim(v, 2)], "k sequence length {0} differs from v sequence length {1}")
         r.equal([r.dim(k, 1), r.dim(v, 1)], "k has {0} heads but v has {1}")
         r.multiple(r.dim(q, 1), r.dim(k, 1), "q heads {0} are not a multiple of kv heads {1}")
         rows = [r.ref(r.dim(q, 0)), r.ref(r.dim(q, 1)), r.ref(r.dim(q, 2))]

@@ -8,6 +8,7 @@ from typing import Any
 from hipdnn.frontend.ops.attention_options import (
     SdpaAttributes,
     check_options,
+    check_ragged,
     read_backward_options,
     write_backward_options,
 )
@@ -50,7 +51,11 @@ class SdpaBackwardNode(Operation):
         self.options = options
 
     def inputs(self) -> list[TensorAttributes]:
-        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for _, t in self.options.tensors()]
+        offsets = [off for t in self.ragged_roles() if (off := t.get_ragged_offset()) is not None]
+        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for _, t in self.options.tensors()] + offsets
+
+    def ragged_roles(self) -> list[TensorAttributes]:
+        return [self.q, self.k, self.v, self.o, self.do, self.stats, self.dq, self.dk, self.dv]
 
     def outputs(self) -> list[TensorAttributes]:
         return [self.dq, self.dk, self.dv]
@@ -64,6 +69,7 @@ class SdpaBackwardNode(Operation):
         for out, src, role in ((self.dq, self.q, "dq"), (self.dk, self.k, "dk"), (self.dv, self.v, "dv")):
             self.fill_output(out, src.get_dim(), io_data_type, order_reference=src.get_stride())
             self.check_output_dims(out, role, src.get_dim())
+        check_ragged(self, [(r, t) for r, t in roles.items()] + [("dq", self.dq), ("dk", self.dk), ("dv", self.dv)])
 
     def _check_shapes(self, dims: Mapping[str, Sequence[int]], dynamic: dict[str, bool] | None = None) -> None:
         dyn = dynamic or {}

@@ -249,6 +249,9 @@ typedef struct
     int is_dynamic;           /* 1: some dims are -1, given at execute time; strides are then an
                                  axis order (lower = inner), not element strides (API >= 1.2.0) */
     uint8_t value_type;       /* HIPDNN_WIRE_TENSOR_VALUE_*: NONE unless passed by value */
+    hipdnnGraphOptionalInt64_t ragged_offset_uid; /* the tensor's ragged (packed) layout: uid of an
+                                 INT32/INT64 [B+1,1,1,1] tensor whose element b replaces
+                                 b * strides[0] as batch b's start, in elements (API >= 1.3.0) */
     size_t table_;
     size_t dims_first_;
     size_t strides_first_;
@@ -696,6 +699,7 @@ enum
     HIPDNN_TENSOR_FIELD_VALUE_TYPE_ = 6,
     HIPDNN_TENSOR_FIELD_VALUE_ = 7,
     HIPDNN_TENSOR_FIELD_IS_DYNAMIC_ = 8,
+    HIPDNN_TENSOR_FIELD_RAGGED_OFFSET_ = 9,
 
     HIPDNN_NODE_FIELD_NAME_ = 0,
     HIPDNN_NODE_FIELD_COMPUTE_DATA_TYPE_ = 1,
@@ -742,6 +746,8 @@ static inline hipdnnPluginStatus_t hipdnnGraphReaderTensorAt_(hipdnnGraphReader_
         st = hipdnnGraphReaderSubtable_(r, &t, HIPDNN_TENSOR_FIELD_VALUE_, what, &value, &has_value);
     if(st == HIPDNN_PLUGIN_STATUS_SUCCESS)
         st = hipdnnGraphReaderU8_(r, &t, HIPDNN_TENSOR_FIELD_IS_DYNAMIC_, what, 0, &is_dynamic, NULL);
+    if(st == HIPDNN_PLUGIN_STATUS_SUCCESS)
+        st = hipdnnGraphReaderOptI64_(r, &t, HIPDNN_TENSOR_FIELD_RAGGED_OFFSET_, what, &out->ragged_offset_uid);
     if(st != HIPDNN_PLUGIN_STATUS_SUCCESS)
         return st;
     out->table_ = t.pos;

@@ -9,16 +9,26 @@ namespace hipdnn_plugin_sdk
 namespace cpp
 {
 
+// Whether the node pages its K/V (plugin API >= 1.3.0, rfcs/0012-ragged-and-paged.md): k and v are
+// then caches [num_blocks, Hk, block_size, D] and page_table_k/v [B, 1, max_blocks, 1] INT32 tables;
+// key j of batch b is slot j % block_size of block table[b, j / block_size]. max_seq_len_kv, when
+// set, is the effective key length (else max_blocks * block_size).
+inline bool sdpa_is_paged(const hipdnn::wire::SdpaAttributes& a)
+{
+    return a.page_table_k_tensor_uid().has_value() || a.page_table_v_tensor_uid().has_value();
+}
+
 // The first SDPA extension the node uses among those that change what is computed and that an
 // engine must implement or refuse (never ignore): dropout, paged k/v, block masks, sink tokens, fp8
-// scaling, separate max / sum-exp outputs. nullptr when the node uses none of them.
-inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a)
+// scaling, separate max / sum-exp outputs. nullptr when the node uses none of them. An engine that
+// serves paged K/V itself (API >= 1.3.0) passes serves_paged_kv: paging is then not reported.
+inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, bool serves_paged_kv = false)
 {
     if(a.seed_tensor_uid().has_value() || a.offset_tensor_uid().has_value() || a.dropout_mask_tensor_uid().has_value()
        || a.dropout_scale_tensor_uid().has_value() || a.rng_dump_tensor_uid().has_value()
        || (a.dropout_probability().has_value() && a.dropout_probability().value() != 0.0f))
         return "dropout";
-    if(a.page_table_k_tensor_uid().has_value() || a.page_table_v_tensor_uid().has_value())
+    if(!serves_paged_kv && sdpa_is_paged(a))
         return "paged k/v";
     if(a.block_mask_tensor_uid().has_value())
         return "block masks";

@@ -484,7 +484,8 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
     VT_VIRTUAL_ = 14,
     VT_VALUE_TYPE = 16,
     VT_VALUE = 18,
-    VT_IS_DYNAMIC = 20
+    VT_IS_DYNAMIC = 20,
+    VT_RAGGED_OFFSET_TENSOR_UID = 22
   };
   int64_t uid() const {
     return GetField<int64_t>(VT_UID, 0);
@@ -538,6 +539,9 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   bool is_dynamic() const {
     return GetField<uint8_t>(VT_IS_DYNAMIC, 0) != 0;
   }
+  ::flatbuffers::Optional<int64_t> ragged_offset_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_RAGGED_OFFSET_TENSOR_UID);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -554,6 +558,7 @@ struct TensorAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyOffset(verifier, VT_VALUE) &&
            VerifyTensorValue(verifier, value(), value_type()) &&
            VerifyField<uint8_t>(verifier, VT_IS_DYNAMIC, 1) &&
+           VerifyField<int64_t>(verifier, VT_RAGGED_OFFSET_TENSOR_UID, 8) &&
            verifier.EndTable();
   }
 };
@@ -621,6 +626,9 @@ struct TensorAttributesBuilder {
   void add_is_dynamic(bool is_dynamic) {
     fbb_.AddElement<uint8_t>(TensorAttributes::VT_IS_DYNAMIC, static_cast<uint8_t>(is_dynamic), 0);
   }
+  void add_ragged_offset_tensor_uid(int64_t ragged_offset_tensor_uid) {
+    fbb_.AddElement<int64_t>(TensorAttributes::VT_RAGGED_OFFSET_TENSOR_UID, ragged_offset_tensor_uid);
+  }
   explicit TensorAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -642,8 +650,10 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributes(
     bool virtual_ = false,
     hipdnn::wire::TensorValue value_type = hipdnn::wire::TensorValue::NONE,
     ::flatbuffers::Offset<void> value = 0,
-    bool is_dynamic = false) {
+    bool is_dynamic = false,
+    ::flatbuffers::Optional<int64_t> ragged_offset_tensor_uid = ::flatbuffers::nullopt) {
   TensorAttributesBuilder builder_(_fbb);
+  if(ragged_offset_tensor_uid) { builder_.add_ragged_offset_tensor_uid(*ragged_offset_tensor_uid); }
   builder_.add_uid(uid);
   builder_.add_value(value);
   builder_.add_dims(dims);
@@ -666,7 +676,8 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributesDirect(
     bool virtual_ = false,
     hipdnn::wire::TensorValue value_type = hipdnn::wire::TensorValue::NONE,
     ::flatbuffers::Offset<void> value = 0,
-    bool is_dynamic = false) {
+    bool is_dynamic = false,
+    ::flatbuffers::Optional<int64_t> ragged_offset_tensor_uid = ::flatbuffers::nullopt) {
   auto name__ = name ? _fbb.CreateString(name) : 0;
   auto strides__ = strides ? _fbb.CreateVector<int64_t>(*strides) : 0;
   auto dims__ = dims ? _fbb.CreateVector<int64_t>(*dims) : 0;
@@ -680,7 +691,8 @@ inline ::flatbuffers::Offset<TensorAttributes> CreateTensorAttributesDirect(
       virtual_,
       value_type,
       value,
-      is_dynamic);
+      is_dynamic,
+      ragged_offset_tensor_uid);
 }
 
 template <bool B>
