@@ -24,6 +24,7 @@ from hipdnn.backend.placement import (
     memory_rank,
     rank_by_memory,
     read_behavior_notes,
+    read_knob_ids,
     serialized_engine_config,
 )
 from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
@@ -323,6 +324,8 @@ class EngineDescriptor(Descriptor):
         self.plugin: EnginePlugin | None = None
         self.details: bytes = b""
         self.behavior_notes: tuple[int, ...] = ()
+        #: the knob ids the engine declares in its details
+        self.knob_ids: tuple[str, ...] = ()
 
     @property
     def operation_graph(self) -> OperationGraphDescriptor:
@@ -347,6 +350,7 @@ class EngineDescriptor(Descriptor):
             raise BackendError(Status.PLUGIN_ERROR, str(exc)) from None
         try:
             self.behavior_notes = read_behavior_notes(self.details)
+            self.knob_ids = read_knob_ids(self.details)
         except ValueError as exc:
             raise BackendError(
                 Status.PLUGIN_ERROR, f"plugin {plugin.name!r} returned unreadable engine details: {exc}"
@@ -393,7 +397,10 @@ class EngineConfigDescriptor(Descriptor):
 
     def _finalize(self) -> None:
         engine = _require_finalized(self._require(A.ENGINECFG_ENGINE), EngineDescriptor, "engine")
-        self.serialized_config = serialized_engine_config(engine._get(A.ENGINE_GLOBAL_INDEX))
+        # the handle's knob settings that this engine declares (Handle(cpu_threads=...) and the like)
+        wanted = engine.operation_graph.handle.engine_knobs
+        knobs = [(knob, wanted[knob]) for knob in engine.knob_ids if knob in wanted]
+        self.serialized_config = serialized_engine_config(engine._get(A.ENGINE_GLOBAL_INDEX), knobs)
         assert engine.plugin is not None
         try:
             size = engine.plugin.workspace_size(self.serialized_config, engine.operation_graph.serialized_graph)

@@ -29,6 +29,7 @@ class BackendHandle:
         rejected: Sequence[SkippedPlugin] = (),
         memory_preference: str = "auto",
         device_name: str | None = None,
+        engine_knobs: dict[str, int] | None = None,
     ) -> None:
         """``candidates`` are opened in order; ``rejected`` (what discovery refused) is reported
         with the plugins that fail to load. ``memory_preference`` (one of MEMORY_PREFERENCES) ranks
@@ -39,6 +40,8 @@ class BackendHandle:
             )
         self.memory_preference = memory_preference
         self.device_name = device_name
+        #: integer knob settings (knob id -> value) handed to every engine that declares the knob
+        self.engine_knobs: dict[str, int] = dict(engine_knobs or {})
         self.plugins: list[EnginePlugin]
         self.skipped: list[SkippedPlugin]
         self.plugins, self.skipped = instantiate(candidates, log_level, rejected)

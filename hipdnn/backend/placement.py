@@ -21,6 +21,9 @@ from hipdnn.plugins import EnginePlugin, PluginError
 from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.Graph import GraphT
+from hipdnn.wire.IntValue import IntValueT
+from hipdnn.wire.KnobSetting import KnobSettingT
+from hipdnn.wire.KnobValue import KnobValue
 from hipdnn.wire.Node import NodeT
 from hipdnn.wire.NodeAttributes import NodeAttributes
 from hipdnn.wire.PointwiseAttributes import PointwiseAttributesT
@@ -49,6 +52,21 @@ def read_behavior_notes(details: bytes) -> tuple[int, ...]:
     try:
         table = EngineDetails.GetRootAs(details, 0)
         return tuple(int(table.BehaviorNotes(i)) for i in range(table.BehaviorNotesLength()))
+    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
+        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def read_knob_ids(details: bytes) -> tuple[str, ...]:
+    """The knob ids (``knob_id_str``) a serialized EngineDetails declares (empty buffer: none).
+    Damage -> ValueError."""
+    if not details:
+        return ()
+    if len(details) < 8:
+        raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
+    try:
+        table = EngineDetails.GetRootAs(details, 0)
+        knobs = (table.Knobs(i) for i in range(table.KnobsLength()))
+        return tuple(k.KnobIdStr().decode() for k in knobs if k is not None and k.KnobIdStr())
     except Exception as exc:  # flatbuffers raises assorted errors on damaged input
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
 
@@ -109,10 +127,20 @@ def sdpa_probe_graph() -> bytes:
     return _packed("device_probe", 2, tensors, node)
 
 
-def serialized_engine_config(engine_id: int) -> bytes:
-    """The EngineConfig buffer plugins are handed for ``engine_id`` (no knobs)."""
+def serialized_engine_config(engine_id: int, knobs: Sequence[tuple[str, int]] = ()) -> bytes:
+    """The EngineConfig buffer plugins are handed for ``engine_id``, with integer ``knobs`` (knob id,
+    value) set (only knobs the engine declares: ``read_knob_ids``)."""
     config = EngineConfigT()
     config.engineId = engine_id
+    if knobs:
+        config.knobs = []
+        for knob_id, value in knobs:
+            setting = KnobSettingT()
+            setting.knobId = knob_id
+            setting.valueType = KnobValue.IntValue
+            setting.value = IntValueT()
+            setting.value.value = int(value)
+            config.knobs.append(setting)
     builder = flatbuffers.Builder(64)
     builder.Finish(config.Pack(builder))
     return bytes(builder.Output())
@@ -212,4 +240,5 @@ __all__ = [
     "serialized_engine_config",
     "rank_by_memory",
     "read_behavior_notes",
+    "read_knob_ids",
 ]

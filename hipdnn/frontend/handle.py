@@ -92,6 +92,10 @@ def _loading_mode(value: object, what: str) -> PluginLoadingMode:
         raise refuse(what, f"{value!r} is not a PluginLoadingMode (one of {names})") from None
 
 
+#: the most threads ``Handle(cpu_threads=...)`` takes (the CPU engine's CPU_THREADS knob's bound)
+MAX_CPU_THREADS = 1024
+
+
 class Handle:
     """Loads engine plugins when created. Search order (see ``hipdnn.plugins.discovery``): built-in
     engines, ``HIPDNN_PLUGIN_DIR`` (os.pathsep-separated directories), packages registered under the
@@ -106,8 +110,12 @@ class Handle:
         plugin_loading_mode: PluginLoadingMode = PluginLoadingMode.ADDITIVE,
         stream: int | None = None,
         device: str | None = None,
+        cpu_threads: int | None = None,
     ) -> None:
-        """``device`` picks the engines: "cuda" or "hip" only engines that take device (GPU) memory,
+        """``cpu_threads``: how many threads a call of a plan built on this handle uses on the CPU
+        engine (its ``CPU_THREADS`` knob; the plan's workspace is sized for them); None (default):
+        ``OMP_NUM_THREADS``, else every core the process may run on, counted when the plan is built.
+        ``device`` picks the engines: "cuda" or "hip" only engines that take device (GPU) memory,
         "cpu" only engines that take host memory; None (default) tries GPU engines first, which
         apply only where they find a GPU, then host engines. Engines that do not declare where
         their memory lives are kept by every choice, after every engine that declares it. A graph's
@@ -120,12 +128,16 @@ class Handle:
         level = log_level_from_env()
         self.discovery: Discovery = discover_candidates(plugin_paths, plugin_loading_mode)
         self.plugin_search_paths: list[Path] = [s.path for s in self.discovery.search_paths]
+        knobs: dict[str, int] = {}
+        if cpu_threads is not None:
+            knobs["CPU_THREADS"] = int_arg(cpu_threads, "Handle: cpu_threads", 1, MAX_CPU_THREADS)
         self._backend = BackendHandle(
             self.discovery.candidates,
             level,
             self.discovery.rejected,
             memory_preference=DEVICES[self._device],
             device_name=self._device,
+            engine_knobs=knobs,
         )
         if self._device in ("cuda", "hip"):
             # Refused here rather than at build: no engine to run on a GPU, or none that can run on

@@ -28,7 +28,12 @@ from hipdnn.wire.DiagonalAlignment import DiagonalAlignment
 from hipdnn.wire.EngineConfig import EngineConfigT
 from hipdnn.wire.EngineDetails import EngineDetails
 from hipdnn.wire.Float32Value import Float32ValueT
+from hipdnn.wire.FloatValue import FloatValueT
 from hipdnn.wire.Graph import GraphT
+from hipdnn.wire.IntConstraint import IntConstraint
+from hipdnn.wire.IntValue import IntValue, IntValueT
+from hipdnn.wire.KnobSetting import KnobSettingT
+from hipdnn.wire.KnobValue import KnobValue
 from hipdnn.wire.MatmulAttributes import MatmulAttributesT
 from hipdnn.wire.Node import NodeT
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -201,9 +206,22 @@ def graph_bytes(tensors, nodes, io=DataType.FLOAT, override=False) -> bytes:
     return bytes(b.Output())
 
 
-def config_bytes(engine_id=ENGINE_ID) -> bytes:
+def config_bytes(engine_id=ENGINE_ID, knobs=()) -> bytes:
+    """An EngineConfig naming ``engine_id``, with ``knobs``: (knob id, value) pairs, the value an int
+    (IntValue) or a float (FloatValue)."""
     c = EngineConfigT()
     c.engineId = engine_id
+    if knobs:
+        c.knobs = []
+        for name, value in knobs:
+            k = KnobSettingT()
+            k.knobId = name
+            if isinstance(value, float):
+                k.valueType, k.value = KnobValue.FloatValue, FloatValueT()
+            else:
+                k.valueType, k.value = KnobValue.IntValue, IntValueT()
+            k.value.value = value
+            c.knobs.append(k)
     b = flatbuffers.Builder(64)
     b.Finish(c.Pack(b))
     return bytes(b.Output())
@@ -401,15 +419,54 @@ def test_handle_lifecycle(ffi, lib, handle):
     g = const_data(ffi, gb, keep)
     det = ffi.new("hipdnnPluginConstData_t*")
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, ENGINE_ID, g, det) == SUCCESS
-    # A serialized EngineDetails: the engine id, no knobs, and the host-memory behavior note.
+    # A serialized EngineDetails: the engine id, its one knob (CPU_THREADS), the host-memory note.
     details = EngineDetails.GetRootAs(bytes(ffi.buffer(det.ptr, det.size)), 0)
-    assert details.EngineId() == ENGINE_ID and details.KnobsLength() == 0
+    assert details.EngineId() == ENGINE_ID and details.KnobsLength() == 1
+    knob = details.Knobs(0)
+    assert knob.KnobIdStr() == b"CPU_THREADS" and b"threads" in knob.Description()
+    assert knob.ValueTypeType() == KnobValue.IntValue and knob.DefaultValueType() == KnobValue.IntValue
+    default = IntValue()
+    default.Init(knob.DefaultValue().Bytes, knob.DefaultValue().Pos)
+    bounds = IntConstraint()
+    bounds.Init(knob.Constraints().Bytes, knob.Constraints().Pos)
+    assert default.Value() == 0 and (bounds.MinValue(), bounds.MaxValue()) == (0, 1024)
     assert [details.BehaviorNotes(i) for i in range(details.BehaviorNotesLength())] == [HOST_MEMORY_NOTE]
     assert lib.hipdnnEnginePluginDestroyEngineDetails(handle, det) == SUCCESS
     assert det.ptr == ffi.NULL and det.size == 0
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, 7, g, det) == BAD_PARAM
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, ENGINE_ID, g, ffi.NULL) == BAD_PARAM
     assert lib.hipdnnEnginePluginDestroyEngineDetails(handle, ffi.NULL) == BAD_PARAM
+
+
+def test_cpu_threads_knob(ffi, lib, handle):
+    """EngineConfig.knobs: CPU_THREADS sizes the plan's per-thread scratch (1 thread: the smallest
+    workspace, N: N slices); an unknown knob, a value out of bounds, a float, a knob set twice are
+    BAD_PARAM naming it."""
+    dims = [1, 2, 64, 16]
+    gb = graph_bytes([T(1, dims), T(2, dims), T(3, dims), T(4, dims)], [sdpa_node(1, 2, 3, 4, scale=0.25)])
+    keep = []
+    g = const_data(ffi, gb, keep)
+
+    def workspace(knobs):
+        ws = ffi.new("size_t*")
+        rc = lib.hipdnnEnginePluginGetWorkspaceSize(handle, const_data(ffi, config_bytes(knobs=knobs), keep), g, ws)
+        return rc, ws[0]
+
+    rc1, one = workspace([("CPU_THREADS", 1)])
+    rc3, three = workspace([("CPU_THREADS", 3)])
+    rc5, five = workspace([("CPU_THREADS", 5)])
+    assert rc1 == rc3 == rc5 == SUCCESS, last_error(ffi, lib)
+    assert three - one == five - three > 0  # one scratch slice per thread
+    assert workspace([("CPU_THREADS", 0)])[0] == SUCCESS  # 0: the default (OpenMP's count)
+    for knobs, fragment in (
+        ([("THREADS", 2)], "has no knob 'THREADS'"),
+        ([("CPU_THREADS", -1)], "= -1 is outside [0, 1024]"),
+        ([("CPU_THREADS", 1025)], "= 1025 is outside [0, 1024]"),
+        ([("CPU_THREADS", 2.0)], "takes an integer"),
+        ([("CPU_THREADS", 2), ("CPU_THREADS", 3)], "is set twice"),
+    ):
+        rc, _ = workspace(knobs)
+        assert rc == BAD_PARAM and fragment in last_error(ffi, lib), (knobs, last_error(ffi, lib))
 
 
 def test_logging_callback(ffi, lib, handle):

@@ -260,7 +260,7 @@ std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& e
 
 // Builds the execution plan of a verified graph. Returns "" when the engine
 // can compute every node exactly, else the reason it is not applicable.
-std::string build_plan(const wire::Graph& g, Plan& plan)
+std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
 {
     DType io_dt;
     if(!(dtype_ok(g.io_data_type()) || to_dtype(g.io_data_type(), io_dt)) || !dtype_ok(g.intermediate_data_type())
@@ -431,7 +431,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return why;
         per_thread = std::max(per_thread, node.scratch_per_thread);
     }
-    plan.nthreads = max_threads();
+    plan.threads_set = threads > 0;
+    plan.nthreads = plan.threads_set ? threads : max_threads();
     if(std::string why = isa_for_plan(plan.isa); !why.empty())
         return why;
     plan.scratch_offset = off;
@@ -511,9 +512,9 @@ void run(const Plan& plan, sdk::Call& call)
         if(plan.tensors[t].is_virtual && plan.tensors[t].producer >= 0)
             ptrs[t] = plan.tensors[t].alias >= 0 ? ptrs[plan.tensors[t].alias] : base + plan.tensors[t].ws_offset;
     char* scratch = base ? base + plan.scratch_offset : nullptr;
-    // Scratch was sized for plan.nthreads; use fewer if the caller lowered
-    // the OpenMP thread count since.
-    const int nthreads = std::max(1, std::min(plan.nthreads, max_threads()));
+    // Scratch was sized for plan.nthreads. A plan built with the CPU_THREADS knob uses that many;
+    // otherwise fewer if the caller lowered the OpenMP thread count since.
+    const int nthreads = plan.threads_set ? plan.nthreads : std::max(1, std::min(plan.nthreads, max_threads()));
 
     const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base};
     for(const NodeInfo& node : plan.nodes)
@@ -533,7 +534,18 @@ struct CpuEngine
     static constexpr const char* kVersion = HIPDNN_VERSION;
     static constexpr bool kOverrideEntry = true;
 
-    std::string plan(int64_t, const sdk::GraphView& g, Plan& out) const { return build_plan(g.graph, out); }
+    // CPU_THREADS (hipdnn.Handle(cpu_threads=N)): the threads a call of the plan uses, its workspace
+    // sized for them; 0, the default: OMP_NUM_THREADS, else every core the process may run on.
+    static constexpr int64_t kMaxThreads = 1024;
+    static std::vector<sdk::IntKnob> knobs(int64_t)
+    {
+        return {{"CPU_THREADS", "threads a call uses (0: OMP_NUM_THREADS, else every core)", 0, 0, kMaxThreads}};
+    }
+
+    std::string plan(int64_t, const sdk::GraphView& g, Plan& out, const sdk::KnobValues& knobs) const
+    {
+        return build_plan(g.graph, out, static_cast<int>(knobs.at(0)));
+    }
 
     size_t workspace_size(int64_t, const Plan& p) const { return p.workspace_size; }
 

@@ -112,6 +112,7 @@ struct Plan : sdk::DeclaredTensors
     std::vector<NodeInfo> nodes;
     std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
     int nthreads = 1;
+    bool threads_set = false; // nthreads came from the CPU_THREADS knob: calls use exactly that many
     Isa isa = Isa::Baseline; // the kernels' build, chosen when the plan was built (isa_for_plan)
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;

@@ -27,6 +27,10 @@
 //         void set_stream(hipStream_t s);
 //         std::vector<int32_t> behavior_notes(int64_t id) const;         // EngineDetails.behavior_notes
 //         std::string describe(int64_t id, const Plan& p) const;         // logged when a context is made
+//         // integer knobs (EngineDetails lists them; EngineConfig.knobs sets them), then plan() takes
+//         // their values, in this order (unset: the default):
+//         static std::vector<cpp::IntKnob> knobs(int64_t id);
+//         std::string plan(int64_t id, const cpp::GraphView& g, Plan& out, const cpp::KnobValues& v) const;
 //     };
 //
 // What the layer does around it:
@@ -35,7 +39,8 @@
 //   from kName; a NULL, foreign or destroyed one is BAD_PARAM, and so is a context used with
 //   another handle than the one that made it;
 // - every graph and engine config is checked with the FlatBuffers Verifier before the plugin sees
-//   it (BAD_PARAM when damaged); a config must name one of kEngineIds and set no knobs;
+//   it (BAD_PARAM when damaged); a config must name one of kEngineIds and set only knobs the engine
+//   declares, each once, an integer within its bounds;
 // - plans are built once per (graph bytes, engine id) and handle, and shared by
 //   GetApplicableEngineIds, GetWorkspaceSize and CreateExecutionContext (PlanCache below);
 // - execute: argument checks, the plain/override dispatch (the plain entry runs with no overrides
@@ -73,6 +78,20 @@ struct GraphView
     const uint8_t* bytes;
     size_t size;
 };
+
+// An integer knob an engine offers: listed in its EngineDetails, set through EngineConfig.knobs by
+// knob_id_str (`id`). `id` and `description` must outlive the plugin (string literals).
+struct IntKnob
+{
+    const char* id;
+    const char* description;
+    int64_t default_value;
+    int64_t min_value;
+    int64_t max_value;
+};
+
+// A config's knob values, in the order the engine's knobs() lists them (unset ones at their default).
+using KnobValues = std::vector<int64_t>;
 
 // One execute call.
 struct Call
@@ -135,6 +154,15 @@ struct has_describe<P, std::void_t<decltype(std::declval<const P&>().describe(
 {
 };
 
+template <class, class = void>
+struct has_knobs : std::false_type
+{
+};
+template <class P>
+struct has_knobs<P, std::void_t<decltype(P::knobs(int64_t()))>> : std::true_type
+{
+};
+
 inline const uint8_t* checked_bytes(const hipdnnPluginConstData_t* d, const char* what)
 {
     if(d == nullptr)
@@ -171,9 +199,11 @@ std::string engine_list()
     return s;
 }
 
-// The engine id of a verified config naming one of ours, with no knobs (none of our engines has any).
+// The engine id of a verified config naming one of ours, and its knob values (`values`, in the
+// engine's knobs() order): each setting must name a knob the engine declares, once, with an integer
+// within the knob's bounds. Engines without knobs take configs with none.
 template <class P>
-int64_t verified_config(const hipdnnPluginConstData_t* c)
+int64_t verified_config(const hipdnnPluginConstData_t* c, KnobValues& values)
 {
     const uint8_t* p = checked_bytes(c, "engine_config");
     flatbuffers::Verifier v(p, c->size);
@@ -183,13 +213,56 @@ int64_t verified_config(const hipdnnPluginConstData_t* c)
     const long long id = static_cast<long long>(cfg->engine_id());
     if(!is_engine<P>(cfg->engine_id()))
         bad_param("engine id %lld is not an engine of this plugin (%s)", id, engine_list<P>().c_str());
-    if(cfg->knobs() != nullptr && cfg->knobs()->size() > 0)
+    values.clear();
+    const auto* settings = cfg->knobs();
+    if constexpr(has_knobs<P>::value)
     {
-        const auto* k = cfg->knobs()->Get(0);
+        const std::vector<IntKnob> knobs = P::knobs(cfg->engine_id());
+        for(const IntKnob& k : knobs)
+            values.push_back(k.default_value);
+        std::vector<char> seen(knobs.size(), 0);
+        for(flatbuffers::uoffset_t i = 0; settings != nullptr && i < settings->size(); ++i)
+        {
+            const auto* k = settings->Get(i);
+            const char* name = (k != nullptr && k->knob_id() != nullptr) ? k->knob_id()->c_str() : "";
+            size_t at = knobs.size();
+            for(size_t j = 0; j < knobs.size(); ++j)
+                if(std::strcmp(knobs[j].id, name) == 0)
+                    at = j;
+            if(at == knobs.size())
+                bad_param("engine %lld has no knob '%s'", id, name);
+            if(seen[at])
+                bad_param("engine %lld: knob '%s' is set twice", id, name);
+            seen[at] = 1;
+            const auto* iv = k->value_as_IntValue();
+            if(iv == nullptr)
+                bad_param("engine %lld: knob '%s' takes an integer", id, name);
+            const long long x = static_cast<long long>(iv->value());
+            if(x < knobs[at].min_value || x > knobs[at].max_value)
+                bad_param("engine %lld: knob '%s' = %lld is outside [%lld, %lld]", id, name, x,
+                          static_cast<long long>(knobs[at].min_value), static_cast<long long>(knobs[at].max_value));
+            values[at] = x;
+        }
+    }
+    else if(settings != nullptr && settings->size() > 0)
+    {
+        const auto* k = settings->Get(0);
         bad_param("engine %lld has no knobs, but the config sets '%s'", id,
                   (k && k->knob_id()) ? k->knob_id()->c_str() : "?");
     }
     return cfg->engine_id();
+}
+
+// An engine's knob values when a config sets none (what applicability is asked with).
+template <class P>
+KnobValues default_knobs(int64_t engine)
+{
+    KnobValues v;
+    if constexpr(has_knobs<P>::value)
+        for(const IntKnob& k : P::knobs(engine))
+            v.push_back(k.default_value);
+    (void)engine;
+    return v;
 }
 
 // A plan as built for one (graph, engine): the plan, or why the engine does not apply.
@@ -209,7 +282,7 @@ class PlanCache
 public:
     using Entry = std::shared_ptr<const Planned<typename P::Plan>>;
 
-    Entry get(P& plugin, int64_t engine, const hipdnnPluginConstData_t* g)
+    Entry get(P& plugin, int64_t engine, const KnobValues& knobs, const hipdnnPluginConstData_t* g)
     {
         const uint8_t* p = checked_bytes(g, "op_graph");
         const uint64_t h = fnv1a_bytes(p, g->size);
@@ -217,7 +290,7 @@ public:
         for(size_t i = 0; i < slots_.size(); ++i)
         {
             Slot& s = slots_[i];
-            if(s.engine == engine && s.hash == h && s.bytes.size() == g->size
+            if(s.engine == engine && s.hash == h && s.knobs == knobs && s.bytes.size() == g->size
                && std::memcmp(s.bytes.data(), p, g->size) == 0)
             {
                 Entry e = s.entry;
@@ -228,12 +301,15 @@ public:
         }
         const GraphView view = verified_graph(g);
         auto planned = std::make_shared<Planned<typename P::Plan>>();
-        planned->why = plugin.plan(engine, view, planned->plan);
+        if constexpr(has_knobs<P>::value)
+            planned->why = plugin.plan(engine, view, planned->plan, knobs);
+        else
+            planned->why = plugin.plan(engine, view, planned->plan);
         if(planned->why.empty())
             planned->workspace = plugin.workspace_size(engine, planned->plan);
         if(slots_.size() == kSlots)
             slots_.erase(slots_.begin());
-        slots_.push_back(Slot{engine, h, std::vector<uint8_t>(p, p + g->size), planned});
+        slots_.push_back(Slot{engine, h, knobs, std::vector<uint8_t>(p, p + g->size), planned});
         return planned;
     }
 
@@ -243,6 +319,7 @@ private:
     {
         int64_t engine;
         uint64_t hash;
+        KnobValues knobs;
         std::vector<uint8_t> bytes;
         Entry entry;
     };
@@ -420,7 +497,7 @@ struct Entries
             uint32_t n = 0;
             for(const int64_t id : P::kEngineIds)
             {
-                const auto planned = box.plans.get(box.plugin, id, g);
+                const auto planned = box.plans.get(box.plugin, id, default_knobs<P>(id), g);
                 if(planned->why.empty())
                     found[n++] = id;
                 else
@@ -445,11 +522,29 @@ struct Entries
             std::vector<int32_t> notes;
             if constexpr(has_notes<P>::value)
                 notes = box.plugin.behavior_notes(id);
-            // No knobs. A heap copy, owned by the plugin until DestroyEngineDetails.
+            // A heap copy, owned by the plugin until DestroyEngineDetails.
             flatbuffers::FlatBufferBuilder fbb(128);
+            flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<hipdnn::wire::Knob>>> knobs_off = 0;
+            if constexpr(has_knobs<P>::value)
+            {
+                std::vector<flatbuffers::Offset<hipdnn::wire::Knob>> knobs;
+                int64_t index = 0;
+                for(const IntKnob& k : P::knobs(id))
+                {
+                    const auto str = fbb.CreateString(k.id);
+                    const auto what = fbb.CreateString(k.description);
+                    const auto type = hipdnn::wire::CreateIntValue(fbb, 0).Union();
+                    const auto def = hipdnn::wire::CreateIntValue(fbb, k.default_value).Union();
+                    const auto range = hipdnn::wire::CreateIntConstraint(fbb, k.min_value, k.max_value).Union();
+                    knobs.push_back(hipdnn::wire::CreateKnob(fbb, index++, str, what, hipdnn::wire::KnobValue::IntValue,
+                                                             type, hipdnn::wire::KnobValue::IntValue, def,
+                                                             hipdnn::wire::KnobConstraint::IntConstraint, range));
+                }
+                knobs_off = fbb.CreateVector(knobs);
+            }
             const auto notes_off = fbb.CreateVector(notes);
             const auto name_off = fbb.CreateString(P::kName);
-            fbb.Finish(hipdnn::wire::CreateEngineDetails(fbb, id, 0, notes_off, name_off));
+            fbb.Finish(hipdnn::wire::CreateEngineDetails(fbb, id, knobs_off, notes_off, name_off));
             auto* copy = new uint8_t[fbb.GetSize()];
             std::memcpy(copy, fbb.GetBufferPointer(), fbb.GetSize());
             details->ptr = copy;
@@ -472,9 +567,10 @@ struct Entries
     }
 
     // The cached plan of (config's engine, graph), or NOT_APPLICABLE saying why.
-    static typename PlanCache<P>::Entry applicable_plan(Handle& box, int64_t id, const hipdnnPluginConstData_t* g)
+    static typename PlanCache<P>::Entry applicable_plan(Handle& box, int64_t id, const KnobValues& knobs,
+                                                        const hipdnnPluginConstData_t* g)
     {
-        auto planned = box.plans.get(box.plugin, id, g);
+        auto planned = box.plans.get(box.plugin, id, knobs, g);
         if(!planned->why.empty())
             fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE,
                  format("engine %lld cannot run this graph: %s", static_cast<long long>(id), planned->why.c_str()));
@@ -488,8 +584,9 @@ struct Entries
             Handle& box = handle(h);
             if(size == nullptr)
                 bad_param("workspace_size is NULL");
-            const int64_t id = verified_config<P>(config);
-            *size = applicable_plan(box, id, g)->workspace;
+            KnobValues knobs;
+            const int64_t id = verified_config<P>(config, knobs);
+            *size = applicable_plan(box, id, knobs, g)->workspace;
             return HIPDNN_PLUGIN_STATUS_SUCCESS;
         });
     }
@@ -501,11 +598,12 @@ struct Entries
             Handle& box = handle(h);
             if(out == nullptr)
                 bad_param("execution_context is NULL");
-            const int64_t id = verified_config<P>(config);
+            KnobValues knobs;
+            const int64_t id = verified_config<P>(config, knobs);
             auto ctx = std::make_unique<Context>();
             ctx->owner = &box;
             ctx->engine_id = id;
-            ctx->planned = applicable_plan(box, id, g);
+            ctx->planned = applicable_plan(box, id, knobs, g);
             if constexpr(kResolves)
             {
                 const size_t n = static_cast<const DeclaredTensors&>(ctx->planned->plan).declared.size();
