@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import flatbuffers
@@ -41,34 +41,35 @@ BEHAVIOR_NOTE_DEVICE_MEMORY = 1001
 MEMORY_PREFERENCES = ("auto", "host", "device")
 
 _C = TypeVar("_C")
+_R = TypeVar("_R")
 
 
-def read_behavior_notes(details: bytes) -> tuple[int, ...]:
-    """The behavior notes of a serialized EngineDetails (empty buffer: none). Damage -> ValueError."""
+def _from_details(details: bytes, read: Callable[[EngineDetails], tuple[_R, ...]]) -> tuple[_R, ...]:
+    """``read`` of a serialized EngineDetails (empty buffer: nothing). Damage -> ValueError."""
     if not details:
         return ()
     if len(details) < 8:
         raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
     try:
-        table = EngineDetails.GetRootAs(details, 0)
-        return tuple(int(table.BehaviorNotes(i)) for i in range(table.BehaviorNotesLength()))
+        return read(EngineDetails.GetRootAs(details, 0))
     except Exception as exc:  # flatbuffers raises assorted errors on damaged input
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+
+def read_behavior_notes(details: bytes) -> tuple[int, ...]:
+    """The behavior notes of a serialized EngineDetails (empty buffer: none). Damage -> ValueError."""
+    return _from_details(details, lambda t: tuple(int(t.BehaviorNotes(i)) for i in range(t.BehaviorNotesLength())))
 
 
 def read_knob_ids(details: bytes) -> tuple[str, ...]:
     """The knob ids (``knob_id_str``) a serialized EngineDetails declares (empty buffer: none).
     Damage -> ValueError."""
-    if not details:
-        return ()
-    if len(details) < 8:
-        raise ValueError(f"{len(details)} bytes cannot hold EngineDetails")
-    try:
-        table = EngineDetails.GetRootAs(details, 0)
-        knobs = (table.Knobs(i) for i in range(table.KnobsLength()))
+
+    def ids(t: EngineDetails) -> tuple[str, ...]:
+        knobs = (t.Knobs(i) for i in range(t.KnobsLength()))
         return tuple(k.KnobIdStr().decode() for k in knobs if k is not None and k.KnobIdStr())
-    except Exception as exc:  # flatbuffers raises assorted errors on damaged input
-        raise ValueError(f"{type(exc).__name__}: {exc}") from None
+
+    return _from_details(details, ids)
 
 
 def memory_location(notes: Iterable[int]) -> str:

@@ -520,16 +520,14 @@ _current_raw_stream: Callable[[int], int] | None = getattr(torch._C, "_cuda_getC
 _current_device: Callable[[], int] | None = getattr(torch._C, "_cuda_getDevice", None)
 
 
-_is_capturing: Callable[[], bool] | None = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None)
-
 #: held while a GPU plan points its handle at a stream and launches (Plan.run)
 _launch_lock = threading.Lock()
 
-#: the largest workspace (bytes) kept per stream between calls
+#: the largest workspace (bytes) kept between calls
 MAX_KEPT_WORKSPACE = 16 << 20
 
-#: per (device index, stream), the workspace kept for eager calls on the default stream (gpu_workspace)
-_gpu_workspaces: dict[tuple[int, int], torch.Tensor] = {}
+#: per device index, the workspace kept for eager calls on its default stream (gpu_workspace)
+_gpu_workspaces: dict[int, torch.Tensor] = {}
 
 
 def current_stream(index: int) -> int:
@@ -547,27 +545,15 @@ def gpu_workspace(index: int, stream: int, size: int) -> torch.Tensor:
     CUDA-graph capture (``torch.cuda.graph``, on a side stream) and in the warm-up runs of
     ``torch.compile``'s CUDA graph trees (on their own stream, allocating from the graph's private
     pool, which must hold no allocation but the graph's outputs), a kept buffer would be memory the
-    graph does not own. Larger workspaces than ``MAX_KEPT_WORKSPACE`` are not kept either (calls
+    graph does not own. (CUDA cannot capture the legacy default stream, so a call on stream 0 is
+    never being captured.) Larger workspaces than ``MAX_KEPT_WORKSPACE`` are not kept either (calls
     that need them run long enough that an allocation does not show)."""
-    if stream != 0 or size > MAX_KEPT_WORKSPACE or (_is_capturing is not None and _is_capturing()):
+    if stream != 0 or size > MAX_KEPT_WORKSPACE:
         return torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
-    key = (index, stream)
-    buffer = _gpu_workspaces.get(key)
+    buffer = _gpu_workspaces.get(index)
     if buffer is None or buffer.numel() < size:
-        buffer = _gpu_workspaces[key] = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
+        buffer = _gpu_workspaces[index] = torch.empty(size, dtype=torch.uint8, device=torch.device("cuda", index))
     return buffer
-
-
-def follow_stream(handle: Handle, device: torch.device) -> None:
-    """Point ``handle`` at torch's current stream on ``device`` (CUDA/ROCm), so that the kernel is
-    ordered after the work that produced its inputs and before the work that reads its outputs.
-    Nothing on the CPU."""
-    if device.type != "cuda":
-        return
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    stream = current_stream(index)
-    if handle.get_stream() != stream:
-        handle.set_stream(stream)
 
 
 __all__ = [
@@ -587,7 +573,6 @@ __all__ = [
     "declared_strides",
     "extent",
     "current_stream",
-    "follow_stream",
     "gpu_workspace",
     "handle_for",
     "next_capacity",
