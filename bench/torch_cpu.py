@@ -1,6 +1,7 @@
 """hipdnn.torch against torch's own SDPA on CPU tensors, as a model calls them: one attention call at
 decode shapes (Sq = 1, BSHD views, fp32), the whole call's wall time per call (hipdnn.torch's host
-work and the CPU engine's kernel), interleaved round by round with torch's, best round of each.
+work and the CPU engine's kernel), interleaved round by round with torch's, best round of each; and
+hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms).
 Writes JSON to --out (bench/results/torch_cpu.json).
 
     python bench/torch_cpu.py --out bench/results
@@ -37,6 +38,49 @@ def best_us(fns: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[
     return {name: t * 1e6 for name, t in best.items()}
 
 
+class _NoLaunch:
+    """Stands in for a plan's bound call: accepts the tensors and launches nothing, so that what is
+    timed is hipdnn.torch's own Python."""
+
+    def call_tensors(self, values: Any, workspace: int) -> bool:
+        return True
+
+
+def host_rows(calls: int, rounds: int) -> dict[str, float]:
+    """hipdnn.torch's host work at a decode shape (8 heads, D 64, 256 keys, BSHD): the whole call
+    with the plan's bound call replaced by one that launches nothing (``python_only_us``), and the
+    bound call's two forms on the real plan (pointers and lists prepared by Python, against the
+    tensors read by the core) with the kernel in both."""
+    q = torch.randn(1, 1, 8, 64).transpose(1, 2)
+    k = torch.randn(1, 256, 8, 64).transpose(1, 2)
+    ht.plan_cache().clear()
+    ht.scaled_dot_product_attention(q, k, k)
+    (plan,) = ht.plan_cache().plans()
+    o = torch.empty_permuted((1, 8, 1, 64), (0, 2, 1, 3))
+    values = [q, k, k, o]
+    ws = plan.host_workspace()
+    bound = plan.bound
+    times = best_us(
+        {
+            "pointer_form_gathered_in_python": lambda: bound(
+                [t.data_ptr() for t in values], ws, [t.shape for t in values], [t.stride() for t in values]
+            ),
+            "call_tensors": lambda: bound.call_tensors(values, ws),
+        },
+        calls,
+        rounds,
+    )
+    plan.bound = _NoLaunch()  # type: ignore[assignment]
+    try:
+        times.update(best_us({"python_only": lambda: ht.scaled_dot_product_attention(q, k, k)}, calls, rounds))
+    finally:
+        plan.bound = bound
+        ht.plan_cache().clear()
+    row = {f"{name}_us": t for name, t in times.items()}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skvs", default="256,1024,4096")
@@ -54,6 +98,7 @@ def main() -> int:
             gqa = hq != hk
             want = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
             got = ht.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+            assert isinstance(got, torch.Tensor)
             err = ((got - want).abs().max() / want.abs().max()).item()
             times = best_us(
                 {
@@ -71,6 +116,7 @@ def main() -> int:
             print(json.dumps(row), flush=True)
             rows.append(row)
     result = {
+        "host": host_rows(args.calls * 10, args.rounds),
         "command": "python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
