@@ -428,7 +428,7 @@ class PlanCache:
             floors = _grown_floors(described, caps, floors, shapes, strides)
             refused = self._refused.get(key)
             if refused is not None and all(caps[a] >= refused[0][a] for a in AXES):
-                # the engines' answer for this kind at this capacity or less is known: no new build
+                # the engines refused this kind at this capacity or a smaller one: no new build
                 raise HipdnnError(ErrorCode.GRAPH_NOT_SUPPORTED, refused[1])
             try:
                 new = Plan(
