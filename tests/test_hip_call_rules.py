@@ -1,6 +1,6 @@
 """The GPU engine's per-call rules (engines/hip/src/sdpa_call_rules.h), checked on the host with no GPU.
 
-The header is plain C++: what every kernel of engines 201 and 202 assumes of a call (head dim 64 or 128,
+The header is plain C++: what every kernel of engines 201 and 202 assumes of a call (head dims up to 128,
 bases aligned to their elements, written tensors whose elements have distinct addresses, and the 16-byte
 row path of the tensor-core kernels). The engine applies these rules to the declared graph when it plans
 and to every call's effective shapes and pointers before it launches anything; here a small g++ driver
@@ -30,7 +30,7 @@ DRIVER = r"""
 #include <string>
 
 // One case a line, one answer a line:
-//   head D                                  -> the rule's text, or "ok"
+//   head D any|mult8                        -> the rule's text, or "ok"
 //   overlaps d0 d1 d2 d3 s0 s1 s2 s3        -> 0 / 1
 //   tensor ADDR ELEM WRITTEN d0..d3 s0..s3  -> tensor_rules of that one tensor, or "ok"
 //   vec16 SB SH SS SD ADDR                  -> 0 / 1
@@ -42,8 +42,10 @@ int main()
         if(op == "head")
         {
             long long d;
-            std::cin >> d;
-            const std::string why = hipdnn_hip::head_dim_rule(d);
+            std::string kind;
+            std::cin >> d >> kind;
+            const std::string why = hipdnn_hip::head_dim_rule(
+                d, kind == "any" ? hipdnn_hip::HeadDims::Any : hipdnn_hip::HeadDims::Multiple8);
             std::printf("%s\n", why.empty() ? "ok" : why.c_str());
         }
         else if(op == "overlaps")
@@ -122,14 +124,21 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Driver]:
     d.close()
 
 
-def test_only_the_compiled_head_dims_are_served(driver: Driver) -> None:
-    """8 .. 256 in steps of 8 (what models use), and a few odd ones: 64 and 128 alone pass."""
-    for d in [*range(8, 257, 8), 1, 63, 65, 127, 129, 0]:
-        answer = driver.ask(f"head {d}")
-        if d in (64, 128):
-            assert answer == "ok"
+def test_head_dims_up_to_128_are_served(driver: Driver) -> None:
+    """The portable kernels (engine 201, and every call) take any head dim from 1 to 128; engine 202
+    plans for multiples of 8 up to 128 (16-byte rows). 0, negatives and anything above 128 (no kernel
+    is compiled there) are refused with the range."""
+    for d in [*range(1, 140), 192, 256, 0, -8]:
+        any_answer = driver.ask(f"head {d} any")
+        mult8_answer = driver.ask(f"head {d} mult8")
+        if 1 <= d <= 128:
+            assert any_answer == "ok", d
         else:
-            assert answer == f"head dim {d} not served (64 or 128)"
+            assert any_answer == f"head dim {d} not served (1-128)"
+        if 1 <= d <= 128 and d % 8 == 0:
+            assert mult8_answer == "ok", d
+        else:
+            assert mult8_answer == f"head dim {d} not served (8-128 in steps of 8)"
 
 
 def collides(dims: list[int], strides: list[int]) -> bool:

@@ -491,7 +491,7 @@ class EngineHeurDescriptor(Descriptor):
     @staticmethod
     def _explain_refusals(handle: Any, graph: OperationGraphDescriptor, verdicts: list[PluginVerdict]) -> None:
         """Nothing will run the graph: each engine of a plugin that answered "not applicable" is
-        asked why (its own reason, e.g. "engine 202: head dim 72 not served (64 or 128)"), so that
+        asked why (its own reason, e.g. "engine 202: head dim 192 not served (8-128 in steps of 8)"), so that
         the GRAPH_NOT_SUPPORTED message says it, not only the log. Only on this error path."""
         for plugin, verdict in zip(handle.plugins, verdicts):
             if verdict.verdict != "not applicable":

@@ -128,6 +128,8 @@ SERVABLE = {
     # one (batch, kv head) pair of the maximum shape exceeds the capped workspace; smaller calls fit
     "overridable beyond the workspace cap": bwd_bytes([1, 64, 8192, 128], [1, 1, 8192, 128], override=True),
     "dropout probability 0": bwd_bytes([1, 2, 64, 64], dropoutProbability=0.0),
+    "head dim 96": bwd_bytes([1, 2, 64, 96]),
+    "head dim 40, GQA": bwd_bytes([1, 4, 64, 40], [1, 2, 64, 40]),
     # bias tensors and band bounds (issue 27): served by both engines
     "bias fp32 per (b, h)": bwd_bytes(QS, attnMaskTensorUid=20, change={20: BIAS}),
     "bias bf16 broadcast over B and H, padded rows": bwd_bytes(
@@ -211,9 +213,9 @@ DECLINED = {
     ),
     "dO head dim 128": (
         bwd_bytes(QS, change={DO: {"dims": [2, 4, 64, 128], "strides": compact([2, 4, 64, 128])}}),
-        "head dims of q (64) and dO (128) differ",
+        "head dims of v (64) and dO (128) differ",
     ),
-    "head dim 96": (bwd_bytes([1, 2, 64, 96]), "head dim 96"),
+    "head dim 192": (bwd_bytes([1, 2, 64, 192]), "head dim 192 not served"),
     "strided dQ head dim": (bwd_bytes(QS, change={DQ: {"strides": [2 * x for x in compact(QS)]}}), "stride 1"),
     "dynamic dK, head dim not innermost": (
         bwd_bytes([W, 4, W, 64], dynamic=True, change={DK: {"strides": [3, 2, 0, 1]}}),

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,8 @@ class Opts:
     bias_dtype: hipdnn.DataType = FLOAT
     inf_rows: bool = False  # some bias rows all -inf, and scattered -inf entries
     scale: float = 0.9 / 8
+    d: int = 64  # head dim of q and k
+    dv: int = 64  # of v and o
 
 
 @dataclass
@@ -177,15 +179,16 @@ def fwd_graph(
     max_skv: int = MAX_SKV,
 ) -> Any:
     g = gpu_graph("gpu_sdpa_band", dtype, overridable=True, engine=engine)
-    qd, kd = [MAX_B, HQ, max_sq, 64], [MAX_B, HK, max_skv, 64]
+    qd, kd = [MAX_B, HQ, max_sq, o.d], [MAX_B, HK, max_skv, o.d]
+    vd, od = [MAX_B, HK, max_skv, o.dv], [MAX_B, HQ, max_sq, o.dv]
     t: dict[str, Any] = {
         "q": g.tensor(name="q", dim=qd, stride=compact(qd), data_type=dtype),
         "k": g.tensor(name="k", dim=kd, stride=compact(kd), data_type=dtype),
-        "v": g.tensor(name="v", dim=kd, stride=compact(kd), data_type=dtype),
+        "v": g.tensor(name="v", dim=vd, stride=compact(vd), data_type=dtype),
     }
     kw = band_keywords(g, o, t, padding, max_sq, max_skv)
     out, lse = g.sdpa(t["q"], t["k"], t["v"], attn_scale=o.scale, generate_stats=stats, **kw)
-    out.set_output(True).set_stride(compact(qd))
+    out.set_output(True).set_stride(compact(od))
     t["o"] = out
     if lse is not None:
         lse.set_output(True)
@@ -226,9 +229,10 @@ def lengths_pack(t: dict[str, Any], c: Shape, pack: dict[Any, Any], ov: dict[Any
 
 def run_forward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType, o: Opts, c: Shape, gen: Any) -> None:
     tdt = TORCH[dtype]
-    qd, kd = [c.b, HQ, c.sq, 64], [c.b, HK, c.skv, 64]
-    q, k, v = (random_view(d, compact(d), tdt, gen) for d in (qd, kd, kd))
-    out = Guarded(qd, compact(qd), tdt)
+    qd, kd = [c.b, HQ, c.sq, o.d], [c.b, HK, c.skv, o.d]
+    vd, od = [c.b, HK, c.skv, o.dv], [c.b, HQ, c.sq, o.dv]
+    q, k, v = (random_view(d, compact(d), tdt, gen) for d in (qd, kd, vd))
+    out = Guarded(od, compact(od), tdt)
     st_dims = [c.b, HQ, c.sq, 1]
     lse = Guarded(st_dims, compact(st_dims), torch.float32)
     pack: dict[Any, Any] = {t["q"]: value(q, dtype), t["k"]: value(k, dtype), t["v"]: value(v, dtype)}
@@ -237,8 +241,8 @@ def run_forward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType, 
     ov = {
         t["q"]: hipdnn.OverrideEntry(shape=qd, stride=compact(qd)),
         t["k"]: hipdnn.OverrideEntry(shape=kd, stride=compact(kd)),
-        t["v"]: hipdnn.OverrideEntry(shape=kd, stride=compact(kd)),
-        t["o"]: hipdnn.OverrideEntry(shape=qd, stride=compact(qd)),
+        t["v"]: hipdnn.OverrideEntry(shape=vd, stride=compact(vd)),
+        t["o"]: hipdnn.OverrideEntry(shape=od, stride=compact(od)),
         t["stats"]: hipdnn.OverrideEntry(shape=st_dims, stride=compact(st_dims)),
     }
     made = make_bias(o, c.b, c.sq, c.skv, gen)
@@ -390,28 +394,28 @@ def test_decode_window_and_bias_long_cache(
 # ------------------------------------------------------------------------------------------ backward
 def bwd_graph(dtype: hipdnn.DataType, o: Opts, engine: int, padding: bool = False) -> Any:
     g = gpu_graph("gpu_sdpa_band_backward", dtype, overridable=True, engine=engine)
-    qd, kd = [MAX_B, HQ, MAX_SQ, 64], [MAX_B, HK, MAX_SKV, 64]
+    qd, kd = [MAX_B, HQ, MAX_SQ, o.d], [MAX_B, HK, MAX_SKV, o.d]
+    od, vd = [MAX_B, HQ, MAX_SQ, o.dv], [MAX_B, HK, MAX_SKV, o.dv]
     t: dict[str, Any] = {}
-    for n in ("q", "o", "dO"):
-        t[n] = g.tensor(name=n, dim=qd, stride=compact(qd), data_type=dtype)
-    for n in ("k", "v"):
-        t[n] = g.tensor(name=n, dim=kd, stride=compact(kd), data_type=dtype)
+    for n, dims in (("q", qd), ("o", od), ("dO", od), ("k", kd), ("v", vd)):
+        t[n] = g.tensor(name=n, dim=dims, stride=compact(dims), data_type=dtype)
     sd = [MAX_B, HQ, MAX_SQ, 1]
     t["stats"] = g.tensor(name="stats", dim=sd, stride=compact(sd), data_type=FLOAT)
     kw = band_keywords(g, o, t, padding)
     dq, dk, dv = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["dO"], t["stats"], attn_scale=o.scale, **kw)
     dq.set_output(True).set_stride(compact(qd))
     dk.set_output(True).set_stride(compact(kd))
-    dv.set_output(True).set_stride(compact(kd))
+    dv.set_output(True).set_stride(compact(vd))
     t.update(dQ=dq, dK=dk, dV=dv)
     return g, t
 
 
 def run_backward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType, o: Opts, c: Shape, gen: Any) -> None:
     tdt = TORCH[dtype]
-    qd, kd, sd = [c.b, HQ, c.sq, 64], [c.b, HK, c.skv, 64], [c.b, HQ, c.sq, 1]
-    q, do = (random_view(qd, compact(qd), tdt, gen) for _ in range(2))
-    k, v = (random_view(kd, compact(kd), tdt, gen) for _ in range(2))
+    qd, kd, sd = [c.b, HQ, c.sq, o.d], [c.b, HK, c.skv, o.d], [c.b, HQ, c.sq, 1]
+    od, vd = [c.b, HQ, c.sq, o.dv], [c.b, HK, c.skv, o.dv]
+    q, do = random_view(qd, compact(qd), tdt, gen), random_view(od, compact(od), tdt, gen)
+    k, v = random_view(kd, compact(kd), tdt, gen), random_view(vd, compact(vd), tdt, gen)
     made = make_bias(o, c.b, c.sq, c.skv, gen)
     bias = made[0] if made is not None else None
     o64, lse64, p = band_reference(q, k, v, bias, o.scale, o, c.seq_q, c.seq_kv)
@@ -420,13 +424,15 @@ def run_backward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType,
     outs = {
         "dQ": Guarded(qd, compact(qd), tdt),
         "dK": Guarded(kd, compact(kd), tdt),
-        "dV": Guarded(kd, compact(kd), tdt),
+        "dV": Guarded(vd, compact(vd), tdt),
     }
     pack: dict[Any, Any] = {t["q"]: value(q, dtype), t["k"]: value(k, dtype), t["v"]: value(v, dtype)}
     pack.update({t["o"]: value(o_in, dtype), t["dO"]: value(do, dtype), t["stats"]: stats})
     pack.update({t[n]: value(x.view, dtype) for n, x in outs.items()})
-    ov = {t[n]: hipdnn.OverrideEntry(shape=qd, stride=compact(qd)) for n in ("q", "o", "dO", "dQ")}
-    ov.update({t[n]: hipdnn.OverrideEntry(shape=kd, stride=compact(kd)) for n in ("k", "v", "dK", "dV")})
+    ov = {t[n]: hipdnn.OverrideEntry(shape=qd, stride=compact(qd)) for n in ("q", "dQ")}
+    ov.update({t[n]: hipdnn.OverrideEntry(shape=od, stride=compact(od)) for n in ("o", "dO")})
+    ov.update({t[n]: hipdnn.OverrideEntry(shape=kd, stride=compact(kd)) for n in ("k", "dK")})
+    ov.update({t[n]: hipdnn.OverrideEntry(shape=vd, stride=compact(vd)) for n in ("v", "dV")})
     ov[t["stats"]] = hipdnn.OverrideEntry(shape=sd, stride=compact(sd))
     if made is not None:
         _, bd, bs = made
@@ -479,6 +485,59 @@ def test_backward_band_and_bias_padded(handle: Any, engine: int, name: str) -> N
     gen = torch.Generator(device="cuda").manual_seed(23)
     for c in PADDED:
         run_backward(handle, g, t, BF16, opts, c, gen)
+
+
+# (d_qk, d_v): head dims other than 64 / 128 run at a padded kernel head dim (64 or 128, zeros past
+# the tensor's own columns, which are never written), d_qk != d_v too (issue 27)
+HEAD_DIMS = [(8, 8), (40, 40), (72, 72), (80, 80), (96, 96), (120, 120), (128, 64), (64, 96), (32, 128)]
+HEAD_DIM_OPTIONS = [
+    ("none", Opts()),
+    ("causal_br", Opts(causal=True, bottom_right=True)),
+    ("bias_inf_window_br", Opts(bias="1h", bias_dtype=BF16, inf_rows=True, left=33, bottom_right=True)),
+]
+
+
+@ENGINES
+@pytest.mark.parametrize(("d", "dv"), HEAD_DIMS, ids=[f"d{a}_dv{b}" for a, b in HEAD_DIMS])
+@pytest.mark.parametrize(("name", "base"), HEAD_DIM_OPTIONS, ids=[n for n, _ in HEAD_DIM_OPTIONS])
+def test_head_dims_forward_and_decode(handle: Any, engine: int, d: int, dv: int, name: str, base: Opts) -> None:
+    """Prefill and decode shapes (Sq 1 and 16: the split-KV path on engine 202) of one max-shape plan."""
+    skip_unless_here(handle, engine)
+    opts = replace(base, d=d, dv=dv, scale=0.9 / math.sqrt(d))
+    g, t = fwd_graph(BF16, opts, engine)
+    g.build(handle)
+    assert g.get_engine_id() == engine
+    gen = torch.Generator(device="cuda").manual_seed(d * 1000 + dv)
+    for b, sq, skv in [(3, 129, 300), (2, 1, 300), (3, 16, 257), (1, 37, 1), (2, 100, 100)]:
+        run_forward(handle, g, t, BF16, opts, Shape(b, sq, skv), gen)
+
+
+@ENGINES
+@pytest.mark.parametrize(("d", "dv"), HEAD_DIMS, ids=[f"d{a}_dv{b}" for a, b in HEAD_DIMS])
+@pytest.mark.parametrize(("name", "base"), HEAD_DIM_OPTIONS, ids=[n for n, _ in HEAD_DIM_OPTIONS])
+def test_head_dims_backward(handle: Any, engine: int, d: int, dv: int, name: str, base: Opts) -> None:
+    skip_unless_here(handle, engine)
+    opts = replace(base, d=d, dv=dv, scale=0.9 / math.sqrt(d))
+    g, t = bwd_graph(HALF, opts, engine)
+    g.build(handle)
+    gen = torch.Generator(device="cuda").manual_seed(d * 1000 + dv + 1)
+    for b, sq, skv in [(3, 129, 300), (1, 1, 37), (2, 64, 129)]:
+        run_backward(handle, g, t, HALF, opts, Shape(b, sq, skv), gen)
+
+
+@pytest.mark.parametrize("kernel", ["ws_2wg", "ws_cp", "wg", "serial", "mma"])
+def test_forced_kernels_with_padded_head_dims(handle: Any, kernel: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forced family that has no padded head dim (wgmma, mma.sync) is never given one: the call is
+    routed to one that has (and a negative scale to the portable kernel), and stays exact."""
+    skip_unless_here(handle, TENSOR_CORE)
+    monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
+    for scale, (d, dv) in ((0.1, (80, 80)), (-0.1, (40, 40)), (0.1, (128, 64))):
+        opts = Opts(causal=True, scale=scale, d=d, dv=dv)
+        g, t = fwd_graph(BF16, opts, TENSOR_CORE)
+        g.build(handle)
+        gen = torch.Generator(device="cuda").manual_seed(5)
+        for b, sq, skv in [(3, 129, 300), (2, 1, 300), (1, 37, 37)]:
+            run_forward(handle, g, t, BF16, opts, Shape(b, sq, skv), gen)
 
 
 @pytest.mark.parametrize("kernel", ["ws_2wg", "ws_cp", "wg", "serial", "mma"])

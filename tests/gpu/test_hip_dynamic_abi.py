@@ -157,6 +157,8 @@ SERVABLE = {
     "wildcard heads": sdpa_bytes([W, W, W, 64]),
     "concrete batch, wildcard lengths": sdpa_bytes([2, 4, W, 64]),
     "head dim declared by q only": sdpa_bytes([W, 4, W, 64], [W, 4, W, W], o=[W, 4, W, W]),
+    "head dim 96": sdpa_bytes([W, 4, W, 96]),
+    "head dim 8": sdpa_bytes([W, 4, W, 8]),
 }
 
 
@@ -174,7 +176,7 @@ DECLINED = {
     "dynamic strides that are no axis order": (sdpa_bytes([W, 4, W, 64], order=[4096, 64, 64, 1]), "axis order"),
     "head dim not innermost": (sdpa_bytes([W, 4, W, 64], order=[3, 2, 0, 1]), "innermost axis"),
     "wildcard head dim everywhere": (sdpa_bytes([W, 4, W, W]), "head dim is a wildcard"),
-    "head dim 96": (sdpa_bytes([W, 4, W, 96]), "head dim 96"),
+    "head dim 136": (sdpa_bytes([W, 4, W, 136]), "head dim 136 not served"),
     "fp32 inputs": (sdpa_bytes([W, 4, W, 64], dtype=DataType.FLOAT), "BFLOAT16 or HALF"),
     "conflicting declared batches": (sdpa_bytes([2, 4, W, 64], [3, 4, W, 64]), "batch sizes"),
     "heads not a multiple": (sdpa_bytes([W, 6, W, 64], [W, 4, W, 64]), "multiple of kv heads"),

@@ -4,7 +4,7 @@
 //
 // Engines: 201 runs the portable HIP kernels on any HIP GPU; 202 runs the tensor-core kernels
 // (NVIDIA Hopper build). Both serve graphs of a single SDPA node with bf16 or fp16 tensors, fp32
-// stats and head dim 64 or 128: a forward (q, k, v -> o and optional stats) or a backward (q, k, v,
+// stats and head dims up to 128 (202: multiples of 8; d_qk may differ from d_v): a forward (q, k, v -> o and optional stats) or a backward (q, k, v,
 // o, dO and the forward's stats -> dQ, dK, dV). The two kinds share the tensor reading, shape rules
 // and override binding below; what differs (options read, workspace, launch) is one row of kKinds.
 // Shapes declared in the graph are maxima; each execute takes this call's batch and sequence lengths
@@ -210,7 +210,8 @@ struct Plan : sdk::DeclaredTensors
     int outer_first[kRoles][4] = {}; // dynamic tensors: the declared axis order, outermost axis first
     bool has_dynamic = false;        // some tensor of the node is dynamic: only the override entry runs it
     ElemType elem = ElemType::Bf16;
-    int64_t head_dim = 0; // declared (the kernels are compiled per head dim)
+    int64_t head_dim = 0;   // of q and k, declared (the kernels are compiled per head dim)
+    int64_t head_dim_v = 0; // of v and o, declared (may differ from head_dim)
     bool scale_given = false;
     float scale = 1.0f;
     bool mask_tl = false;
@@ -301,6 +302,17 @@ std::string read_rank4(const wire::TensorAttributes* t, const char* role, Dims4&
     return "";
 }
 
+// Whether two rows tensors have one head dim: q, k, dQ, dK have d_qk; v, o, dO, dV have d_v.
+bool of_v(int r)
+{
+    return r == kV || r == kO || r == kDO || r == kDV;
+}
+
+bool shares_head_dim(int r1, int r2)
+{
+    return of_v(r1) == of_v(r2);
+}
+
 // Shape rules shared by planning and execution, and by both node kinds: "" or what is wrong. Every
 // rows tensor shares q's batch and head dim, and has the heads and length of q (o, dO, dQ) or of
 // k (v, dK, dV); stats is [B, Hq, Sq, 1]. Tensors are compared pairwise, so that while planning a
@@ -322,7 +334,7 @@ std::string check_shapes(const Plan& p, const Dims4* e)
             if(differ(a.d[0], b.d[0]))
                 return format("node '%s': batch sizes of %s (%lld) and %s (%lld) differ", nm, ri.name,
                               static_cast<long long>(a.d[0]), rj.name, static_cast<long long>(b.d[0]));
-            if(differ(a.d[3], b.d[3]))
+            if(shares_head_dim(rows[i], rows[j]) && differ(a.d[3], b.d[3]))
                 return format("node '%s': head dims of %s (%lld) and %s (%lld) differ", nm, ri.name,
                               static_cast<long long>(a.d[3]), rj.name, static_cast<long long>(b.d[3]));
             if(ri.shaped_like == rj.shaped_like && (differ(a.d[1], b.d[1]) || differ(a.d[2], b.d[2])))
@@ -521,11 +533,28 @@ const KindInfo kKinds[] = {
      launch_backward, check_backward_fits},
 };
 
+// The head dim the plan's kernels are compiled for at its declared head dims (a call may shrink
+// them, and then runs narrower kernels in less workspace).
+int kernel_width(const Plan& p)
+{
+    return kernel_head_dim(static_cast<int>(p.head_dim), static_cast<int>(p.head_dim_v));
+}
+
+// The head dims an engine serves (sdpa_call_rules.h): "" or the reason, naming the node.
+std::string plan_head_dim_rules(const Plan& p, HeadDims served)
+{
+    for(const bool v : {false, true})
+        if(std::string why = head_dim_rule(v ? p.head_dim_v : p.head_dim, served, v ? "v head dim" : "head dim");
+           !why.empty())
+            return format("node '%s': %s", p.node_name.c_str(), why.c_str());
+    return "";
+}
+
 // The backward's workspace for its maximum shape (wildcards: the cap), whichever engine runs it.
 size_t backward_workspace(const Plan& p, int64_t, const DeviceInfo&)
 {
     const Dims4 &q = p.shape4[kQ], &k = p.shape4[kK];
-    return bwd_plan_workspace(q.d[0], q.d[1], k.d[1], q.d[2], p.head_dim);
+    return bwd_plan_workspace(q.d[0], q.d[1], k.d[1], q.d[2], kernel_width(p));
 }
 
 // A backward plan that only ever runs at its declared shape (no overrides, no wildcards) must fit
@@ -536,11 +565,11 @@ std::string check_backward_fits(const Plan& p)
         return "";
     const Dims4 &q = p.shape4[kQ], &k = p.shape4[kK];
     const size_t ws = backward_workspace(p, 0, DeviceInfo{});
-    if(bwd_pairs_per_slice(ws, q.d[1], k.d[1], q.d[2], p.head_dim) >= 1)
+    if(bwd_pairs_per_slice(ws, q.d[1], k.d[1], q.d[2], kernel_width(p)) >= 1)
         return "";
     return format("node '%s': one (batch, kv head) pair needs %zu bytes of backward workspace (%lld query heads per kv "
                   "head x %lld rows), more than the engine's %zu-byte cap",
-                  p.node_name.c_str(), bwd_pair_bytes(q.d[1], k.d[1], q.d[2], p.head_dim),
+                  p.node_name.c_str(), bwd_pair_bytes(q.d[1], k.d[1], q.d[2], kernel_width(p)),
                   static_cast<long long>(q.d[1] / k.d[1]), static_cast<long long>(q.d[2]), kBwdWorkspaceCap);
 }
 
@@ -670,19 +699,21 @@ std::string build_plan(const wire::Graph& g, Plan& plan)
             return format("node '%s' refers to %s uid %lld, which the graph lacks", nm, kRole[r].name,
                           static_cast<long long>(plan.uid[r]));
 
-    // The head dim selects compiled kernels: it must be declared (by some rows tensor; the others may
-    // leave it to the call, which must then agree).
-    int64_t d = kWild;
-    for(int r = 0; r < kRoles && d == kWild; ++r)
-        if(plan.uid[r] >= 0 && kRole[r].holds == Holds::Rows)
-            d = plan.shape4[r].d[3];
-    if(d == kWild)
+    // The head dims select compiled kernels: each must be declared by some rows tensor of its group
+    // (the others may leave it to the call, which must then agree). A group whose head dim is a
+    // wildcard everywhere takes the other's (d_qk == d_v, the common case); per call each is checked
+    // again (run). Which are served depends on the engine (plan_head_dim_rules).
+    int64_t dims[2] = {kWild, kWild}; // q / k, v / o
+    for(int r = 0; r < kRoles; ++r)
+        if(plan.uid[r] >= 0 && kRole[r].holds == Holds::Rows && dims[of_v(r)] == kWild)
+            dims[of_v(r)] = plan.shape4[r].d[3];
+    if(dims[0] == kWild && dims[1] == kWild)
         return format("node '%s': the head dim is a wildcard in every tensor that has one; the kernels are built "
-                      "for %s, so it must be declared",
-                      nm, kServedHeadDims);
-    if(std::string why = head_dim_rule(d); !why.empty())
-        return format("node '%s': %s", nm, why.c_str());
-    plan.head_dim = d;
+                      "per head dim, so it must be declared",
+                      nm);
+    plan.head_dim = dims[0] != kWild ? dims[0] : dims[1];
+    plan.head_dim_v = dims[1] != kWild ? dims[1] : dims[0];
+    const int64_t d = plan.head_dim;
     if(std::string why = check_shapes(plan, plan.shape4); !why.empty())
         return why;
     // The declared layouts of the tensors the node writes (static ones: a dynamic tensor's strides
@@ -708,6 +739,8 @@ std::string describe(const Plan& p, int64_t engine)
         band += format(", band j<=i+%lld bottom-right", static_cast<long long>(p.hi_br));
     if(p.mask_lo)
         band += format(", window j>=i-%lld+1%s", static_cast<long long>(p.left), p.lo_br ? " bottom-right" : "");
+    if(p.head_dim_v != p.head_dim)
+        band += format(", v head dim %lld", static_cast<long long>(p.head_dim_v));
     if(p.uid[kBias] >= 0)
         band += p.bias_type == 2 ? ", bias fp32" : p.bias_type == 1 ? ", bias fp16" : ", bias bf16";
     return format("engine %lld, graph '%s': %s %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s%s",
@@ -734,7 +767,7 @@ size_t forward_workspace(const Plan& p, int64_t engine_id, const DeviceInfo& dev
     s.hk = p.shape4[kK].d[1];
     s.sq = sq;
     s.skv = p.shape4[kK].d[2];
-    s.d = p.head_dim;
+    s.d = kernel_width(p);
     s.mask_top_left = p.mask_tl && p.hi_tl == 0; // with R > 0 a short query sees sq + R keys
     return decode_plan_workspace(s, dev.sms);
 }
@@ -830,11 +863,12 @@ void launch_backward(const Launch& l)
     const SdpaArgs& a = b.f;
     // The plan's workspace is sized for its maximum shape but capped: a call may need more than one
     // slice (the launcher runs them in turn), and must at least fit one (batch, kv head) pair.
-    if(bwd_pairs_per_slice(l.call.workspace_size, a.hq, a.hk, a.sq, a.d) < 1)
+    const int w = kernel_head_dim(a.d, a.dv);
+    if(bwd_pairs_per_slice(l.call.workspace_size, a.hq, a.hk, a.sq, w) < 1)
         bad_param("node '%s': this call needs %zu bytes of backward workspace per (batch, kv head) pair (%d query "
                   "heads per kv head x %d query rows), more than the plan's %zu; use fewer query heads per kv head or "
                   "shorter queries per call",
-                  plan.node_name.c_str(), bwd_pair_bytes(a.hq, a.hk, a.sq, a.d), a.hq / a.hk, a.sq,
+                  plan.node_name.c_str(), bwd_pair_bytes(a.hq, a.hk, a.sq, w), a.hq / a.hk, a.sq,
                   l.call.workspace_size);
     const bool tc = l.call.engine_id == kTensorCoreId && sdpa_bwd_tensor_core_accepts(b, plan.elem);
     const Tier tier = tc ? Tier::TensorCore : Tier::Portable;
@@ -875,10 +909,12 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     // What the kernels assume of every call (sdpa_call_rules.h), on this call's shapes and pointers:
     // an override may shrink the head dim below the plan's, or give strides the declared layout did
     // not have. Refused before anything is launched.
-    if(std::string why = head_dim_rule(eff[kQ].d[3]); !why.empty())
-        bad_param("engine %lld, node '%s': this call's %s; the plan's head dim is %lld",
-                  static_cast<long long>(call.engine_id), plan.node_name.c_str(), why.c_str(),
-                  static_cast<long long>(plan.head_dim));
+    for(const bool v : {false, true})
+        if(std::string why = head_dim_rule(eff[v ? kV : kQ].d[3], HeadDims::Any, v ? "v head dim" : "head dim");
+           !why.empty())
+            bad_param("engine %lld, node '%s': this call's %s; the plan's is %lld",
+                      static_cast<long long>(call.engine_id), plan.node_name.c_str(), why.c_str(),
+                      static_cast<long long>(v ? plan.head_dim_v : plan.head_dim));
     if(std::string why = layout_rules(plan, eff, ptr); !why.empty())
         bad_param("engine %lld, node '%s': %s", static_cast<long long>(call.engine_id), plan.node_name.c_str(),
                   why.c_str());
@@ -919,6 +955,7 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
     a.sq = static_cast<int32_t>(eff[kQ].d[2]);
     a.skv = static_cast<int32_t>(eff[kK].d[2]);
     a.d = static_cast<int32_t>(eff[kQ].d[3]);
+    a.dv = static_cast<int32_t>(eff[kV].d[3]);
     // The default scale is 1/sqrt(D) of this call's head dim, as on the CPU engine (a call may have a
     // smaller head dim than the plan's).
     const float scale = plan.scale_given ? plan.scale : 1.0f / std::sqrt(static_cast<float>(a.d));
@@ -974,6 +1011,8 @@ public:
     std::string plan(int64_t id, const sdk::GraphView& g, Plan& out) const
     {
         std::string why = build_plan(g.graph, out);
+        if(why.empty()) // the graph rules run before the device is looked for: declined for them anywhere
+            why = plan_head_dim_rules(out, id == kTensorCoreId ? HeadDims::Multiple8 : HeadDims::Any);
         if(!why.empty())
             return why;
         if(!device_.present)

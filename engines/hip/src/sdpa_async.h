@@ -20,7 +20,8 @@ namespace hipdnn_hip
 // Describes one [batch, heads, rows, d] 16-bit tensor with a unit head-dim stride (strides in
 // elements) to the copy engine: boxes of 64 columns x box_rows rows of one (batch, head), landing
 // in shared memory in the 128-byte swizzled layout the wgmma descriptors read (sdpa_wgmma.h).
-// Rows past `rows` read as zeros. Returns false, leaving map unusable, when the driver has no
+// Rows past `rows` and columns past `d` (the tensor's head dim, a multiple of 8; a kernel compiled
+// for a larger, padded head dim loads boxes past it) read as zeros. Returns false, leaving map unusable, when the driver has no
 // encoder or rejects the layout (strides not multiples of 16 bytes, base not 16-byte aligned);
 // the caller then copies with cp.async instead.
 bool tma_tile_map(CUtensorMap& map, const void* base, int64_t d, int64_t rows, int64_t heads, int64_t batch,

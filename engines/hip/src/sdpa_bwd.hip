@@ -93,14 +93,16 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int ze
                               + static_cast<int64_t>(i) * s.a.do_ss;
         const uint16_t* op = static_cast<const uint16_t*>(f.o) + pr.b * f.o_sb + h * f.o_sh
                              + static_cast<int64_t>(i) * f.o_ss;
-        if(s.a.do_sd == 1 && f.o_sd == 1 && ((reinterpret_cast<uintptr_t>(dop) | reinterpret_cast<uintptr_t>(op)) & 15) == 0)
+        // 16 bytes a lane only where v's head dim is whole chunks (else the last one would read past it).
+        if(s.a.do_sd == 1 && f.o_sd == 1 && f.dv % 8 == 0
+           && ((reinterpret_cast<uintptr_t>(dop) | reinterpret_cast<uintptr_t>(op)) & 15) == 0)
         {
-            for(int d = 8 * lane; d < f.d; d += 8 * L)
+            for(int d = 8 * lane; d < f.dv; d += 8 * L) // (o and dO have v's head dim)
                 dot += dot8<T>(*reinterpret_cast<const uint4*>(dop + d), *reinterpret_cast<const uint4*>(op + d));
         }
         else
         {
-            for(int d = lane; d < f.d; d += L)
+            for(int d = lane; d < f.dv; d += L)
                 dot += load_as_float<T>(dop + d * s.a.do_sd) * load_as_float<T>(op + d * f.o_sd);
         }
     }
@@ -123,8 +125,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int ze
         s.delta[w] = live ? dot : 0.0f;
     }
     if(zero_accum)
-        for(int c = lane; c < f.d / 4; c += L) // (the sums are 256-byte aligned, d a multiple of 64)
-            reinterpret_cast<float4*>(s.dq_accum + w * f.d)[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for(int c = lane; c < s.w / 4; c += L) // (the sums are 256-byte aligned, w a multiple of 64)
+            reinterpret_cast<float4*>(s.dq_accum + w * s.w)[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 // Portable tier. A row (a key for dK / dV, a query row for dQ) is served by 16 lanes, each holding
@@ -166,8 +168,9 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
 #pragma unroll
     for(int e = 0; e < DL; ++e)
     {
-        kj[e] = live ? load_as_float<T>(kp + (d0 + e) * f.k_sd) : 0.0f;
-        vj[e] = live ? load_as_float<T>(vp + (d0 + e) * f.v_sd) : 0.0f;
+        // Columns past a tensor's own head dim (D padded: d for q, k; dv for v, dO) are zeros.
+        kj[e] = live && d0 + e < f.d ? load_as_float<T>(kp + (d0 + e) * f.k_sd) : 0.0f;
+        vj[e] = live && d0 + e < f.dv ? load_as_float<T>(vp + (d0 + e) * f.v_sd) : 0.0f;
         dk[e] = dv[e] = 0.0f;
     }
     const int first_j = max(0, j - len.diag);      // query i sees key j iff j <= i + diag
@@ -189,8 +192,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
 #pragma unroll
             for(int e = 0; e < DL; ++e)
             {
-                qv[e] = load_as_float<T>(qi + (d0 + e) * f.q_sd);
-                dov[e] = load_as_float<T>(doi + (d0 + e) * a.do_sd);
+                qv[e] = d0 + e < f.d ? load_as_float<T>(qi + (d0 + e) * f.q_sd) : 0.0f;
+                dov[e] = d0 + e < f.dv ? load_as_float<T>(doi + (d0 + e) * a.do_sd) : 0.0f;
                 sc += qv[e] * kj[e];
                 dp += dov[e] * vj[e];
             }
@@ -222,8 +225,10 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
 #pragma unroll
     for(int e = 0; e < DL; ++e)
     {
-        dkp[(d0 + e) * a.dk_sd] = float_to_bits<T>(dk[e] * a.scale);
-        dvp[(d0 + e) * a.dv_sd] = float_to_bits<T>(dv[e]);
+        if(d0 + e < f.d)
+            dkp[(d0 + e) * a.dk_sd] = float_to_bits<T>(dk[e] * a.scale);
+        if(d0 + e < f.dv)
+            dvp[(d0 + e) * a.dv_sd] = float_to_bits<T>(dv[e]);
     }
 }
 
@@ -255,8 +260,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
 #pragma unroll
     for(int e = 0; e < DL; ++e)
     {
-        qv[e] = live ? load_as_float<T>(qp + (d0 + e) * f.q_sd) : 0.0f;
-        dov[e] = live ? load_as_float<T>(dop + (d0 + e) * a.do_sd) : 0.0f;
+        qv[e] = live && d0 + e < f.d ? load_as_float<T>(qp + (d0 + e) * f.q_sd) : 0.0f;
+        dov[e] = live && d0 + e < f.dv ? load_as_float<T>(dop + (d0 + e) * a.do_sd) : 0.0f;
         dq[e] = 0.0f;
     }
     const int end_i = live ? min(len.skv, i + len.diag + 1) : 0;
@@ -276,9 +281,9 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
 #pragma unroll
         for(int e = 0; e < DL; ++e)
         {
-            kv[e] = load_as_float<T>(kj + (d0 + e) * f.k_sd);
+            kv[e] = d0 + e < f.d ? load_as_float<T>(kj + (d0 + e) * f.k_sd) : 0.0f;
             sc += qv[e] * kv[e];
-            dp += dov[e] * load_as_float<T>(vj + (d0 + e) * f.v_sd);
+            dp += d0 + e < f.dv ? dov[e] * load_as_float<T>(vj + (d0 + e) * f.v_sd) : 0.0f;
         }
         sc = sum16(sc);
         dp = sum16(dp);
@@ -300,7 +305,8 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
     uint16_t* dqp = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss;
 #pragma unroll
     for(int e = 0; e < DL; ++e)
-        dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
+        if(d0 + e < f.d)
+            dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
 }
 
 // Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread; the
@@ -311,7 +317,7 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
     const SdpaBwdArgs& a = s.a;
     const SdpaArgs& f = a.f;
     const int group = f.hq / f.hk;
-    const unsigned chunks = static_cast<unsigned>(f.d / 8);
+    const unsigned chunks = static_cast<unsigned>(f.d / 8); // dQ's own columns (the sums are s.w wide)
     const unsigned idx = blockIdx.x * 256u + threadIdx.x; // over group * sq * chunks
     const int z = static_cast<int>(blockIdx.y);
     if(idx >= static_cast<unsigned>(group) * static_cast<unsigned>(f.sq) * chunks)
@@ -323,7 +329,7 @@ __global__ void __launch_bounds__(256) sdpa_bwd_dq_convert(const BwdSlice s)
     const Pair pr = pair_of(s, z);
     const int h = pr.hk * group + hh;
     // The chunk's 8 columns are 4 pairs, one per thread of the accumulator fragment, 4 floats apart.
-    const float* src = s.dq_accum + ws_row(s, z, hh, 0) * f.d + bwd_dq_offset(i, c * 8, f.d);
+    const float* src = s.dq_accum + ws_row(s, z, hh, 0) * s.w + bwd_dq_offset(i, c * 8, s.w);
     uint16_t* dst = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss
                     + static_cast<int64_t>(c) * 8;
     uint32_t bits[4];
@@ -371,7 +377,7 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
     const SdpaArgs& f = s.a.f;
     const int64_t rows = static_cast<int64_t>(f.hq / f.hk) * f.sq;
     const int64_t ws_rows = static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq);
-    if(f.d == 64)
+    if(s.w == 64)
         hipLaunchKernelGGL((sdpa_bwd_prepass<T, 8>), dim3(static_cast<unsigned>((ws_rows + 31) / 32), pairs), dim3(256),
                            0, stream, s, tc ? 1 : 0);
     else
@@ -381,9 +387,9 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
     if(e != hipSuccess)
         return e;
     if(!tc)
-        return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
+        return s.w == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
     if((e = bwd_wg_launch(s, pairs, T, stream)) == hipErrorNotSupported)
-        return f.d == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
+        return s.w == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
     if(e != hipSuccess)
         return e;
     const int64_t chunks = rows * (f.d / 8);
@@ -402,7 +408,8 @@ bool aligned(const void* p, uintptr_t n)
 bool sdpa_bwd_tensor_core_accepts(const SdpaBwdArgs& a, ElemType)
 {
     const SdpaArgs& f = a.f;
-    if(!bwd_wg_built() || (f.d != 64 && f.d != 128))
+    // Whole 16-byte chunks per row: head dims multiples of 8 (a padded kernel head dim past them).
+    if(!bwd_wg_built() || f.d % 8 != 0 || f.dv % 8 != 0)
         return false;
     // Q, K, V and dO rows are copied 16 bytes at a time; dQ, dK, dV written in pairs.
     const void* rd[4] = {f.q, f.k, f.v, a.dout};
@@ -435,17 +442,18 @@ hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* wo
                            hipStream_t stream)
 {
     const SdpaArgs& f = a.f;
-    if(f.batch <= 0 || f.hq <= 0 || f.hk <= 0 || f.sq <= 0 || f.skv <= 0 || f.hq % f.hk != 0
-       || (f.d != 64 && f.d != 128))
+    if(f.batch <= 0 || f.hq <= 0 || f.hk <= 0 || f.sq <= 0 || f.skv <= 0 || f.hq % f.hk != 0 || f.d <= 0
+       || f.dv <= 0 || f.d > 128 || f.dv > 128)
         return hipErrorInvalidValue;
+    const int w = kernel_head_dim(f.d, f.dv);
     const bool tc = tier == Tier::TensorCore && sdpa_bwd_tensor_core_accepts(a, t);
     if(workspace == nullptr)
         return hipErrorInvalidValue;
     // The kernels index pairs and one pair's workspace floats in 32 bits.
     if(static_cast<int64_t>(f.batch) * f.hk >= (int64_t(1) << 31)
-       || static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq) * (f.d + 2) >= (int64_t(1) << 31))
+       || static_cast<int64_t>(f.hq / f.hk) * bwd_rows_per_head(f.sq) * (w + 2) >= (int64_t(1) << 31))
         return hipErrorInvalidValue;
-    int64_t per = bwd_pairs_per_slice(workspace_bytes, f.hq, f.hk, f.sq, f.d);
+    int64_t per = bwd_pairs_per_slice(workspace_bytes, f.hq, f.hk, f.sq, w);
     if(per < 1)
         return hipErrorInvalidValue;
     per = per > kMaxSlicePairs ? kMaxSlicePairs : per;
@@ -463,9 +471,10 @@ hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* wo
         const int64_t n = total - p0 < per ? total - p0 : per;
         BwdSlice s;
         s.a = a;
+        s.w = w;
         s.p0 = p0;
         s.dq_accum = base;
-        s.lse2 = base + n * rows_per_pair * f.d;
+        s.lse2 = base + n * rows_per_pair * w;
         s.delta = s.lse2 + n * rows_per_pair;
         const hipError_t e = t == ElemType::Bf16 ? launch_slice<ElemType::Bf16>(s, static_cast<int>(n), tc, stream)
                                                  : launch_slice<ElemType::Half>(s, static_cast<int>(n), tc, stream);

@@ -11,14 +11,16 @@ namespace hipdnn_hip
 // One slice of a backward call: the (batch, kv head) pairs p0 .. p0 + gridDim.y - 1, pair p being
 // batch p / hk, kv head p % hk. The slice's workspace holds, per pair, G = hq / hk heads of sq rows:
 // lse2 (the row's log-sum-exp in log2 units, +inf for a row that must contribute nothing),
-// delta = rowsum(dO * O), and (tensor-core tier) fp32 dQ partial sums of d floats per row.
+// delta = rowsum(dO * O), and (tensor-core tier) fp32 dQ partial sums of w floats per row, w the
+// kernels' (padded) head dim, kernel_head_dim(d, dv).
 struct BwdSlice
 {
     SdpaBwdArgs a;
+    int w = 0; // the head dim the kernels are compiled for (a.f.d and a.f.dv are at most w)
     int64_t p0 = 0;
     float* lse2 = nullptr;     // [pairs][G][sq]
     float* delta = nullptr;    // [pairs][G][sq]
-    float* dq_accum = nullptr; // [pairs][G][sq][d]
+    float* dq_accum = nullptr; // [pairs][G][sq][w]
 };
 
 // The Hopper kernel (dK, dV and dQ partials for one slice); tensor-core tier only.

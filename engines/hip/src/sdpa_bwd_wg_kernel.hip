@@ -101,7 +101,10 @@ struct BwdMaps
 // the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
 // Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
 // without them is the same code as before (every Ext branch is compile-time).
-template <ElemType T, int D, int BM, bool Ext>
+// Pad: k's or v's head dim is below D (the maps read zeros past it; the epilogue stores only its
+// columns). A separate build, so that the unpadded kernel carries no column test (the tests cost
+// the D = 128 kernel spills).
+template <ElemType T, int D, int BM, bool Ext, bool Pad>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl, const __grid_constant__ BwdMaps maps)
 {
     static_assert((D == 64 && BM == 128) || (D == 128 && BM == 64), "tile shapes with room in the register file");
@@ -554,22 +557,32 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
 #pragma unroll
         for(int j = 0; j < D / 8; ++j)
         {
-            *reinterpret_cast<uint32_t*>(dkr + 8 * j) = pack2<T>(dk[4 * j + 2 * h2] * A.scale, dk[4 * j + 2 * h2 + 1] * A.scale);
-            *reinterpret_cast<uint32_t*>(dvr + 8 * j) = pack2<T>(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
+            // Not the columns of a padded D past k's (d) or v's (dv) head dim: multiples of 8.
+            if(!Pad || 8 * j < f.d)
+                *reinterpret_cast<uint32_t*>(dkr + 8 * j)
+                    = pack2<T>(dk[4 * j + 2 * h2] * A.scale, dk[4 * j + 2 * h2 + 1] * A.scale);
+            if(!Pad || 8 * j < f.dv)
+                *reinterpret_cast<uint32_t*>(dvr + 8 * j) = pack2<T>(dv[4 * j + 2 * h2], dv[4 * j + 2 * h2 + 1]);
         }
     }
+}
+
+template <ElemType T, int D, int BM, bool Ext, bool Pad>
+hipError_t set_attr_one()
+{
+    return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, Ext, Pad>),
+                               hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kBwdSmem<D, BM>));
 }
 
 template <ElemType T, int D, int BM>
 hipError_t set_attrs_typed()
 {
-    const hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, false>),
-                                             hipFuncAttributeMaxDynamicSharedMemorySize,
-                                             static_cast<int>(kBwdSmem<D, BM>));
-    return e != hipSuccess ? e
-                           : hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, true>),
-                                                 hipFuncAttributeMaxDynamicSharedMemorySize,
-                                                 static_cast<int>(kBwdSmem<D, BM>));
+    hipError_t e = set_attr_one<T, D, BM, false, false>();
+    if(e == hipSuccess)
+        e = set_attr_one<T, D, BM, true, false>();
+    if(e == hipSuccess)
+        e = set_attr_one<T, D, BM, false, true>();
+    return e != hipSuccess ? e : set_attr_one<T, D, BM, true, true>();
 }
 
 template <ElemType T, int D, int BM>
@@ -577,17 +590,26 @@ hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
 {
     const SdpaArgs& f = s.a.f;
     BwdMaps maps{};
-    if(!tma_tile_map(maps.q, f.q, D, f.sq, f.hq, f.batch, f.q_ss, f.q_sh, f.q_sb, BM)
-       || !tma_tile_map(maps.dout, s.a.dout, D, f.sq, f.hq, f.batch, s.a.do_ss, s.a.do_sh, s.a.do_sb, BM)
-       || !tma_tile_map(maps.k, f.k, D, f.skv, f.hk, f.batch, f.k_ss, f.k_sh, f.k_sb, kBwdKeys)
-       || !tma_tile_map(maps.v, f.v, D, f.skv, f.hk, f.batch, f.v_ss, f.v_sh, f.v_sb, kBwdKeys))
+    // Each map at its tensor's own head dim: a padded D's columns past it come back as zeros.
+    if(!tma_tile_map(maps.q, f.q, f.d, f.sq, f.hq, f.batch, f.q_ss, f.q_sh, f.q_sb, BM)
+       || !tma_tile_map(maps.dout, s.a.dout, f.dv, f.sq, f.hq, f.batch, s.a.do_ss, s.a.do_sh, s.a.do_sb, BM)
+       || !tma_tile_map(maps.k, f.k, f.d, f.skv, f.hk, f.batch, f.k_ss, f.k_sh, f.k_sb, kBwdKeys)
+       || !tma_tile_map(maps.v, f.v, f.dv, f.skv, f.hk, f.batch, f.v_ss, f.v_sh, f.v_sb, kBwdKeys))
         return hipErrorNotSupported; // no encoder in this driver: the caller runs the portable kernels
     const dim3 grid(static_cast<unsigned>((f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
     constexpr size_t smem = kBwdSmem<D, BM>; // (a comma inside the launch macro's arguments would split them)
-    if(sdpa_has_window_or_bias(f))
-        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+    const bool ext = sdpa_has_window_or_bias(f);
+    if(f.d != D || f.dv != D)
+    {
+        if(ext)
+            hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+        else
+            hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+    }
+    else if(ext)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
     else
-        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
     return hipGetLastError();
 }
 
@@ -601,7 +623,7 @@ hipError_t set_attrs_for()
 template <ElemType T>
 hipError_t launch_for(const BwdSlice& s, int pairs, hipStream_t stream)
 {
-    return s.a.f.d == 128 ? launch_typed<T, 128, 64>(s, pairs, stream) : launch_typed<T, 64, 128>(s, pairs, stream);
+    return s.w == 128 ? launch_typed<T, 128, 64>(s, pairs, stream) : launch_typed<T, 64, 128>(s, pairs, stream);
 }
 
 } // namespace

@@ -11,9 +11,10 @@
 // call from a kernel compiled for another shape.
 //
 // What every kernel family assumes, and where it is enforced:
-//  * head dim 64 or 128 (compile-time D in sdpa_portable, sdpa_mma, sdpa_wg, sdpa_ws, sdpa_decode
-//    and the backward's kernels; a launcher picks D = 128 for a.d == 128 and D = 64 otherwise, so
-//    any other value would read and write past each row): head_dim_rule, at plan and per call;
+//  * head dims up to 128 (compile-time D = 64 or 128 in sdpa_portable, sdpa_ws, sdpa_decode and the
+//    backward's kernels; a launcher picks D = kernel_head_dim(d, dv) and every load and store stops
+//    at the tensor's own head dim; the mma.sync and wgmma kernels, which do not, are only chosen for
+//    d == dv == 64 or 128): head_dim_rule, at plan (engine 202: multiples of 8) and per call;
 //  * base pointers aligned to their elements (2 bytes for bf16 / fp16 rows, 4 for fp32 stats and
 //    int32 lengths; the portable kernels load and store single elements): tensor_rules, per call;
 //  * every element of a written tensor at its own address (o, stats, dQ, dK, dV): tensor_rules,
@@ -33,21 +34,35 @@
 namespace hipdnn_hip
 {
 
-// The head dims the kernels are compiled for, as messages name them.
-constexpr const char* kServedHeadDims = "64 or 128";
+// The head dims served (of q and k, and of v and o, each on its own: d_qk may differ from d_v).
+// Every kernel is compiled for head dims 64 and 128 and runs a smaller one padded to the next of
+// them (kernel_head_dim in sdpa_kernels.h: the columns past a tensor's head dim are loaded as zeros
+// and never stored). The portable kernels (engine 201) load and store single elements: any head dim
+// from 1 to kMaxHeadDim. The tensor-core kernels (engine 202) move 16-byte chunks of a row: multiples
+// of 8. Above 128 no kernel is compiled.
+constexpr int64_t kMaxHeadDim = 128;
 
-constexpr bool head_dim_served(int64_t d)
+enum class HeadDims
 {
-    return d == 64 || d == 128;
+    Any,      // 1 .. kMaxHeadDim: engine 201, and every call (a call of engine 202 whose head dim is
+              // not a multiple of 8 runs the portable kernels, as unaligned strides do)
+    Multiple8 // 8 .. kMaxHeadDim in steps of 8: what engine 202 plans for
+};
+
+constexpr bool head_dim_served(int64_t d, HeadDims served)
+{
+    return d >= 1 && d <= kMaxHeadDim && (served == HeadDims::Any || d % 8 == 0);
 }
 
-// "" when the kernels serve head dim d, else the reason ("head dim 72 not served (64 or 128)").
-inline std::string head_dim_rule(int64_t d)
+// "" when the kernels serve head dim d, else the reason ("head dim 136 not served (1-128)"); which
+// names the tensors ("head dim" of q and k, "v head dim" of v and o).
+inline std::string head_dim_rule(int64_t d, HeadDims served, const char* which = "head dim")
 {
-    if(head_dim_served(d))
+    if(head_dim_served(d, served))
         return "";
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "head dim %lld not served (%s)", static_cast<long long>(d), kServedHeadDims);
+    char buf[128];
+    std::snprintf(buf, sizeof buf, "%s %lld not served (%s)", which, static_cast<long long>(d),
+                  served == HeadDims::Any ? "1-128" : "8-128 in steps of 8");
     return buf;
 }
 

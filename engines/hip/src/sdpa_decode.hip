@@ -119,9 +119,11 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
             const int r = i / CH, c = i % CH;
             const int key = kv0 + r;
             const int src_key = min(key, kv_stop - 1);
-            const int bytes = key < kv_stop ? 16 : 0; // zero-fill past the chunk: never stale memory
-            cp_async_16(kb + swz<D>(r, c), kp + src_key * a.k_ss + c * 8, bytes);
-            cp_async_16(vb + swz<D>(r, c), vp + src_key * a.v_ss + c * 8, bytes);
+            // Zero-fill past the chunk (never stale memory) and past each tensor's head dim (a
+            // padded D: K's columns past a.d, V's past a.dv).
+            const bool in = key < kv_stop;
+            cp_async_16(kb + swz<D>(r, c), kp + src_key * a.k_ss + min(c * 8, a.d - 8), in && c * 8 < a.d ? 16 : 0);
+            cp_async_16(vb + swz<D>(r, c), vp + src_key * a.v_ss + min(c * 8, a.dv - 8), in && c * 8 < a.dv ? 16 : 0);
         }
     };
 
@@ -134,9 +136,9 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
         const int pos = row % a.sq;
         const bool valid = row < rows && pos < len.sq;
         const int h = hk * da.group + (valid ? row / a.sq : 0);
-        const uint16_t* src
-            = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh + (valid ? pos : 0) * a.q_ss + c * 8;
-        cp_async_16(q_base + swz<D>(r, c), src, valid ? 16 : 0);
+        const uint16_t* src = static_cast<const uint16_t*>(a.q) + b * a.q_sb + h * a.q_sh + (valid ? pos : 0) * a.q_ss
+                              + min(c * 8, a.d - 8);
+        cp_async_16(q_base + swz<D>(r, c), src, valid && c * 8 < a.d ? 16 : 0);
     }
 #pragma unroll
     for(int st = 0; st < NS - 1; ++st)
@@ -353,6 +355,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
 #pragma unroll
         for(int c = 0; c < PER; c += 8)
         {
+            if(part * PER + c >= a.dv) // columns of a padded D past v's head dim
+                break;
             uint4 v;
             v.x = pack2<T>(acc[c + 0], acc[c + 1]);
             v.y = pack2<T>(acc[c + 2], acc[c + 3]);
@@ -460,10 +464,14 @@ __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const Sdpa
     }
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     uint16_t* orow = static_cast<uint16_t*>(a.o) + b * a.o_sb + h * a.o_sh + qpos * a.o_ss + lane * PER;
-    if constexpr(PER == 4)
-        *reinterpret_cast<uint2*>(orow) = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
-    else
-        *reinterpret_cast<uint32_t*>(orow) = pack2<T>(acc[0] * inv, acc[1] * inv);
+    if(lane * PER < a.dv) // not the columns of a padded D past v's head dim (dv is a multiple of 8)
+    {
+        if constexpr(PER == 4)
+            *reinterpret_cast<uint2*>(orow)
+                = make_uint2(pack2<T>(acc[0] * inv, acc[1] * inv), pack2<T>(acc[2] * inv, acc[3] * inv));
+        else
+            *reinterpret_cast<uint32_t*>(orow) = pack2<T>(acc[0] * inv, acc[1] * inv);
+    }
     if(a.stats != nullptr && lane == 0)
         a.stats[b * a.st_sb + h * a.st_sh + qpos * a.st_ss]
             = sum > 0.0f ? (mx + __log2f(sum)) * 0.69314718055994531f : -INFINITY;
@@ -539,7 +547,7 @@ hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, si
     shape.hk = a.hk;
     shape.sq = a.sq;
     shape.skv = a.skv;
-    shape.d = a.d;
+    shape.d = kernel_head_dim(a.d, a.dv); // the partial rows are D floats wide
     // A short query under a top-left mask sees at most sq + R keys (R the right bound).
     shape.mask_top_left = a.mask_tl != 0 && a.hi_tl == 0;
     const int64_t limit = a.mask_tl != 0 ? std::min<int64_t>(a.skv, int64_t(a.sq) + a.hi_tl) : a.skv;
@@ -576,10 +584,10 @@ hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, si
     {
         const int64_t nrows = static_cast<int64_t>(a.batch) * a.hq * a.sq;
         da.part_o = static_cast<float*>(workspace);
-        da.part_lse = da.part_o + splits * nrows * a.d;
+        da.part_lse = da.part_o + splits * nrows * shape.d;
     }
     const bool bf = t == ElemType::Bf16;
-    if(a.d == 64)
+    if(shape.d == 64)
         return bf ? launch_decode_typed<ElemType::Bf16, 64>(a, da, stream)
                   : launch_decode_typed<ElemType::Half, 64>(a, da, stream);
     return bf ? launch_decode_typed<ElemType::Bf16, 128>(a, da, stream)

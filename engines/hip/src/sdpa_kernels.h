@@ -38,7 +38,10 @@ struct SdpaArgs
     int64_t st_sb = 0, st_sh = 0, st_ss = 0;
     int64_t slq_sb = 0, slkv_sb = 0;
 
-    int32_t batch = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0;
+    // d: the head dim of q and k; dv: that of v and o (d_qk != d_v allowed). The kernels are
+    // compiled for a padded head dim (kernel_head_dim): columns past d / dv are read as zeros and
+    // never written.
+    int32_t batch = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0;
     float scale_log2 = 0.0f; // attn scale * log2(e)
     // Causal masks: query i sees key j iff j <= i + diag, where diag is
     //   top-left: 0; bottom-right: skv - sq (at this call's, or with a padding
@@ -67,6 +70,15 @@ struct SdpaArgs
     int64_t bias_sb = 0, bias_sh = 0, bias_ss = 0;
     float inv_scale = 1.0f; // 1 / attn scale: the bias in raw score units (wgmma kernels)
 };
+
+// The head dim a call's kernels are compiled for: the smallest of 64 and 128 that holds both the
+// q / k and the v / o head dims (sdpa_call_rules.h says which head dims each engine serves). The
+// loads fill the columns past d (q, k) and dv (v, o, dO) with zeros, so the padded columns add
+// nothing to q.k and produce output columns that are never stored.
+inline int kernel_head_dim(int d, int dv)
+{
+    return (d > dv ? d : dv) <= 64 ? 64 : 128;
+}
 
 // Whether a call uses an option only some kernel families serve (a left bound or a bias); the
 // others are never chosen for it (RFC 0006, "Bias and windows").

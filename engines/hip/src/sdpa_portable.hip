@@ -51,7 +51,7 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
     for(int i = static_cast<int>(threadIdx.x); i < kRowsPerBlock * D; i += kThreads)
     {
         const int r = i / D, c = i % D, row = q0 + r;
-        s_q[r][c] = row < len.sq ? load_as_float<T>(qp + row * a.q_ss + c * a.q_sd) : 0.0f;
+        s_q[r][c] = row < len.sq && c < a.d ? load_as_float<T>(qp + row * a.q_ss + c * a.q_sd) : 0.0f;
     }
 
     float m[kRowsPerGroup], l[kRowsPerGroup], acc[kRowsPerGroup][kCols];
@@ -79,8 +79,9 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
         {
             const int r = i / D, c = i % D, key = kv0 + r;
             const bool in = key < len.skv;
-            s_k[r][c] = in ? load_as_float<T>(kp + key * a.k_ss + c * a.k_sd) : 0.0f;
-            s_v[r][c] = in ? load_as_float<T>(vp + key * a.v_ss + c * a.v_sd) : 0.0f;
+            // Columns past the head dims (a padded D) are zeros: they add nothing to q.k.
+            s_k[r][c] = in && c < a.d ? load_as_float<T>(kp + key * a.k_ss + c * a.k_sd) : 0.0f;
+            s_v[r][c] = in && c < a.dv ? load_as_float<T>(vp + key * a.v_ss + c * a.v_sd) : 0.0f;
         }
         __syncthreads();
 
@@ -142,7 +143,8 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
         const float inv = valid ? 1.0f / l[r] : 0.0f;
 #pragma unroll
         for(int c = 0; c < kCols; ++c)
-            op[row * a.o_ss + (lane + 32 * c) * a.o_sd] = float_to_bits<T>(acc[r][c] * inv);
+            if(lane + 32 * c < a.dv)
+                op[row * a.o_ss + (lane + 32 * c) * a.o_sd] = float_to_bits<T>(acc[r][c] * inv);
         if(a.stats != nullptr && lane == 0)
             a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
                 = valid ? (m[r] + log2f(l[r])) * 0.69314718055994531f : -INFINITY;
@@ -166,7 +168,7 @@ hipError_t launch_portable_typed(const SdpaArgs& a, hipStream_t stream)
 
 hipError_t launch_sdpa_portable(const SdpaArgs& a, ElemType t, hipStream_t stream)
 {
-    if(a.d == 64)
+    if(kernel_head_dim(a.d, a.dv) == 64)
         return t == ElemType::Bf16 ? launch_portable_typed<ElemType::Bf16, 64>(a, stream)
                                    : launch_portable_typed<ElemType::Half, 64>(a, stream);
     return t == ElemType::Bf16 ? launch_portable_typed<ElemType::Bf16, 128>(a, stream)

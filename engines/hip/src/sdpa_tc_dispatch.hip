@@ -90,7 +90,9 @@ bool tma_tile_map(CUtensorMap& map, const void* base, int64_t d, int64_t rows, i
                   int64_t row_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_rows)
 {
     const EncodeTiledFn encode = tensor_map_encoder();
-    if(encode == nullptr || !aligned16(base) || d % 64 != 0 || rows <= 0 || heads <= 0 || batch <= 0)
+    // d is the tensor's own head dim (a multiple of 8: 16-byte rows); the boxes are 64 columns wide,
+    // so the columns of a padded kernel head dim past d come back as zeros (out-of-bounds fill).
+    if(encode == nullptr || !aligned16(base) || d <= 0 || d % 8 != 0 || rows <= 0 || heads <= 0 || batch <= 0)
         return false;
     const int64_t extent[3] = {rows, heads, batch};
     const int64_t stride[3] = {row_stride, head_stride, batch_stride};
@@ -145,9 +147,11 @@ hipError_t prepare_kernels(Tier tier)
 
 bool tensor_core_accepts(const SdpaArgs& a, ElemType)
 {
-    // TMA boxes and 16-byte cp.async of Q/K/V rows, 16-byte and 4-byte O stores (sdpa_call_rules.h).
-    // The head dim (64 or 128) is the host's rule for every call, checked before any launch.
-    return rows_vec16(a.q_sb, a.q_sh, a.q_ss, a.q_sd, a.q) && rows_vec16(a.k_sb, a.k_sh, a.k_ss, a.k_sd, a.k)
+    // TMA boxes and 16-byte cp.async of Q/K/V rows, 16-byte and 4-byte O stores (sdpa_call_rules.h);
+    // whole 16-byte chunks per row: head dims multiples of 8. The host checks the head dims it
+    // serves (head_dim_rule) for every call before any launch.
+    return a.d % 8 == 0 && a.dv % 8 == 0 && rows_vec16(a.q_sb, a.q_sh, a.q_ss, a.q_sd, a.q)
+           && rows_vec16(a.k_sb, a.k_sh, a.k_ss, a.k_sd, a.k)
            && rows_vec16(a.v_sb, a.v_sh, a.v_ss, a.v_sd, a.v) && rows_vec16(a.o_sb, a.o_sh, a.o_ss, a.o_sd, a.o);
 }
 
@@ -163,6 +167,16 @@ hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceSh
         if(!(a.scale_log2 > 0.0f))
             return launch_sdpa_portable(a, t, stream);
         return ws_launch(a, t, 0, choice != TcKernel::WsCp, dev, stream);
+    }
+    // A head dim other than 64 / 128, or d_qk != d_v: the kernel runs at a padded head dim
+    // (kernel_head_dim), whose zero-filled columns only the warp-specialized kernel and the
+    // portable one handle (the wgmma and mma.sync kernels, kept for comparisons, are never chosen).
+    if(a.d != a.dv || (a.d != 64 && a.d != 128))
+    {
+        if(!(a.scale_log2 > 0.0f))
+            return launch_sdpa_portable(a, t, stream);
+        const int consumers = choice == TcKernel::WsTwoConsumers ? 2 : 0;
+        return ws_launch(a, t, consumers, choice != TcKernel::WsCp, dev, stream);
     }
     // The wgmma kernels fold the scale into exp2(s * sl2 - m * sl2) with the maximum taken on
     // raw scores, which holds for positive scales only; the mma.sync kernel scales first.

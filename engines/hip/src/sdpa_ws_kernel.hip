@@ -252,14 +252,17 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         }
         else
         {
-            auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0, int skv) {
+            // Chunks past the tensor's head dim (width: a.d for K, a.dv for V; D may be padded)
+            // are zero-filled, as are keys past skv.
+            auto copy_tile = [&](uint32_t dst, const uint16_t* src, int64_t ss, int kv0, int skv, int width) {
 #pragma unroll
                 for(int i = tid; i < BN * CH; i += 128)
                 {
                     const int r = i / CH, c = i % CH;
                     const int key = kv0 + r;
                     const int src_key = min(key, skv - 1);
-                    cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + c * 8, key < skv ? 16 : 0);
+                    const bool in = key < skv && c * 8 < width;
+                    cp_async_16(dst + woff<BN>(r, c), src + src_key * ss + min(c * 8, width - 8), in ? 16 : 0);
                 }
                 cp_async_commit();
             };
@@ -282,12 +285,12 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                     const int ks = it % KS, vs = it % VS;
                     if(it >= KS)
                         mbar_wait(empty_k + 8 * ks, ((it / KS) - 1) & 1);
-                    copy_tile(k_base + ks * KT, kp, a.k_ss, (w.tb + n) * BN, w.len.skv);
+                    copy_tile(k_base + ks * KT, kp, a.k_ss, (w.tb + n) * BN, w.len.skv, a.d);
                     if(n > 0)
                         publish_previous(full_v + 8 * ((it - 1) % VS));
                     if(it >= VS)
                         mbar_wait(empty_v + 8 * vs, ((it / VS) - 1) & 1);
-                    copy_tile(v_base + vs * KT, vp, a.v_ss, (w.tb + n) * BN, w.len.skv);
+                    copy_tile(v_base + vs * KT, vp, a.v_ss, (w.tb + n) * BN, w.len.skv, a.dv);
                     publish_previous(full_k + 8 * ks);
                 }
                 if(w.ntiles > 0)
@@ -378,7 +381,8 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 const int r = i / CH, c = i % CH;
                 const int row = wg_row0 + r;
                 const int src_row = max(min(row, len.sq - 1), 0);
-                cp_async_16(qbuf + woff<BM>(cw * 64 + r, c), qp + src_row * a.q_ss + c * 8, row < len.sq ? 16 : 0);
+                cp_async_16(qbuf + woff<BM>(cw * 64 + r, c), qp + src_row * a.q_ss + min(c * 8, a.d - 8),
+                            row < len.sq && c * 8 < a.d ? 16 : 0);
             }
             cp_async_commit();
             cp_async_wait<0>();
@@ -605,7 +609,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         {
             const int r = i / CH, c = i % CH;
             const int row = wg_row0 + r;
-            if(row < a.sq)
+            if(row < a.sq && c * 8 < a.dv) // the columns of a padded D past dv are not o's
             {
                 uint32_t x0, x1, x2, x3;
                 asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"
@@ -686,9 +690,9 @@ hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShap
     const dim3 grid(static_cast<unsigned>(blocks));
     WsMaps maps{};
     const bool tma = copy_engine
-                     && tma_tile_map(maps.q, a.q, D, a.sq, a.hq, a.batch, a.q_ss, a.q_sh, a.q_sb, NC * 64)
-                     && tma_tile_map(maps.k, a.k, D, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
-                     && tma_tile_map(maps.v, a.v, D, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
+                     && tma_tile_map(maps.q, a.q, a.d, a.sq, a.hq, a.batch, a.q_ss, a.q_sh, a.q_sb, NC * 64)
+                     && tma_tile_map(maps.k, a.k, a.d, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
+                     && tma_tile_map(maps.v, a.v, a.dv, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
     constexpr size_t smem = kWsSmemBytes<D, NC>;
     if(sdpa_has_window_or_bias(a))
     {
@@ -727,7 +731,7 @@ template <ElemType T>
 hipError_t ws_launch_typed(const SdpaArgs& a, int consumers, bool copy_engine, const DeviceShape& dev,
                            hipStream_t stream)
 {
-    if(a.d == 128)
+    if(kernel_head_dim(a.d, a.dv) == 128)
         return launch_ws_typed<T, 128, 2>(a, copy_engine, dev, stream);
     return consumers == 2 ? launch_ws_typed<T, 64, 2>(a, copy_engine, dev, stream)
                           : launch_ws_typed<T, 64, 3>(a, copy_engine, dev, stream);
