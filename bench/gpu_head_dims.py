@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +32,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
 import hipdnn.torch as htorch  # noqa: E402
+from bench.gpu_sdpa import gpu_ms  # noqa: E402
 
 H = 16
 TOKENS = 16384
@@ -41,24 +41,6 @@ TOKENS = 16384
 HEAD_DIMS = [(32, 32), (40, 40), (64, 64), (72, 72), (80, 80), (96, 96), (112, 112), (128, 128), (128, 64), (64, 128)]
 S_LIST = [1024, 4096]
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
-
-
-def gpu_ms(fn: Callable[[], Any], reps: int, warm: int = 3) -> float:
-    """Median per-call GPU time of reps calls queued behind a spin kernel (ms)."""
-    for _ in range(warm):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(3):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(int(2e8))
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    return statistics.median(times)
 
 
 def flops(b: int, s: int, d: int, dv: int, causal: bool) -> float:
