@@ -367,6 +367,7 @@ def _inspect(args: argparse.Namespace) -> int:
                         is_override_shape_enabled=summary.is_override_shape_enabled,
                         has_dynamic_tensors=summary.has_dynamic_tensors,
                         has_ragged_or_paged=summary.has_ragged_or_paged,
+                        has_softcap=summary.has_softcap,
                     )
                 ),
                 "nodes": summary.node_count,

@@ -284,6 +284,7 @@ class OperationGraphDescriptor(Descriptor):
             is_override_shape_enabled=summary.is_override_shape_enabled,
             has_dynamic_tensors=summary.has_dynamic_tensors,
             has_ragged_or_paged=summary.has_ragged_or_paged,
+            has_softcap=summary.has_softcap,
         )
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, summary.is_override_shape_enabled)
         self._set_computed(A.OPERATIONGRAPH_NAME_EXT, summary.name)
@@ -586,6 +587,8 @@ def unknown_engine_text(handle: BackendHandle, engine_id: int) -> str:
 
 def _api_need(graph: OperationGraphDescriptor) -> str:
     summary = graph.summary
+    if summary is not None and summary.has_softcap:
+        return "it has score softcapping"
     if summary is not None and summary.has_ragged_or_paged:
         return "it has ragged offsets or paged K/V"
     if summary is not None and summary.has_dynamic_tensors:

@@ -10,6 +10,7 @@ from hipdnn.wire.Graph import Graph as WireGraph
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.NodeAttributes import NodeAttributes
 from hipdnn.wire.SdpaAttributes import SdpaAttributes as WireSdpa
+from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributes as WireSdpaBackward
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,8 @@ class GraphSummary:
     node_count: int
     #: some SDPA node names page tables (paged K/V)
     has_page_tables: bool = False
+    #: some SDPA node (forward or backward) has a softcap other than 0 (NaN and negative included)
+    has_softcap: bool = False
 
     @property
     def has_dynamic_tensors(self) -> bool:
@@ -81,18 +84,26 @@ def summarize(blob: bytes) -> GraphSummary:
                 is_dynamic=bool(t.IsDynamic()),
                 ragged_offset_uid=t.RaggedOffsetTensorUid(),
             )
-        has_page_tables = False
+        has_page_tables = has_softcap = False
         for i in range(g.NodesLength()):
             n = g.Nodes(i)
-            if n is None or n.AttributesType() != NodeAttributes.SdpaAttributes:
+            kind = n.AttributesType() if n is not None else None
+            if n is None or kind not in (NodeAttributes.SdpaAttributes, NodeAttributes.SdpaBackwardAttributes):
                 continue
             table = n.Attributes()
             if table is None:
+                continue
+            if kind == NodeAttributes.SdpaBackwardAttributes:
+                bwd = WireSdpaBackward()
+                bwd.Init(table.Bytes, table.Pos)
+                # != 0.0 is also true for NaN: any written value but 0 needs a plugin that reads it
+                has_softcap = has_softcap or bwd.Softcap() != 0.0
                 continue
             sdpa = WireSdpa()
             sdpa.Init(table.Bytes, table.Pos)
             if sdpa.PageTableKTensorUid() is not None or sdpa.PageTableVTensorUid() is not None:
                 has_page_tables = True
+            has_softcap = has_softcap or sdpa.Softcap() != 0.0
         name = g.Name()
         return GraphSummary(
             name=name.decode("utf-8", "replace") if name else "",
@@ -104,6 +115,7 @@ def summarize(blob: bytes) -> GraphSummary:
             tensors=tensors,
             node_count=int(g.NodesLength()),
             has_page_tables=has_page_tables,
+            has_softcap=has_softcap,
         )
     except GraphDecodeError:
         raise

@@ -31,6 +31,7 @@ from hipdnn.plugins.version import (
     DYNAMIC_API_VERSION,
     OVERRIDE_API_VERSION,
     RAGGED_PAGED_API_VERSION,
+    SOFTCAP_API_VERSION,
     parse_api_version,
     required_api_version,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "MAX_WORKSPACE_BYTES",
     "OVERRIDE_API_VERSION",
     "RAGGED_PAGED_API_VERSION",
+    "SOFTCAP_API_VERSION",
     "Discovery",
     "EnginePlugin",
     "LoadedPlugin",

@@ -15,6 +15,10 @@ DYNAMIC_API_VERSION = Version("1.2.0")
 #: The first API version that understands ragged offsets (TensorAttributes.ragged_offset_tensor_uid)
 #: and paged K/V (SdpaAttributes.page_table_k/v_tensor_uid), rfcs/0012-ragged-and-paged.md.
 RAGGED_PAGED_API_VERSION = Version("1.3.0")
+#: The first API version that understands score softcapping (SdpaAttributes.softcap and
+#: SdpaBackwardAttributes.softcap), rfcs/0013-softcap.md. A plugin below it would ignore the field
+#: and return uncapped attention, so it is never offered such a graph.
+SOFTCAP_API_VERSION = Version("1.4.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
@@ -34,9 +38,15 @@ def parse_api_version(text: str) -> Version:
 
 
 def required_api_version(
-    *, is_override_shape_enabled: bool, has_dynamic_tensors: bool = False, has_ragged_or_paged: bool = False
+    *,
+    is_override_shape_enabled: bool,
+    has_dynamic_tensors: bool = False,
+    has_ragged_or_paged: bool = False,
+    has_softcap: bool = False,
 ) -> Version:
     """The lowest plugin API version allowed to serve a graph using these features."""
+    if has_softcap:
+        return SOFTCAP_API_VERSION
     if has_ragged_or_paged:
         return RAGGED_PAGED_API_VERSION
     if has_dynamic_tensors:

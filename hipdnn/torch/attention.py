@@ -83,6 +83,18 @@ def _bound(value: object, name: str) -> int | None:
     return value
 
 
+def _softcap(value: object) -> float | None:
+    """``softcap``: None, or a finite number >= 0 (0 means off, as None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _fail(f"softcap must be None or a number >= 0, not {value!r}")
+    c = float(value)
+    if not math.isfinite(c) or c < 0:
+        raise _fail(f"softcap must be None or a finite number >= 0 (0: off), not {value!r}")
+    return c if c != 0.0 else None
+
+
 def _check_tensors(query: object, key: object, value: object) -> tuple[torch.Size, torch.Size, torch.Size]:
     """Refuse what torch refuses (and dtypes no engine takes); the three shapes."""
     if not (isinstance(query, torch.Tensor) and isinstance(key, torch.Tensor) and isinstance(value, torch.Tensor)):
@@ -144,6 +156,7 @@ def scaled_dot_product_attention(
     left_bound: int | None = None,
     right_bound: int | None = None,
     return_lse: bool = False,
+    softcap: float | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, run by a
     cached hipdnn plan: ``softmax(query @ key^T * scale + mask) @ value``.
@@ -170,6 +183,11 @@ def scaled_dot_product_attention(
     - ``left_bound`` / ``right_bound``: a sliding window around the (aligned) diagonal: key j is
       visible to query i when ``i - left_bound < j <= i + right_bound``, so ``left_bound=w`` keeps
       the ``w`` keys ending at the diagonal (with ``is_causal``: Mistral-style windows).
+    - ``softcap``: score softcapping (Gemma 2's ``attn_logit_softcapping``, FlashAttention's
+      ``softcap``): with c > 0, each score ``s = scale * query @ key^T`` is replaced by
+      ``c * tanh(s / c)`` BEFORE ``attn_mask``, the causal mask and every other mask are applied
+      (Gemma 2's order in transformers); the backward multiplies dS by ``1 - tanh(s / c)^2``. None or
+      0: off; negative, NaN or infinite values are refused. Part of the plan cache key.
     - ``return_lse``: also return the natural-log log-sum-exp of each row's scores, ``(..., Hq, L)``
       float32 (``-inf`` for rows with no visible key); no gradient flows through it.
 
@@ -185,6 +203,7 @@ def scaled_dot_product_attention(
         and left_bound is None
         and right_bound is None
         and not return_lse
+        and softcap is None
         and dropout_p == 0.0
         and (causal_alignment == "top_left" or causal_alignment == "bottom_right")
     ):
@@ -196,7 +215,7 @@ def scaled_dot_product_attention(
     try:
         return _serve(
             query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-            causal_alignment, seq_len_q, seq_len_kv, left_bound, right_bound, return_lse,
+            causal_alignment, seq_len_q, seq_len_kv, left_bound, right_bound, return_lse, softcap,
         )  # fmt: skip
     except HipdnnError as exc:
         extras = (
@@ -205,6 +224,7 @@ def scaled_dot_product_attention(
             or left_bound is not None
             or right_bound is not None
             or return_lse
+            or softcap is not None  # torch's function has no softcap: falling back would ignore it
             or (is_causal and causal_alignment != "top_left")
             or (is_causal and attn_mask is not None)  # torch's function takes one or the other
         )
@@ -236,9 +256,11 @@ def _serve(
     left_bound: int | None,
     right_bound: int | None,
     return_lse: bool,
+    softcap: float | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """``scaled_dot_product_attention`` on hipdnn's engines, every case (the short path aside)."""
     qs, ks, vs = _check_tensors(query, key, value)
+    cap = _softcap(softcap)
     if dropout_p != 0.0:
         raise _fail(
             f"dropout_p={dropout_p!r}: hipdnn's engines have no dropout; pass dropout_p=0.0 "
@@ -261,6 +283,7 @@ def _serve(
         bottom_right,
         left_bound,
         right_bound,
+        cap,
     )
 
     batch: tuple[int, ...]
@@ -290,7 +313,7 @@ def _serve(
     if torch.compiler.is_compiling():
         o, stats = forward_op(
             q, k, v, bias, slq, slkv, masking.scale, masking.causal, masking.bottom_right,
-            masking.left_bound, masking.right_bound, return_lse or grad,
+            masking.left_bound, masking.right_bound, return_lse or grad, masking.softcap,
         )  # fmt: skip
     elif grad:
         o, stats = apply_attention(q, k, v, bias, slq, slkv, masking)

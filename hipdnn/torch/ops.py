@@ -23,12 +23,13 @@ BACKWARD_OP = "hipdnn::sdpa_backward"
 
 _FORWARD_SCHEMA = (
     "(Tensor q, Tensor k, Tensor v, Tensor? bias, Tensor? seq_len_q, Tensor? seq_len_kv, float scale, "
-    "bool causal, bool bottom_right, int? left_bound, int? right_bound, bool want_stats) -> (Tensor, Tensor)"
+    "bool causal, bool bottom_right, int? left_bound, int? right_bound, bool want_stats, float? softcap=None) "
+    "-> (Tensor, Tensor)"
 )
 _BACKWARD_SCHEMA = (
     "(Tensor grad_o, Tensor q, Tensor k, Tensor v, Tensor o, Tensor stats, Tensor? bias, Tensor? seq_len_q, "
-    "Tensor? seq_len_kv, float scale, bool causal, bool bottom_right, int? left_bound, int? right_bound) "
-    "-> (Tensor, Tensor, Tensor)"
+    "Tensor? seq_len_kv, float scale, bool causal, bool bottom_right, int? left_bound, int? right_bound, "
+    "float? softcap=None) -> (Tensor, Tensor, Tensor)"
 )
 
 
@@ -116,8 +117,9 @@ def _sdpa(
     left_bound: int | None,
     right_bound: int | None,
     want_stats: bool,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    masking = Masking(scale, causal, bottom_right, left_bound, right_bound).normalized()
+    masking = Masking(scale, causal, bottom_right, left_bound, right_bound, softcap).normalized()
     o, stats = attention_forward(q, k, v, bias, seq_len_q, seq_len_kv, masking, want_stats)
     return o, stats if stats is not None else torch.empty((0,), dtype=torch.float32, device=q.device)
 
@@ -135,6 +137,7 @@ def _sdpa_fake(
     left_bound: int | None,
     right_bound: int | None,
     want_stats: bool,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     return forward_outputs(q, v, want_stats)
 
@@ -154,8 +157,9 @@ def _sdpa_backward(
     bottom_right: bool,
     left_bound: int | None,
     right_bound: int | None,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    masking = Masking(scale, causal, bottom_right, left_bound, right_bound).normalized()
+    masking = Masking(scale, causal, bottom_right, left_bound, right_bound, softcap).normalized()
     dq, dk, dv = attention_backward(grad_o, q, k, v, o, stats, bias, seq_len_q, seq_len_kv, masking)
     return dq, dk, dv
 
@@ -175,16 +179,18 @@ def _sdpa_backward_fake(
     bottom_right: bool,
     left_bound: int | None,
     right_bound: int | None,
+    softcap: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     dq, dk, dv = backward_outputs(q, k, v)
     return dq, dk, dv
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[torch.Tensor, torch.Tensor]) -> None:
-    q, k, v, bias, seq_len_q, seq_len_kv, scale, causal, bottom_right, left, right, want_stats = inputs
+    q, k, v, bias, seq_len_q, seq_len_kv, scale, causal, bottom_right, left, right, want_stats = inputs[:12]
+    softcap = inputs[12] if len(inputs) > 12 else None
     o, stats = output
     ctx.save_for_backward(q, k, v, o, stats, bias, seq_len_q, seq_len_kv)
-    ctx.options = (scale, causal, bottom_right, left, right)
+    ctx.options = (scale, causal, bottom_right, left, right, softcap)
     ctx.want_stats = want_stats
     ctx.mark_non_differentiable(stats)
 
@@ -198,7 +204,7 @@ def _backward(ctx: Any, grad_o: torch.Tensor, grad_stats: torch.Tensor | None) -
         )
     q, k, v, o, stats, bias, seq_len_q, seq_len_kv = ctx.saved_tensors
     dq, dk, dv = backward_op(grad_o, q, k, v, o, stats, bias, seq_len_q, seq_len_kv, *ctx.options)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None
 
 
 def _custom_op(name: str, fn: Any, schema: str) -> Any:

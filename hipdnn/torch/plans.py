@@ -129,6 +129,8 @@ class Masking(NamedTuple):
     bottom_right: bool = False
     left_bound: int | None = None
     right_bound: int | None = None
+    #: score softcapping c (None: off), applied before every mask
+    softcap: float | None = None
 
     def normalized(self) -> Masking:
         """The alignment matters only with a causal mask or a band: dropped otherwise."""
@@ -142,6 +144,7 @@ class Masking(NamedTuple):
             "diagonal_alignment": DiagonalAlignment.BOTTOM_RIGHT if self.bottom_right else DiagonalAlignment.TOP_LEFT,
             "diagonal_band_left_bound": self.left_bound,
             "diagonal_band_right_bound": self.right_bound,
+            "softcap": self.softcap,
         }
 
 
@@ -349,6 +352,8 @@ def describe(kind: Kind) -> str:
         parts.append("causal " + ("bottom-right" if m.bottom_right else "top-left"))
     if m.left_bound is not None or m.right_bound is not None:
         parts.append(f"band left {m.left_bound} right {m.right_bound}" + (" bottom-right" if m.bottom_right else ""))
+    if m.softcap is not None:
+        parts.append(f"softcap {m.softcap:g}")
     if kind.padding:
         parts.append("sequence lengths")
     if any(s.role == "bias" for s in kind.slots):

@@ -23,7 +23,6 @@ _log = logging.getLogger("hipdnn.torch")
 
 #: keyword arguments transformers' attention modules pass that change the result, and why hipdnn refuses each
 _REFUSED = {
-    "softcap": "logit soft-capping (hipdnn's SDPA has no softcap)",
     "s_aux": "attention sinks (s_aux)",
     "position_bias": "a position bias (T5-style relative attention)",
 }
@@ -49,7 +48,9 @@ def hipdnn_attention_forward(
 ) -> tuple[torch.Tensor, None]:
     """transformers' attention-function signature: query [B, Hq, Sq, D], key/value [B, Hkv, Skv, D]
     (from the cache), returns ``(output [B, Sq, Hq, D], None)`` as ``sdpa_attention_forward`` does.
-    Grouped-query attention runs natively (keys and values are never repeated)."""
+    Grouped-query attention runs natively (keys and values are never repeated). ``softcap`` (Gemma 2
+    style models pass ``attn_logit_softcapping``) is honored: the scaled scores are capped, then the
+    mask is added, as transformers' eager attention does."""
     for name, what in _REFUSED.items():
         if kwargs.get(name) is not None:
             raise _refuse(what)  # never a fallback: transformers' sdpa function would ignore it
@@ -73,6 +74,7 @@ def hipdnn_attention_forward(
         is_causal=causal,
         scale=scaling,
         enable_gqa=query.shape[1] != key.shape[1],
+        softcap=kwargs.get("softcap"),
     )
     assert isinstance(out, torch.Tensor)
     return out.transpose(1, 2).contiguous(), None

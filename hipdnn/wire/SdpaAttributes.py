@@ -311,8 +311,15 @@ class SdpaAttributes(object):
             return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
         return 0
 
+    # SdpaAttributes
+    def Softcap(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(86))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
 def SdpaAttributesStart(builder):
-    builder.StartObject(41)
+    builder.StartObject(42)
 
 def Start(builder):
     SdpaAttributesStart(builder)
@@ -563,6 +570,12 @@ def SdpaAttributesAddImplementation(builder, implementation):
 def AddImplementation(builder, implementation):
     SdpaAttributesAddImplementation(builder, implementation)
 
+def SdpaAttributesAddSoftcap(builder, softcap):
+    builder.PrependFloat32Slot(41, softcap, 0.0)
+
+def AddSoftcap(builder, softcap):
+    SdpaAttributesAddSoftcap(builder, softcap)
+
 def SdpaAttributesEnd(builder):
     return builder.EndObject()
 
@@ -620,6 +633,7 @@ class SdpaAttributesT(object):
         diagonalAlignment = 0,
         mmaCoreMode = 0,
         implementation = 0,
+        softcap = 0.0,
     ):
         self.qTensorUid = qTensorUid  # type: int
         self.kTensorUid = kTensorUid  # type: int
@@ -662,6 +676,7 @@ class SdpaAttributesT(object):
         self.diagonalAlignment = diagonalAlignment  # type: int
         self.mmaCoreMode = mmaCoreMode  # type: int
         self.implementation = implementation  # type: int
+        self.softcap = softcap  # type: float
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -725,6 +740,7 @@ class SdpaAttributesT(object):
         self.diagonalAlignment = sdpaAttributes.DiagonalAlignment()
         self.mmaCoreMode = sdpaAttributes.MmaCoreMode()
         self.implementation = sdpaAttributes.Implementation()
+        self.softcap = sdpaAttributes.Softcap()
 
     # SdpaAttributesT
     def Pack(self, builder):
@@ -770,5 +786,6 @@ class SdpaAttributesT(object):
         SdpaAttributesAddDiagonalAlignment(builder, self.diagonalAlignment)
         SdpaAttributesAddMmaCoreMode(builder, self.mmaCoreMode)
         SdpaAttributesAddImplementation(builder, self.implementation)
+        SdpaAttributesAddSoftcap(builder, self.softcap)
         sdpaAttributes = SdpaAttributesEnd(builder)
         return sdpaAttributes

@@ -220,8 +220,15 @@ class SdpaBackwardAttributes(object):
             return bool(self._tab.Get(flatbuffers.number_types.BoolFlags, o + self._tab.Pos))
         return False
 
+    # SdpaBackwardAttributes
+    def Softcap(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(60))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
+        return 0.0
+
 def SdpaBackwardAttributesStart(builder):
-    builder.StartObject(28)
+    builder.StartObject(29)
 
 def Start(builder):
     SdpaBackwardAttributesStart(builder)
@@ -394,6 +401,12 @@ def SdpaBackwardAttributesAddDeterministic(builder, deterministic):
 def AddDeterministic(builder, deterministic):
     SdpaBackwardAttributesAddDeterministic(builder, deterministic)
 
+def SdpaBackwardAttributesAddSoftcap(builder, softcap):
+    builder.PrependFloat32Slot(28, softcap, 0.0)
+
+def AddSoftcap(builder, softcap):
+    SdpaBackwardAttributesAddSoftcap(builder, softcap)
+
 def SdpaBackwardAttributesEnd(builder):
     return builder.EndObject()
 
@@ -438,6 +451,7 @@ class SdpaBackwardAttributesT(object):
         maxTotalSeqLenQ = None,
         maxTotalSeqLenKv = None,
         deterministic = False,
+        softcap = 0.0,
     ):
         self.qTensorUid = qTensorUid  # type: int
         self.kTensorUid = kTensorUid  # type: int
@@ -467,6 +481,7 @@ class SdpaBackwardAttributesT(object):
         self.maxTotalSeqLenQ = maxTotalSeqLenQ  # type: Optional[int]
         self.maxTotalSeqLenKv = maxTotalSeqLenKv  # type: Optional[int]
         self.deterministic = deterministic  # type: bool
+        self.softcap = softcap  # type: float
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -517,6 +532,7 @@ class SdpaBackwardAttributesT(object):
         self.maxTotalSeqLenQ = sdpaBackwardAttributes.MaxTotalSeqLenQ()
         self.maxTotalSeqLenKv = sdpaBackwardAttributes.MaxTotalSeqLenKv()
         self.deterministic = sdpaBackwardAttributes.Deterministic()
+        self.softcap = sdpaBackwardAttributes.Softcap()
 
     # SdpaBackwardAttributesT
     def Pack(self, builder):
@@ -549,5 +565,6 @@ class SdpaBackwardAttributesT(object):
         SdpaBackwardAttributesAddMaxTotalSeqLenQ(builder, self.maxTotalSeqLenQ)
         SdpaBackwardAttributesAddMaxTotalSeqLenKv(builder, self.maxTotalSeqLenKv)
         SdpaBackwardAttributesAddDeterministic(builder, self.deterministic)
+        SdpaBackwardAttributesAddSoftcap(builder, self.softcap)
         sdpaBackwardAttributes = SdpaBackwardAttributesEnd(builder)
         return sdpaBackwardAttributes

@@ -49,6 +49,7 @@ FAKE_VARIANTS: dict[str, FakeVariant] = {
         FakeVariant("fake_override_second", "1.1.0", True, 9007),
         FakeVariant("fake_override_v120", "1.2.0", True, 9008),
         FakeVariant("fake_override_v130", "1.3.0", True, 9009),
+        FakeVariant("fake_override_v140", "1.4.0", True, 9010),
     )
 }
 

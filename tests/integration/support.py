@@ -36,6 +36,7 @@ ENGINE = {
     "fake_override_second": 9007,
     "fake_override_v120": 9008,
     "fake_override_v130": 9009,
+    "fake_override_v140": 9010,
 }
 
 

@@ -226,8 +226,9 @@ static void walk_node(hipdnnGraphReader_t* r, uint32_t index)
         emit_opt_i64("left_bound", s.left_bound);
         emit_opt_i64("right_bound", s.right_bound);
         emit_opt_i64("max_seq_len_kv", s.max_seq_len_kv);
-        emit(",\"diagonal_alignment\":%d,\"mma_core_mode\":%d,\"implementation\":%d}", (int)s.diagonal_alignment,
+        emit(",\"diagonal_alignment\":%d,\"mma_core_mode\":%d,\"implementation\":%d", (int)s.diagonal_alignment,
              (int)s.mma_core_mode, (int)s.implementation);
+        emit(",\"softcap\":%llu}", f32_bits(s.softcap));
     }
     emit("}");
 }

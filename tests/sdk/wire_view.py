@@ -113,6 +113,7 @@ def _sdpa(a: Any) -> dict[str, Any]:
         out[k] = getattr(a, camel(k))
     for k in SDPA_ENUMS:
         out[k] = _signed8(getattr(a, camel(k)))
+    out["softcap"] = f32_bits(a.softcap)
     return out
 
 

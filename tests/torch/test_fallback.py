@@ -113,11 +113,17 @@ def test_a_refused_kind_is_not_rebuilt_on_every_call(monkeypatch: pytest.MonkeyP
 
 def test_transformers_backend_falls_back_for_engine_refusals_only(fallback: None) -> None:
     """Through the transformers backend: an engine refusal (dropout in training mode) runs torch's
-    SDPA; options transformers' own SDPA function would silently ignore (softcap) stay refusals."""
+    SDPA; options transformers' own SDPA function would silently ignore (attention sinks) stay
+    refusals, and softcap, which torch's SDPA would ignore too, is served by hipdnn, never fallen back."""
     q, k, v = torch.randn(1, 4, 5, 16), torch.randn(1, 2, 5, 16), torch.randn(1, 2, 5, 16)
     module = torch.nn.Module()
-    with pytest.raises(HipdnnError, match="soft-capping"):
-        ht.hipdnn_attention_forward(module, q, k, v, None, softcap=30.0)
+    with pytest.raises(HipdnnError, match="attention sinks"):
+        ht.hipdnn_attention_forward(module, q, k, v, None, s_aux=torch.zeros(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ht.HipdnnFallbackWarning)
+        capped, _ = ht.hipdnn_attention_forward(module, q, k, v, None, softcap=0.5)
+        plain, _ = ht.hipdnn_attention_forward(module, q, k, v, None)
+    assert (capped - plain).abs().max().item() > 1e-3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ht.HipdnnFallbackWarning)
         torch.manual_seed(3)

@@ -530,7 +530,7 @@ struct CpuEngine
     using Plan = hipdnn_cpu::Plan;
     static constexpr int64_t kEngineIds[] = {kEngineId};
     static constexpr const char* kName = "hipdnn_cpu_engine";
-    static constexpr const char* kApiVersion = "1.3.0"; // ragged offsets and paged K/V (rfcs/0012)
+    static constexpr const char* kApiVersion = "1.4.0"; // ragged / paged (rfcs/0012), softcap (rfcs/0013)
     static constexpr const char* kVersion = HIPDNN_VERSION;
     static constexpr bool kOverrideEntry = true;
 

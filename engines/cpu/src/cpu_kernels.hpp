@@ -58,7 +58,8 @@ enum class DType
 };
 
 // ---------------------------------------------------------------- SDPA ----
-// o = softmax(scale * q k^T + bias + alibi, masked) v, per (batch, head).
+// o = softmax(cap(scale * q k^T) + bias + alibi, masked) v, per (batch, head), where cap(s) is s,
+// or softcap * tanh(s / softcap) when softcap > 0 (applied before bias, ALiBi and every mask).
 // Key j is visible to query i when every present bound holds; with padding,
 // only i < seq_len_q[b] and j < seq_len_kv[b] take part (other rows: 0).
 // Rows that see no key give o = 0 and stats = -inf.
@@ -89,6 +90,8 @@ struct SdpaProblem
     DType bias_t = DType::F32;
     int64_t bias_st[4] = {};
     bool alibi = false;
+    // Score softcapping c (> 0: s -> c tanh(s / c) before bias, ALiBi and masks; 0: off).
+    float softcap = 0.0f;
 };
 
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.

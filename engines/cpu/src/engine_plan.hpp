@@ -84,6 +84,7 @@ struct NodeInfo
     int64_t lo = 0;
     bool padding = false;
     bool alibi = false;
+    float softcap = 0.0f; // score softcapping c (0: off; rfcs/0013-softcap.md)
     // Ragged tensors or paged K/V (API 1.3.0, sdpa_varlen.cpp): the node runs batch by batch, each
     // at its own lengths; sdpa_fwd keeps the page tables in in[7] (k) and in[8] (v).
     bool varlen = false;

@@ -4,12 +4,14 @@
 
 #include "engine_plan.hpp"
 
+#include <hipdnn_plugin_sdk/cpp/Sdpa.hpp>
+
 #include <cmath>
 
 namespace hipdnn_cpu
 {
 // Reads what SdpaAttributes and SdpaBackwardAttributes share, under the same field names in both
-// tables: the diagonal/band masks, padding, ALiBi, the scale, and the q/k/v/scale/seq_len/bias inputs
+// tables: the diagonal/band masks, padding, ALiBi, the scale, the softcap, and the q/k/v/scale/seq_len/bias inputs
 // (in[0..6]). Returns "" or why the node cannot be served; unknown uids are reported through ref.
 template <class Attrs, class Ref>
 std::string read_attention_options(const Attrs* a, NodeInfo& node, const char* nm, const char* kind, Ref&& ref)
@@ -42,6 +44,12 @@ std::string read_attention_options(const Attrs* a, NodeInfo& node, const char* n
     }
     node.padding = a->padding_mask();
     node.alibi = a->alibi_mask();
+    if(!sdk::sdpa_softcap_valid(*a))
+        return format("node '%s' (%s): softcap %g is not supported (it must be 0, off, or a finite value > 0)",
+                      nm,
+                      kind,
+                      static_cast<double>(a->softcap()));
+    node.softcap = sdk::sdpa_softcap(*a);
     if(a->attn_scale_value().has_value())
     {
         node.has_scale = true;
@@ -113,6 +121,7 @@ inline void fill_attention(SdpaProblem& p, const Plan& plan, const NodeInfo& nod
             p.bias_st[i] = bs.dims[i] == 1 ? 0 : bs.strides[i];
     }
     p.alibi = node.alibi;
+    p.softcap = node.softcap;
 }
 
 // The backward's whole problem: the forward's inputs (o and stats are in[7], in[9]), dO and the

@@ -21,7 +21,7 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         bool present;
         const char* what;
     };
-    const char* const extension = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/true);
+    const char* const extension = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/true, /*serves_softcap=*/true);
     const bool paged = sdk::sdpa_is_paged(*a);
     const Unsupported unsupported[] = {
         {extension != nullptr, extension},

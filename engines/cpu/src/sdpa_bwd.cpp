@@ -184,6 +184,30 @@ __attribute__((target("avx512f"))) inline Vec<16>::F exp2v<16>(Vec<16>::F xv)
 }
 #endif
 
+// tanh(x), as the forward's (sdpa_fwd.inl): the odd Taylor polynomial to x^13 for |x| < 0.4, else
+// (1 - e) / (1 + e) with e = 2^(-2|x| log2 e); +-1 at +-inf, NaN stays NaN.
+template <int W>
+inline typename Vec<W>::F tanhv(typename Vec<W>::F x)
+{
+    typedef typename Vec<W>::F V;
+    const V zero = V{};
+    const V neg = zero - x;
+    const V ax = x < zero ? neg : x;
+    const V x2 = x * x;
+    V p = vset<W>(21844.0f / 6081075.0f);
+    p = p * x2 + (-1382.0f / 155925.0f);
+    p = p * x2 + (62.0f / 2835.0f);
+    p = p * x2 + (-17.0f / 315.0f);
+    p = p * x2 + (2.0f / 15.0f);
+    p = p * x2 + (-1.0f / 3.0f);
+    const V small = x + x * x2 * p;
+    const V e = exp2v<W>(ax * (-2.0f * kLog2e));
+    const V one = vset<W>(1.0f);
+    const V t = (one - e) / (one + e);
+    const V big = x < zero ? zero - t : t;
+    return ax < vset<W>(0.4f) ? small : big;
+}
+
 #if HIPDNN_BWD_X86
 // dst[e * ldd + i] = src[i * lds + e] for a 16 x 16 fp32 block, in registers:
 // four rounds of two-source lane permutes, round s swapping the (row, column)
@@ -784,6 +808,11 @@ inline void item(const Run& r, int64_t w, float* ws)
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
     const V c2 = vset<W>(p.scale * kLog2e);
     const float scale = p.scale;
+    // Softcapping (rfcs/0013-softcap.md): the row's raw scores u = scale q.k become c tanh(u / c)
+    // before the bias and ALiBi; dS is then multiplied by 1 - tanh(u / c)^2, kept per column in dt.
+    const bool capped = p.softcap > 0.0f;
+    const float cap = p.softcap, cap_inv = capped ? 1.0f / p.softcap : 0.0f;
+    alignas(64) float dt[BK];
     const bool pf = std::max(r.dp, r.dvp) >= 128; // prefetching in the products: see mk()
     V lane;
     for(int l = 0; l < W; ++l)
@@ -859,15 +888,44 @@ inline void item(const Run& r, int64_t w, float* ws)
                             std::memset(dr, 0, sizeof(float) * BK);
                             continue;
                         }
+                        const float l2 = lse[qi];
+                        const float dls = del[qi] * scale;
+                        const V base = vset<W>(static_cast<float>(k0 - qi)) * slope;
+                        if(capped)
+                        {
+                            for(int64_t j = 0; j < BK; j += W)
+                            {
+                                const V t = tanhv<W>(vload<W>(sr + j) * (scale * cap_inv));
+                                vstore<W>(dt + j, vset<W>(1.0f) - t * t);
+                                vstore<W>(sr + j, t * cap);
+                            }
+                            if(p.bias)
+                            {
+                                const int64_t brow = boff + qi * p.bias_st[2];
+                                for(int64_t j = c0; j < c1; ++j)
+                                    sr[j] += ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
+                            }
+                            for(int64_t j = 0; j < BK; j += W)
+                            {
+                                V x = vload<W>(sr + j) * kLog2e;
+                                if(p.alibi)
+                                    x += base + (lane + static_cast<float>(j)) * slope;
+                                const V pv = exp2v<W>(x - l2);
+                                vstore<W>(sr + j, pv);
+                                vstore<W>(dr + j, pv * (vload<W>(dr + j) * scale - dls) * vload<W>(dt + j));
+                            }
+                            for(int64_t j = 0; j < c0; ++j)
+                                sr[j] = dr[j] = 0.0f;
+                            for(int64_t j = c1; j < BK; ++j)
+                                sr[j] = dr[j] = 0.0f;
+                            continue;
+                        }
                         if(p.bias)
                         {
                             const int64_t brow = boff + qi * p.bias_st[2];
                             for(int64_t j = c0; j < c1; ++j)
                                 sr[j] = sr[j] * scale + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
                         }
-                        const float l2 = lse[qi];
-                        const float dls = del[qi] * scale;
-                        const V base = vset<W>(static_cast<float>(k0 - qi)) * slope;
                         for(int64_t j = 0; j < BK; j += W)
                         {
                             V x = vload<W>(sr + j);

@@ -175,6 +175,57 @@ inline float exp2_scalar(float x)
     return exp2_nonpos(vset(x))[0];
 }
 
+// tanh(x): for |x| < 0.4 its odd Taylor polynomial to x^13 (truncation < 5e-9 relative); above,
+// (1 - e) / (1 + e) with e = exp(-2|x|) = 2^(-2|x| log2 e) < 0.45, so the subtraction loses under a
+// bit; |x| = inf gives +-1, NaN stays NaN (both selects take their second operand).
+inline V vtanh(V x)
+{
+    const V neg = -x;
+    const V ax = x < V{} ? neg : x;
+    const V x2 = x * x;
+    V p = vset(21844.0f / 6081075.0f);
+    p = p * x2 + (-1382.0f / 155925.0f);
+    p = p * x2 + (62.0f / 2835.0f);
+    p = p * x2 + (-17.0f / 315.0f);
+    p = p * x2 + (2.0f / 15.0f);
+    p = p * x2 + (-1.0f / 3.0f);
+    const V small = x + x * x2 * p;
+    const V e = exp2_nonpos(ax * (-2.0f * kLog2e));
+    const V t = (vset(1.0f) - e) / (vset(1.0f) + e);
+    const V big = x < V{} ? -t : t;
+    return ax < vset(0.4f) ? small : big;
+}
+
+// Score softcapping in the kernels' log2 units: a score s2 = s log2(e) becomes
+// c log2(e) tanh(s2 / (c log2(e))) = log2(e) c tanh(s / c). cap = c log2(e), inv = 1 / cap.
+struct Cap
+{
+    bool on = false;
+    float cap = 0.0f, inv = 0.0f;
+};
+
+inline Cap cap_of(const SdpaProblem& p)
+{
+    Cap c;
+    if(p.softcap > 0.0f)
+    {
+        // (in double: c log2(e) overflows float for c above ~2.4e38)
+        const double cap = static_cast<double>(p.softcap) * 1.4426950408889634;
+        c.on = true;
+        c.cap = static_cast<float>(cap < 3.4028234663852886e38 ? cap : 3.4028234663852886e38);
+        c.inv = static_cast<float>(1.0 / cap);
+    }
+    return c;
+}
+
+// n (a multiple of W) scores at s, capped in place.
+inline void cap_scores(float* s, int64_t n, const Cap& c)
+{
+    const V cap = vset(c.cap), inv = vset(c.inv);
+    for(int64_t j = 0; j < n; j += W)
+        vstore(s + j, cap * vtanh(vload(s + j) * inv));
+}
+
 // ------------------------------------------------------ element access ----
 inline float half_to_float(uint16_t h)
 {
@@ -697,6 +748,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     const float alibi2 = p.alibi ? alibi_slope(h, run.hq) * kLog2e : 0.0f;
     const bool has_bias = p.bias != nullptr;
     const int64_t bias_off = has_bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
+    const Cap cap = cap_of(p);
 
     for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
     {
@@ -748,7 +800,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             float* s = st; // row r = key j0 + r
             // Rows every live query of the panel sees: j - hi <= pq0 and j - lo >= pq1 - 1.
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
-            const bool plain = band_free && !has_bias && !p.alibi;
+            const bool plain = band_free && !has_bias && !p.alibi && !cap.on;
 
             float* mp = mrow + pn * QW;
             float* lp = lrow + pn * QW;
@@ -770,6 +822,9 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
                 for(int v = 0; v < NV; ++v)
                     qv[v] = lane + static_cast<float>(pq0 + v * W);
 
+                // Softcapping comes first: the bias, ALiBi and the masks apply to the capped scores.
+                if(cap.on)
+                    cap_scores(s, rows * QW, cap);
                 if(has_bias)
                 {
                     for(int64_t i = 0; i < pq1 - pq0; ++i)
@@ -929,6 +984,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
     const bool k_direct = p.kt == DType::F32 && p.ks.strides[3] == 1 && d == dp;
     const bool v_direct = p.vt == DType::F32 && p.vs.strides[3] == 1 && dv == dvp;
     const bool has_bias = p.bias != nullptr;
+    const Cap cap = cap_of(p);
     for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
     {
         const int64_t nk = imin(BK, kend - k0);
@@ -987,6 +1043,8 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
             const float* qr = rq + r * dp;
             for(int64_t j = 0; j < nk; j += W)
                 vstore(s + j, dot_keys(kt + j * krs, krs, nk - j, qr, dp));
+            if(cap.on) // before the bias, ALiBi and the masks
+                cap_scores(s, nkv, cap);
             if(has_bias)
             {
                 const int64_t brow = b * p.bias_st[0] + rh[r] * p.bias_st[1] + ri[r] * p.bias_st[2];

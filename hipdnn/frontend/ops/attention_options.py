@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from hipdnn.backend.enums import NamedIntEnum
 from hipdnn.frontend.args import (
     INT64_MAX,
@@ -63,6 +65,13 @@ class SdpaAttributes:
     - ``bias``: an additive tensor that broadcasts to the scores [B, Hq, Sq, Skv]; ``use_alibi_mask``.
     - ``generate_stats`` / ``is_inference`` (forward only): also output the row log-sum-exp that the
       backward needs (cudnn-frontend's ``is_inference=False`` means the same).
+    - ``softcap``: score softcapping (Gemma 2's ``attn_logit_softcapping``, FlashAttention's
+      ``softcap``). With c > 0, the score s = attn_scale * q.k is replaced by c * tanh(s / c) BEFORE
+      the additive bias, ALiBi and every mask are applied (Gemma 2's order in transformers: softcap
+      the scaled logits, then add the mask). The backward multiplies dS by 1 - tanh(s / c)^2 for the
+      capped score (ds_raw = ds_capped * (1 - t^2), t = tanh(s / c)). None or 0 means off; a negative,
+      NaN or infinite c is refused at validation. Graphs with it need plugin API 1.4.0
+      (rfcs/0013-softcap.md).
     - ``use_deterministic_algorithm`` (backward only): the same inputs give bit-identical gradients;
       engines that cannot promise it decline the graph (the GPU engine sums dQ in no fixed order, the
       CPU engine's backward is deterministic). Ignored by the forward when it comes in ``options``.
@@ -98,6 +107,7 @@ class SdpaAttributes:
     paged_attention_k_table: TensorAttributes | None = None
     paged_attention_v_table: TensorAttributes | None = None
     paged_attention_max_seq_len_kv: int | None = None
+    softcap: float | None = None
 
     def checked(self, at: str) -> SdpaAttributes:
         """A checked, normalized copy (``at`` prefixes messages): arguments of the right types, the
@@ -106,9 +116,12 @@ class SdpaAttributes:
         scale = self.attn_scale
         if scale is not None and not isinstance(scale, TensorAttributes):
             scale = number_arg(scale, at + "attn_scale")
+        softcap = None if self.softcap is None else number_arg(self.softcap, at + "softcap")
         out = dataclasses.replace(
             self,
             attn_scale=scale,
+            # 0 is "off", as None: one spelling on the wire (the field unwritten) and when read back
+            softcap=softcap if softcap != 0.0 else None,
             use_causal_mask=bool_arg(self.use_causal_mask, at + "use_causal_mask"),
             use_causal_mask_bottom_right=bool_arg(
                 self.use_causal_mask_bottom_right, at + "use_causal_mask_bottom_right"
@@ -311,6 +324,8 @@ def write_options(options: SdpaAttributes, table: Any) -> None:
     table.seqLenKvTensorUid = _uid(options.seq_len_kv)
     table.attnMaskTensorUid = _uid(options.bias)
     table.alibiMask = options.use_alibi_mask
+    if options.softcap is not None:
+        table.softcap = float(options.softcap)
     if options.paged_attention_k_table is not None or options.paged_attention_v_table is not None:
         table.pageTableKTensorUid = _uid(options.paged_attention_k_table)
         table.pageTableVTensorUid = _uid(options.paged_attention_v_table)
@@ -350,6 +365,9 @@ def read_options(table: Any, tensor: Callable[[int | None], Any]) -> SdpaAttribu
         paged_attention_k_table=tensor(getattr(table, "pageTableKTensorUid", None)),
         paged_attention_v_table=tensor(getattr(table, "pageTableVTensorUid", None)),
         paged_attention_max_seq_len_kv=getattr(table, "maxSeqLenKv", None),
+        # 0 (the default: unwritten) is off; any other value, NaN or negative too, is kept for
+        # check_options to refuse
+        softcap=float(table.softcap) if table.softcap != 0.0 else None,
     )
 
 
@@ -362,6 +380,7 @@ def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
     opts: SdpaAttributes = node.options
     if isinstance(opts.attn_scale, float):
         check_float(opts.attn_scale, f"{node.kind} node {node.name!r}: attn_scale")
+    check_softcap(node, opts.softcap)
     for role, bound in (("left", opts.diagonal_band_left_bound), ("right", opts.diagonal_band_right_bound)):
         if bound is not None and bound < 0:
             raise node.fail(f"diagonal_band_{role}_bound {bound} must be >= 0")
@@ -389,6 +408,19 @@ def check_options(node: Any, q: TensorAttributes, k: TensorAttributes) -> None:
             raise node.fail(
                 f"bias tensor {bias.get_name()!r} with dims {dims} does not broadcast to the scores {scores}"
             )
+
+
+def check_softcap(node: Any, softcap: float | None) -> None:
+    """Rules of ``softcap``: None (off) or a finite c > 0 that float32 holds (the wire stores it as
+    float32, where a tiny c would arrive as 0, i.e. off, and a huge one as inf)."""
+    if softcap is None:
+        return
+    what = f"{node.kind} node {node.name!r}: softcap"
+    check_float(softcap, what)
+    if softcap < 0:
+        raise refuse(what, f"{softcap} is negative: it must be > 0 (the cap c of c * tanh(s / c)), or 0 / None: off")
+    if softcap != 0.0 and float(np.float32(softcap)) == 0.0:
+        raise refuse(what, f"{softcap} rounds to 0 in float32, which the wire format stores (it would mean off)")
 
 
 _INT32_MAX = 2**31 - 1

@@ -348,6 +348,8 @@ typedef struct
     int32_t diagonal_alignment; /* HIPDNN_WIRE_DIAGONAL_* */
     int32_t mma_core_mode;      /* HIPDNN_WIRE_DATA_TYPE_* */
     int32_t implementation;     /* HIPDNN_WIRE_ATTENTION_* */
+    float softcap;              /* score softcapping c (API >= 1.4.0): c > 0 replaces each score s by
+                                   c * tanh(s / c) before bias, ALiBi and masks; 0 (unwritten) is off */
 } hipdnnGraphSdpa_t;
 
 /* ------------------------------------------------------------------------- */
@@ -1144,6 +1146,7 @@ static inline hipdnnPluginStatus_t hipdnnGraphReaderDecodeSdpa_(hipdnnGraphReade
     HIPDNN_GR_STEP_(hipdnnGraphReaderEnum_(r, &t, 38, w, &s->diagonal_alignment));
     HIPDNN_GR_STEP_(hipdnnGraphReaderEnum_(r, &t, 39, w, &s->mma_core_mode));
     HIPDNN_GR_STEP_(hipdnnGraphReaderEnum_(r, &t, 40, w, &s->implementation));
+    HIPDNN_GR_STEP_(hipdnnGraphReaderF32_(r, &t, 41, w, &s->softcap, NULL));
 #undef HIPDNN_GR_STEP_
     return st;
 }

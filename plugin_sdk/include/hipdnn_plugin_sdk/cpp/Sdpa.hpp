@@ -18,11 +18,32 @@ inline bool sdpa_is_paged(const hipdnn::wire::SdpaAttributes& a)
     return a.page_table_k_tensor_uid().has_value() || a.page_table_v_tensor_uid().has_value();
 }
 
+// Score softcapping (plugin API >= 1.4.0, rfcs/0013-softcap.md): with c = softcap > 0, every score
+// s = attn_scale * q.k is replaced by c * tanh(s / c) BEFORE the additive bias, ALiBi and every mask
+// are applied; the backward multiplies dS by 1 - tanh(s / c)^2 (ds_raw = ds_capped * (1 - t^2),
+// t = tanh(s / c)). 0 means off. Both SdpaAttributes and SdpaBackwardAttributes carry the field.
+// sdpa_softcap returns c (0 when off); sdpa_softcap_valid whether it is 0 or a finite c > 0 (an
+// engine refuses anything else: negative, NaN and inf caps have no meaning).
+template <class Attrs>
+inline float sdpa_softcap(const Attrs& a)
+{
+    return a.softcap();
+}
+template <class Attrs>
+inline bool sdpa_softcap_valid(const Attrs& a)
+{
+    const float c = a.softcap();
+    return c == 0.0f || (c > 0.0f && c <= 3.4028234663852886e38f);
+}
+
 // The first SDPA extension the node uses among those that change what is computed and that an
 // engine must implement or refuse (never ignore): dropout, paged k/v, block masks, sink tokens, fp8
 // scaling, separate max / sum-exp outputs. nullptr when the node uses none of them. An engine that
-// serves paged K/V itself (API >= 1.3.0) passes serves_paged_kv: paging is then not reported.
-inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, bool serves_paged_kv = false)
+// serves paged K/V itself (API >= 1.3.0) passes serves_paged_kv: paging is then not reported. A
+// softcap other than 0 is reported as "score softcapping" unless serves_softcap (API >= 1.4.0), so an
+// engine built against the older call keeps refusing it rather than ignoring it.
+inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, bool serves_paged_kv = false,
+                                         bool serves_softcap = false)
 {
     if(a.seed_tensor_uid().has_value() || a.offset_tensor_uid().has_value() || a.dropout_mask_tensor_uid().has_value()
        || a.dropout_scale_tensor_uid().has_value() || a.rng_dump_tensor_uid().has_value()
@@ -41,6 +62,8 @@ inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, 
         return "fp8 scaling";
     if(a.max_tensor_uid().has_value() || a.sum_exp_tensor_uid().has_value())
         return "separate max / sum-exp outputs";
+    if(!serves_softcap && a.softcap() != 0.0f)
+        return "score softcapping";
     return nullptr;
 }
 

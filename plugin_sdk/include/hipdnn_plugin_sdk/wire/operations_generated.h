@@ -397,7 +397,8 @@ struct SdpaAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
     VT_MAX_SEQ_LEN_KV = 78,
     VT_DIAGONAL_ALIGNMENT = 80,
     VT_MMA_CORE_MODE = 82,
-    VT_IMPLEMENTATION = 84
+    VT_IMPLEMENTATION = 84,
+    VT_SOFTCAP = 86
   };
   int64_t q_tensor_uid() const {
     return GetField<int64_t>(VT_Q_TENSOR_UID, 0);
@@ -522,6 +523,9 @@ struct SdpaAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
   hipdnn::wire::AttentionImplementation implementation() const {
     return static_cast<hipdnn::wire::AttentionImplementation>(GetField<int8_t>(VT_IMPLEMENTATION, 0));
   }
+  float softcap() const {
+    return GetField<float>(VT_SOFTCAP, 0.0f);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -566,6 +570,7 @@ struct SdpaAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::Table {
            VerifyField<int8_t>(verifier, VT_DIAGONAL_ALIGNMENT, 1) &&
            VerifyField<int8_t>(verifier, VT_MMA_CORE_MODE, 1) &&
            VerifyField<int8_t>(verifier, VT_IMPLEMENTATION, 1) &&
+           VerifyField<float>(verifier, VT_SOFTCAP, 4) &&
            verifier.EndTable();
   }
 };
@@ -697,6 +702,9 @@ struct SdpaAttributesBuilder {
   void add_implementation(hipdnn::wire::AttentionImplementation implementation) {
     fbb_.AddElement<int8_t>(SdpaAttributes::VT_IMPLEMENTATION, static_cast<int8_t>(implementation), 0);
   }
+  void add_softcap(float softcap) {
+    fbb_.AddElement<float>(SdpaAttributes::VT_SOFTCAP, softcap, 0.0f);
+  }
   explicit SdpaAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -750,7 +758,8 @@ inline ::flatbuffers::Offset<SdpaAttributes> CreateSdpaAttributes(
     ::flatbuffers::Optional<int32_t> max_seq_len_kv = ::flatbuffers::nullopt,
     hipdnn::wire::DiagonalAlignment diagonal_alignment = hipdnn::wire::DiagonalAlignment::TOP_LEFT,
     hipdnn::wire::DataType mma_core_mode = hipdnn::wire::DataType::UNSET,
-    hipdnn::wire::AttentionImplementation implementation = hipdnn::wire::AttentionImplementation::AUTO) {
+    hipdnn::wire::AttentionImplementation implementation = hipdnn::wire::AttentionImplementation::AUTO,
+    float softcap = 0.0f) {
   SdpaAttributesBuilder builder_(_fbb);
   if(right_bound) { builder_.add_right_bound(*right_bound); }
   if(left_bound) { builder_.add_left_bound(*left_bound); }
@@ -782,6 +791,7 @@ inline ::flatbuffers::Offset<SdpaAttributes> CreateSdpaAttributes(
   builder_.add_v_tensor_uid(v_tensor_uid);
   builder_.add_k_tensor_uid(k_tensor_uid);
   builder_.add_q_tensor_uid(q_tensor_uid);
+  builder_.add_softcap(softcap);
   if(max_seq_len_kv) { builder_.add_max_seq_len_kv(*max_seq_len_kv); }
   if(attn_scale_value) { builder_.add_attn_scale_value(*attn_scale_value); }
   if(dropout_probability) { builder_.add_dropout_probability(*dropout_probability); }
@@ -1294,7 +1304,8 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
     VT_DIAGONAL_ALIGNMENT = 52,
     VT_MAX_TOTAL_SEQ_LEN_Q = 54,
     VT_MAX_TOTAL_SEQ_LEN_KV = 56,
-    VT_DETERMINISTIC = 58
+    VT_DETERMINISTIC = 58,
+    VT_SOFTCAP = 60
   };
   int64_t q_tensor_uid() const {
     return GetField<int64_t>(VT_Q_TENSOR_UID, 0);
@@ -1380,6 +1391,9 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
   bool deterministic() const {
     return GetField<uint8_t>(VT_DETERMINISTIC, 0) != 0;
   }
+  float softcap() const {
+    return GetField<float>(VT_SOFTCAP, 0.0f);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -1411,6 +1425,7 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
            VerifyField<int64_t>(verifier, VT_MAX_TOTAL_SEQ_LEN_Q, 8) &&
            VerifyField<int64_t>(verifier, VT_MAX_TOTAL_SEQ_LEN_KV, 8) &&
            VerifyField<uint8_t>(verifier, VT_DETERMINISTIC, 1) &&
+           VerifyField<float>(verifier, VT_SOFTCAP, 4) &&
            verifier.EndTable();
   }
 };
@@ -1503,6 +1518,9 @@ struct SdpaBackwardAttributesBuilder {
   void add_deterministic(bool deterministic) {
     fbb_.AddElement<uint8_t>(SdpaBackwardAttributes::VT_DETERMINISTIC, static_cast<uint8_t>(deterministic), 0);
   }
+  void add_softcap(float softcap) {
+    fbb_.AddElement<float>(SdpaBackwardAttributes::VT_SOFTCAP, softcap, 0.0f);
+  }
   explicit SdpaBackwardAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -1543,7 +1561,8 @@ inline ::flatbuffers::Offset<SdpaBackwardAttributes> CreateSdpaBackwardAttribute
     hipdnn::wire::DiagonalAlignment diagonal_alignment = hipdnn::wire::DiagonalAlignment::TOP_LEFT,
     ::flatbuffers::Optional<int64_t> max_total_seq_len_q = ::flatbuffers::nullopt,
     ::flatbuffers::Optional<int64_t> max_total_seq_len_kv = ::flatbuffers::nullopt,
-    bool deterministic = false) {
+    bool deterministic = false,
+    float softcap = 0.0f) {
   SdpaBackwardAttributesBuilder builder_(_fbb);
   if(max_total_seq_len_kv) { builder_.add_max_total_seq_len_kv(*max_total_seq_len_kv); }
   if(max_total_seq_len_q) { builder_.add_max_total_seq_len_q(*max_total_seq_len_q); }
@@ -1565,6 +1584,7 @@ inline ::flatbuffers::Offset<SdpaBackwardAttributes> CreateSdpaBackwardAttribute
   builder_.add_v_tensor_uid(v_tensor_uid);
   builder_.add_k_tensor_uid(k_tensor_uid);
   builder_.add_q_tensor_uid(q_tensor_uid);
+  builder_.add_softcap(softcap);
   if(attn_scale_value) { builder_.add_attn_scale_value(*attn_scale_value); }
   if(dropout_probability) { builder_.add_dropout_probability(*dropout_probability); }
   builder_.add_deterministic(deterministic);
