@@ -1,5 +1,7 @@
-"""Bias tensors and sliding windows on the GPU engine (202): each option timed beside the same call
-without it, in one run on one card (issue 27).
+"""Bias tensors, sliding windows, ALiBi and score softcapping on the GPU engine (202): each option timed
+beside the same call without it, in one run on one card (issue 27). ``--set band`` (the default) times
+the bias and window rows, ``--set score`` ALiBi and softcap (with a bias row as a check that the
+window / bias build kept its speed), ``--set all`` both.
 
 bf16, D = 128 (and 64 for a few rows), BHSD. Forward and backward (dQ, dK, dV; o and stats from our own
 forward with the same options), and decode (Sq = 1 against a long cache, the split-KV path). GPU time
@@ -7,7 +9,7 @@ per call by CUDA events around back-to-back calls queued behind a spin kernel (b
 gpu_ms). Each row gives the option's time, the base time and their ratio, and for windows the fraction
 of the base's score tiles the window keeps (what an ideal kernel's ratio would be).
 
-    python bench/gpu_sdpa_band.py [--plugin PATH] [--out bench/results] [--tag gpu_sdpa_band]
+    python bench/gpu_sdpa_band.py [--plugin PATH] [--out bench/results] [--tag gpu_sdpa_band] [--set band|score|all]
 """
 
 from __future__ import annotations
@@ -106,18 +108,41 @@ def tile_fraction(sq: int, skv: int, causal: bool, left: int | None, bn: int = 1
     return kept / base
 
 
+def score_rows() -> list[tuple[str, tuple[int, ...], dict[str, Any], None, dict[str, Any], None]]:
+    """ALiBi and softcapping beside the same call without them (Gemma 2's cap is 50)."""
+    causal: dict[str, Any] = {"use_causal_mask": True}
+    rows: list[tuple[str, tuple[int, ...], dict[str, Any], None, dict[str, Any], None]] = []
+    for d in (128, 64):
+        rows += [
+            ("softcap 50, causal", (4, 16, 16, 8192, 8192, d), {**causal, "softcap": 50.0}, None, causal, None),
+            ("alibi, causal", (4, 16, 16, 8192, 8192, d), {**causal, "use_alibi_mask": True}, None, causal, None),
+            ("softcap 50 + alibi, causal", (4, 16, 16, 8192, 8192, d),
+             {**causal, "softcap": 50.0, "use_alibi_mask": True}, None, causal, None),
+        ]  # fmt: skip
+    rows += [
+        ("decode: softcap 50, Skv=64k", (8, 32, 8, 1, 65536, 128), {"softcap": 50.0}, None, {}, None),
+        ("decode: alibi, Skv=64k", (8, 32, 8, 1, 65536, 128), {"use_alibi_mask": True}, None, {}, None),
+    ]
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--plugin", default=None)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results"))
     ap.add_argument("--tag", default="gpu_sdpa_band")
+    ap.add_argument("--set", choices=["band", "score", "all"], default="band")
     args = ap.parse_args()
     plugin = Path(args.plugin) if args.plugin else find_plugin()
     assert plugin is not None, "no built HIP engine plugin"
     handle = hipdnn.Handle(plugin_paths=[plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     causal = {"use_causal_mask": True}
     rows: list[tuple[str, tuple[int, ...], dict[str, Any], list[int] | None, dict[str, Any], list[int] | None]] = []
-    for d in (128, 64):
+    if args.set in ("score", "all"):
+        rows += score_rows()
+    if args.set == "score":
+        rows += [("bias [1,1,S,S], causal", (4, 16, 16, 8192, 8192, 128), causal, [1, 1, 8192, 8192], causal, None)]
+    for d in (128, 64) if args.set != "score" else ():
         rows += [
             ("window 1024, causal", (4, 16, 16, 8192, 8192, d), {**causal, "diagonal_band_left_bound": 1024}, None,
              causal, None),
@@ -125,7 +150,7 @@ def main() -> None:
             ("bias [B,H,S,S]", (2, 16, 16, 4096, 4096, d), {}, [2, 16, 4096, 4096], {}, None),
             ("bias [1,1,S,S], causal", (4, 16, 16, 8192, 8192, d), causal, [1, 1, 8192, 8192], causal, None),
         ]  # fmt: skip
-    rows += [
+    rows += [] if args.set == "score" else [
         ("window 4096, causal, S=32k", (1, 16, 16, 32768, 32768, 128), {**causal, "diagonal_band_left_bound": 4096},
          None, causal, None),
         ("right bound 512 (no causal)", (4, 16, 16, 8192, 8192, 128), {"diagonal_band_right_bound": 512}, None,

@@ -31,6 +31,7 @@ if not torch.cuda.is_available():
     pytest.skip("no CUDA/HIP device visible to torch", allow_module_level=True)
 
 import hipdnn  # noqa: E402
+from tests.cpu.test_sdpa_modes import alibi_slopes  # noqa: E402
 from tests.gpu.hip_support import PORTABLE, TENSOR_CORE, alignment, compact, gpu_graph, workspace_for  # noqa: E402
 from tests.gpu.test_hip_engine import (  # noqa: E402
     BF16,
@@ -75,6 +76,8 @@ class Opts:
     scale: float = 0.9 / 8
     d: int = 64  # head dim of q and k
     dv: int = 64  # of v and o
+    softcap: float | None = None  # c: scores s -> c tanh(s / c) before bias, ALiBi and masks
+    alibi: bool = False  # ALiBi: slope(h) (j - i) added after the cap
 
 
 @dataclass
@@ -123,8 +126,15 @@ def band_reference(
     kf = k.to(f64).repeat_interleave(hq // hk, dim=1)
     vf = v.to(f64).repeat_interleave(hq // hk, dim=1)
     s = q.to(f64) @ kf.transpose(-1, -2) * scale
+    if o.softcap is not None:
+        s = o.softcap * torch.tanh(s / o.softcap)
     if bias is not None:
         s = s + bias.to(f64).expand(b, hq, sq, skv)
+    if o.alibi:
+        i = torch.arange(sq, device=q.device, dtype=f64)[:, None]
+        j = torch.arange(skv, device=q.device, dtype=f64)[None, :]
+        slopes = torch.tensor(alibi_slopes(hq), dtype=f64, device=q.device)[None, :, None, None]
+        s = s + slopes * (j - i)
     allowed = torch.zeros(b, 1, sq, skv, dtype=torch.bool, device=q.device)
     for bi in range(b):
         lq = sq if seq_q is None else min(seq_q[bi], sq)
@@ -140,7 +150,9 @@ def band_reference(
     return p @ vf, torch.where(live, m + torch.log(den), -math.inf), p
 
 
-def gradients(q: Any, k: Any, v: Any, o_in: Any, do: Any, p: Any, scale: float) -> tuple[Any, Any, Any]:
+def gradients(
+    q: Any, k: Any, v: Any, o_in: Any, do: Any, p: Any, scale: float, softcap: float | None = None
+) -> tuple[Any, Any, Any]:
     f64 = torch.float64
     b, hq, _, _ = q.shape
     hk = k.shape[1]
@@ -149,6 +161,8 @@ def gradients(q: Any, k: Any, v: Any, o_in: Any, do: Any, p: Any, scale: float) 
     kr, vr = kf.repeat_interleave(g, dim=1), vf.repeat_interleave(g, dim=1)
     dp = dof @ vr.transpose(-1, -2)
     ds = p * (dp - (dof * of).sum(dim=-1, keepdim=True))
+    if softcap is not None:  # d/du of c tanh(u / c) at u = scale q.k
+        ds = ds * (1.0 - torch.tanh(scale * (qf @ kr.transpose(-1, -2)) / softcap) ** 2)
     dq = scale * (ds @ kr)
     dk = (scale * (ds.transpose(-1, -2) @ qf)).view(b, hk, g, *kf.shape[2:]).sum(dim=2)
     dv = (p.transpose(-1, -2) @ dof).view(b, hk, g, *vf.shape[2:]).sum(dim=2)
@@ -205,6 +219,10 @@ def band_keywords(
         "diagonal_band_left_bound": o.left,
         "diagonal_band_right_bound": o.right,
     }
+    if o.alibi:
+        kw["use_alibi_mask"] = True
+    if o.softcap is not None:
+        kw["softcap"] = o.softcap
     if o.bias is not None:
         dims = bias_dims(o.bias, MAX_B, max_sq, max_skv)
         t["bias"] = g.tensor(name="bias", dim=dims, stride=bias_strides(dims), data_type=o.bias_dtype)
@@ -444,7 +462,7 @@ def run_backward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType,
         ws.fill_(0xFF)
     g.execute(handle, pack, ws, overrides=ov)
     torch.cuda.synchronize()
-    want = gradients(q, k, v, o_in, do, p, o.scale)
+    want = gradients(q, k, v, o_in, do, p, o.scale, o.softcap)
     for (name, got), ref in zip(outs.items(), want):
         view = got.view.float()
         assert not torch.isnan(view).any(), f"{name}: an element was not written (or is NaN)"

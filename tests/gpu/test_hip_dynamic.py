@@ -29,8 +29,8 @@ ENGINES = pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202
 @pytest.fixture(scope="module")
 def handle(hip_plugin: Path) -> Iterator[hipdnn.Handle]:
     h = hipdnn.Handle(plugin_paths=[hip_plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
-    if not any(p.name == "hipdnn_hip_engine" and p.api_version == "1.2.0" for p in h.loaded_plugins()):
-        pytest.fail(f"the HIP engine at API 1.2.0 did not load: {h.loaded_plugins()} {h.skipped_plugins()}")
+    if not any(p.name == "hipdnn_hip_engine" and p.api_version == "1.4.0" for p in h.loaded_plugins()):
+        pytest.fail(f"the HIP engine at API 1.4.0 did not load: {h.loaded_plugins()} {h.skipped_plugins()}")
     yield h
     h.close()
 

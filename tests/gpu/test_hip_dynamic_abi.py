@@ -133,10 +133,10 @@ def probe(abi: Abi) -> tuple[list[int], str]:
     return abi.decide(STATIC_SERVABLE)
 
 
-def test_reports_api_1_2_0(abi: Abi) -> None:
+def test_reports_api_1_4_0(abi: Abi) -> None:
     v = abi.ffi.new("const char**")
     assert abi.lib.hipdnnPluginGetApiVersion(v) == SUCCESS
-    assert abi.ffi.string(v[0]).decode() == "1.2.0"
+    assert abi.ffi.string(v[0]).decode() == "1.4.0"
 
 
 def test_no_device_means_no_engine(probe: tuple[list[int], str]) -> None:

@@ -272,3 +272,36 @@ def test_compiled_reduce_overhead_cuda_graph_trees() -> None:
         torch.cuda.synchronize()
         close(got, reference(q, k, v, False, False) * 2.0, 2 * TOL[torch.bfloat16], f"run {n}")
     torch._dynamo.reset()
+
+
+def eager_softcap(q: Any, k: Any, v: Any, cap: float, causal: bool) -> Any:
+    """Gemma 2's eager attention in float64: scores capped (c tanh(s / c)), then masked (top-left, as
+    torch's is_causal), GQA by repeating K/V."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    s = cap * torch.tanh(s / cap)
+    if causal:
+        s = s.masked_fill(~visible(q.shape[2], k.shape[2], causal=True, bottom_right=False).to(s.device), -torch.inf)
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("sq", "skv"), [(1, 300), (37, 129), (256, 256)])
+def test_softcap_values_and_gradients(dtype: Any, sq: int, skv: int) -> None:
+    """softcap= on the GPU engine (API 1.4.0): values and gradients of a BSHD GQA call against the float64
+    eager definition, at a cap that bends the scores (the uncapped answer differs)."""
+    q, k, v = inputs(2, 8, 2, sq, skv, 128, dtype, "bshd", seed=sq + skv)
+    leaves = [t.detach().clone().requires_grad_(True) for t in (q, k, v)]
+    refs = [t.detach().double().clone().requires_grad_(True) for t in (q, k, v)]
+    out = ht.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True, softcap=0.7)
+    want = eager_softcap(*refs, 0.7, True)
+    close(out, want, TOL[dtype], "o")
+    if sq > 1:  # the cap bites (a single query row sees one key under top-left causal: nothing to cap)
+        assert (eager_softcap(*refs, 1e6, True) - want).abs().max().item() > 2e-2
+    go = torch.randn(out.shape, device=DEV, dtype=dtype)
+    out.backward(go)
+    want.backward(go.double())
+    for name, a, r in zip("qkv", leaves, refs):
+        assert a.grad is not None and r.grad is not None
+        close(a.grad, r.grad, 2 * TOL[dtype], f"d{name}")

@@ -221,6 +221,8 @@ struct Plan : sdk::DeclaredTensors
     bool lo_br = false;           // ... aligned bottom-right
     int64_t left = 0;             // L, clamped to kMaxLen
     int bias_type = 0;            // of the bias tensor (uid[kBias]): 0 bf16, 1 fp16, 2 fp32
+    bool alibi = false;           // ALiBi: slope(h) * (j - i) added to the scores
+    float softcap = 0.0f;         // score softcapping c (0: off), clamped to [1e-30, 1e30]
     bool padding = false;
     bool override_enabled = false; // the graph's shapes are maxima, any smaller call may come
     int64_t num_tensors = 0;
@@ -260,6 +262,10 @@ std::string read_rank4(const wire::TensorAttributes* t, const char* role, Dims4&
         return format("%s (uid %lld) is virtual; the engine runs single-node graphs", role, u);
     if(t->value_type() != wire::TensorValue::NONE)
         return format("%s (uid %lld) is a by-value scalar", role, u);
+    if(t->ragged_offset_tensor_uid().has_value())
+        return format("%s (uid %lld) is ragged (packed sequences through ragged offsets); this engine does not "
+                      "serve ragged tensors",
+                      role, u);
     dynamic = t->is_dynamic();
     const auto* dims = t->dims();
     const auto* strides = t->strides();
@@ -424,7 +430,7 @@ std::string read_common(const Attrs& a, Plan& plan, const Unsupported (&own)[N])
     const char* nm = plan.node_name.c_str();
     const Unsupported common[] = {
         {a.scale_tensor_uid().has_value(), "a tensor attention scale"},
-        {a.alibi_mask(), "alibi masks"},
+        {!sdk::sdpa_softcap_valid(a), "a softcap other than 0 (off) or a finite value > 0"},
         {a.left_bound().has_value() && a.left_bound().value() < 0, "a negative left bound"},
         {a.right_bound().has_value() && a.right_bound().value() < 0, "a negative right bound"},
         {a.padding_mask() != (a.seq_len_q_tensor_uid().has_value() && a.seq_len_kv_tensor_uid().has_value()),
@@ -462,6 +468,11 @@ std::string read_common(const Attrs& a, Plan& plan, const Unsupported (&own)[N])
     if(a.attn_mask_tensor_uid().has_value())
         plan.uid[kBias] = a.attn_mask_tensor_uid().value();
     plan.padding = a.padding_mask();
+    plan.alibi = a.alibi_mask();
+    // Caps past 1e30 change no score a float can hold and caps below 1e-30 leave every score 0 to
+    // within 1e-30; clamped, the kernels' c log2(e) and its inverse stay normal floats.
+    if(const float c = sdk::sdpa_softcap(a); c > 0.0f)
+        plan.softcap = std::min(std::max(c, 1e-30f), 1e30f);
     plan.scale_given = a.attn_scale_value().has_value();
     if(plan.scale_given)
         plan.scale = a.attn_scale_value().value();
@@ -482,7 +493,7 @@ std::string read_forward(const wire::Node& n, Plan& plan)
     const auto* a = n.attributes_as_SdpaAttributes();
     if(a == nullptr)
         return "the SDPA node has no attributes";
-    const char* const extension = sdk::sdpa_extension_in_use(*a);
+    const char* const extension = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/false, /*serves_softcap=*/true);
     const Unsupported own[] = {
         {extension != nullptr, extension},
         {a->mma_core_mode() != wire::DataType::UNSET && a->mma_core_mode() != wire::DataType::BFLOAT16
@@ -743,6 +754,10 @@ std::string describe(const Plan& p, int64_t engine)
         band += format(", v head dim %lld", static_cast<long long>(p.head_dim_v));
     if(p.uid[kBias] >= 0)
         band += p.bias_type == 2 ? ", bias fp32" : p.bias_type == 1 ? ", bias fp16" : ", bias bf16";
+    if(p.alibi)
+        band += ", alibi";
+    if(p.softcap > 0.0f)
+        band += format(", softcap %g", static_cast<double>(p.softcap));
     return format("engine %lld, graph '%s': %s %s q[%lld,%lld,%lld,%lld] kv heads %lld, kv len %lld%s%s%s%s%s%s",
                   static_cast<long long>(engine), p.graph_name.c_str(), p.kind->label,
                   p.elem == ElemType::Bf16 ? "bf16" : "fp16", static_cast<long long>(q.d[0]),
@@ -983,8 +998,10 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
         const uintptr_t esz = plan.bias_type == 2 ? 4 : 2;
         a.bias_pairs = reinterpret_cast<uintptr_t>(a.bias) % (2 * esz) == 0 && a.bias_sb % 2 == 0
                        && a.bias_sh % 2 == 0 && (a.bias_ss % 2 == 0 || a.sq == 1) && a.skv % 2 == 0;
-        a.inv_scale = 1.0f / scale;
     }
+    a.inv_scale = 1.0f / scale;
+    a.softcap = plan.softcap;
+    a.alibi = plan.alibi ? 1 : 0;
     plan.kind->launch(Launch{dev, stream, plan, call, a, scale, ptr, eff});
 }
 
@@ -995,7 +1012,9 @@ class HipEngine
 public:
     static constexpr const char* kName = "hipdnn_hip_engine";
     static constexpr const char* kVersion = HIPDNN_VERSION;
-    static constexpr const char* kApiVersion = "1.2.0"; // the contract implemented (dynamic tensors)
+    // The contract implemented: dynamic tensors (1.2.0), ragged / paged graphs refused with the reason
+    // (1.3.0), score softcapping (1.4.0).
+    static constexpr const char* kApiVersion = "1.4.0";
     static constexpr bool kOverrideEntry = true;
     static constexpr int64_t kEngineIds[] = {kTensorCoreId, kPortableId}; // best first
     using Plan = ::Plan;

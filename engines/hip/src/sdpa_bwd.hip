@@ -144,7 +144,8 @@ __device__ __forceinline__ float sum16(float v)
 }
 
 // dK and dV: one key per 16 lanes, every query row of the group that sees it. Ext: a left bound
-// (window) or a bias (sdpa_has_window_or_bias); the kernel without them is compiled as before.
+// (window), a bias, ALiBi or a softcap (sdpa_needs_ext); the kernel without them is compiled as
+// before.
 template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
 {
@@ -183,6 +184,7 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
         const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
         const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
         const unsigned char* bh = Ext && f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+        const float alibi2 = Ext && f.alibi ? alibi_slope(h, f.hq) * kLog2e : 0.0f;
         for(int i = first; i < stop; ++i)
         {
             const int64_t w = ws_row(s, z, hh, i);
@@ -202,14 +204,18 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dkdv(const BwdSlice s)
             const float l2 = s.lse2[w]; // +inf: a row that contributes nothing
             bool on = live && i >= first_j && l2 != INFINITY;
             float lg = sc * f.scale_log2;
+            float dcap = 1.0f; // d cap(u) / du at u = scale q.k
             if constexpr(Ext)
             {
                 on = on && i <= j - len.lo;
+                if(f.softcap > 0.0f)
+                    lg = softcapped_log2(sc * a.scale, f.softcap, dcap);
+                lg = fmaf(alibi2, static_cast<float>(j - i), lg);
                 if(bh != nullptr) // (clamped key: a key past skv is not live)
                     lg += kLog2e * bias_at(bh, f.bias_type, f.bias_ss, i, min(j, f.skv - 1));
             }
             const float p = on ? exp2f(lg - l2) : 0.0f;
-            const float ds = on ? p * (dp - s.delta[w]) : 0.0f;
+            const float ds = on ? p * (dp - s.delta[w]) * dcap : 0.0f;
 #pragma unroll
             for(int e = 0; e < DL; ++e)
             {
@@ -273,6 +279,7 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
     // Window: row i sees no key before i + lo; the block's widest range starts at its first row's.
     const int begin = Ext ? max(0, i0 + len.lo) : 0;
     const unsigned char* bh = Ext && f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+    const float alibi2 = Ext && f.alibi ? alibi_slope(h, f.hq) * kLog2e : 0.0f;
     for(int j = begin; j < end; ++j)
     {
         const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
@@ -289,13 +296,17 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
         dp = sum16(dp);
         bool on = j < end_i && l2 != INFINITY;
         float lg = sc * f.scale_log2;
+        float dcap = 1.0f;
         if constexpr(Ext)
         {
             on = on && j >= i + len.lo;
+            if(f.softcap > 0.0f)
+                lg = softcapped_log2(sc * a.scale, f.softcap, dcap);
+            lg = fmaf(alibi2, static_cast<float>(j - i), lg);
             if(bh != nullptr) // (clamped row: a row past sq is not live)
                 lg += kLog2e * bias_at(bh, f.bias_type, f.bias_ss, min(i, f.sq - 1), j);
         }
-        const float ds = on ? exp2f(lg - l2) * (dp - delta) : 0.0f;
+        const float ds = on ? exp2f(lg - l2) * (dp - delta) * dcap : 0.0f;
 #pragma unroll
         for(int e = 0; e < DL; ++e)
             dq[e] += ds * kv[e];
@@ -367,7 +378,7 @@ hipError_t launch_portable_ext(const BwdSlice& s, int pairs, hipStream_t stream)
 template <ElemType T, int D>
 hipError_t launch_portable_typed(const BwdSlice& s, int pairs, hipStream_t stream)
 {
-    return sdpa_has_window_or_bias(s.a.f) ? launch_portable_ext<T, D, true>(s, pairs, stream)
+    return sdpa_needs_ext(s.a.f) ? launch_portable_ext<T, D, true>(s, pairs, stream)
                                           : launch_portable_ext<T, D, false>(s, pairs, stream);
 }
 

@@ -99,12 +99,14 @@ struct BwdMaps
 // BM: query rows per tile: 128 at D = 64, 64 at D = 128 (registers). At D = 64, 64-row tiles
 // ran 0.84-0.89x PyTorch flash where 128-row ones run 1.18x (H200, RFC 0006):
 // the per-tile barriers and waits cost the same, the tensor-core work per tile doubles.
-// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
-// without them is the same code as before (every Ext branch is compile-time).
+// Ext: 1, built for calls with a left bound (window), a bias or ALiBi (sdpa_needs_ext); 2, for calls
+// with a softcap too: each score's 1 - tanh^2 is folded into dP^T - delta as P^T is made, so dP^T is
+// awaited before the probabilities at every tile shape; 0, the kernel without them is the same code as
+// before (every Ext branch is compile-time).
 // Pad: k's or v's head dim is below D (the maps read zeros past it; the epilogue stores only its
 // columns). A separate build, so that the unpadded kernel carries no column test (the tests cost
 // the D = 128 kernel spills).
-template <ElemType T, int D, int BM, bool Ext, bool Pad>
+template <ElemType T, int D, int BM, int Ext, bool Pad>
 __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl, const __grid_constant__ BwdMaps maps)
 {
     static_assert((D == 64 && BM == 128) || (D == 128 && BM == 64), "tile shapes with room in the register file");
@@ -159,7 +161,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     const int qt0 = q_first / BM * BM;
     // Window: row i sees key j only if i <= j - lo, so no row past the block's last key - lo sees it
     // (query tiles wholly past that are skipped).
-    const int q_end = Ext ? min(len.sq, k0 + BK - len.lo) : len.sq;
+    const int q_end = Ext != 0 ? min(len.sq, k0 + BK - len.lo) : len.sq;
     const int ntq = (k0 < len.skv && q_first < q_end) ? (q_end - qt0 + BM - 1) / BM : 0;
     const int nsteps = ntq * group;
 
@@ -286,7 +288,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     // of the L2 two tiles ahead, so that the reads in the probabilities wait for the L2, not memory.
     // At D = 64 only: at D = 128 it made the Ext build spill 248 bytes (ptxas).
     auto prefetch_bias = [&](int m) {
-        if constexpr(Ext && D == 64)
+        if constexpr(Ext != 0 && D == 64)
         {
             if(f.bias == nullptr || m >= nsteps)
                 return;
@@ -353,7 +355,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
         wg::commit();
         // At D = 64 (BM = 128) both products are awaited together, so that P and dS^T are packed as
         // they are made (S^T, P^T, dP^T and the packed P^T all live at once would spill there).
-        if constexpr(BM == 128)
+        // (Ext 2: dP^T is needed while the probabilities are made, at both tile shapes.)
+        if constexpr(BM == 128 || Ext == 2)
         {
             wg::wait<0>();
             wg::pin(dp);
@@ -364,11 +367,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
 
         // P^T, masked only where the tile crosses the diagonal or a length (Ext: or a window's start).
         bool edge = kw + 63 >= len.skv || kw + 63 > qt + len.diag || qt + BM > len.sq;
-        if constexpr(Ext)
+        if constexpr(Ext != 0)
             edge = edge || qt + BM - 1 + len.lo > kw;
         // BT: -1 no bias; 0 bf16, 1 fp16, 2 fp32 (D = 128: the loop once per bias type, a uniform
         // branch around it; the type tested per element spilled 352 bytes there); 3 the type and
         // presence tested per element (D = 64: four builds of the loop spilled 656 bytes, this none).
+        // ALiBi (Ext): the slope of this tile's query head, in log2 units (0: off).
+        const float alibi2 = Ext != 0 && f.alibi ? alibi_slope(hk * group + n / ntq, f.hq) * 1.4426950408889634f : 0.0f;
+        // Softcapping (Ext 2, c > 0): t = tanh(scale s / c), the capped score c t in log2 units.
+        const float cap_in = Ext == 2 ? A.scale / f.softcap : 0.0f;
+        const float cap2 = Ext == 2 ? f.softcap * 1.4426950408889634f : 0.0f;
         auto probs = [&](auto bias_tag) {
             constexpr int BT = decltype(bias_tag)::value;
             const unsigned char* bias_h = nullptr;
@@ -387,7 +395,18 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
                 for(int e = 0; e < 4; ++e)
                 {
                     const int c = 8 * j + 2 * t + (e & 1);
-                    float x = s[4 * j + e] * sl2 - lse_s[c];
+                    float x;
+                    if constexpr(Ext == 2)
+                    {
+                        // dP^T - delta times d(c t) / d(scale s) = 1 - t^2, in place: dS^T is then P^T dP^T.
+                        const float th = softcap_tanh(s[4 * j + e] * cap_in);
+                        dp[4 * j + e] = (dp[4 * j + e] - del_s[c]) * (1.0f - th * th);
+                        x = fmaf(th, cap2, -lse_s[c]);
+                    }
+                    else
+                        x = s[4 * j + e] * sl2 - lse_s[c];
+                    if constexpr(Ext != 0)
+                        x = fmaf(alibi2, static_cast<float>(key_row0 + 8 * (e >> 1) - (qt + c)), x);
                     if constexpr(BT == 3) // (clamped: rows past sq and keys past skv are masked below)
                     {
                         if(bias_h != nullptr)
@@ -413,16 +432,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
                         const int row = qt + c;
                         if(key >= len.skv || key > row + len.diag || row >= len.sq)
                             p = 0.0f;
-                        if constexpr(Ext)
+                        if constexpr(Ext != 0)
                             if(key < row + len.lo)
                                 p = 0.0f;
                     }
                     s[4 * j + e] = p;
                 }
         };
-        if constexpr(Ext && D == 64)
+        if constexpr(Ext != 0 && D == 64)
             probs(std::integral_constant<int, 3>{});
-        else if constexpr(Ext)
+        else if constexpr(Ext != 0)
         {
             if(f.bias == nullptr)
                 probs(std::integral_constant<int, -1>{});
@@ -444,7 +463,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
             pa[kk][2] = pack2<T>(s[8 * kk + 4], s[8 * kk + 5]);
             pa[kk][3] = pack2<T>(s[8 * kk + 6], s[8 * kk + 7]);
         }
-        if constexpr(BM != 128)
+        if constexpr(BM != 128 && Ext != 2)
         {
             wg::wait<0>();
             wg::pin(dp);
@@ -456,7 +475,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
         for(int j = 0; j < NJ; ++j)
 #pragma unroll
             for(int e = 0; e < 4; ++e)
-                dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - del_s[8 * j + 2 * t + (e & 1)]);
+                if constexpr(Ext == 2) // (dP^T - delta) (1 - t^2), made with P^T
+                    dp[4 * j + e] = s[4 * j + e] * dp[4 * j + e];
+                else
+                    dp[4 * j + e] = s[4 * j + e] * (dp[4 * j + e] - del_s[8 * j + 2 * t + (e & 1)]);
 #pragma unroll
         for(int kk = 0; kk < QS; ++kk)
         {
@@ -567,7 +589,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
     }
 }
 
-template <ElemType T, int D, int BM, bool Ext, bool Pad>
+template <ElemType T, int D, int BM, int Ext, bool Pad>
 hipError_t set_attr_one()
 {
     return hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_bwd_wg<T, D, BM, Ext, Pad>),
@@ -577,12 +599,13 @@ hipError_t set_attr_one()
 template <ElemType T, int D, int BM>
 hipError_t set_attrs_typed()
 {
-    hipError_t e = set_attr_one<T, D, BM, false, false>();
-    if(e == hipSuccess)
-        e = set_attr_one<T, D, BM, true, false>();
-    if(e == hipSuccess)
-        e = set_attr_one<T, D, BM, false, true>();
-    return e != hipSuccess ? e : set_attr_one<T, D, BM, true, true>();
+    hipError_t e = hipSuccess;
+    for(hipError_t (*one)() : {set_attr_one<T, D, BM, 0, false>, set_attr_one<T, D, BM, 1, false>,
+                               set_attr_one<T, D, BM, 2, false>, set_attr_one<T, D, BM, 0, true>,
+                               set_attr_one<T, D, BM, 1, true>, set_attr_one<T, D, BM, 2, true>})
+        if(e == hipSuccess)
+            e = one();
+    return e;
 }
 
 template <ElemType T, int D, int BM>
@@ -598,18 +621,21 @@ hipError_t launch_typed(const BwdSlice& s, int pairs, hipStream_t stream)
         return hipErrorNotSupported; // no encoder in this driver: the caller runs the portable kernels
     const dim3 grid(static_cast<unsigned>((f.skv + kBwdKeys - 1) / kBwdKeys), static_cast<unsigned>(pairs));
     constexpr size_t smem = kBwdSmem<D, BM>; // (a comma inside the launch macro's arguments would split them)
-    const bool ext = sdpa_has_window_or_bias(f);
-    if(f.d != D || f.dv != D)
-    {
-        if(ext)
-            hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
-        else
-            hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false, true>), grid, dim3(kBwdThreads), smem, stream, s, maps);
-    }
-    else if(ext)
-        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, true, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+    const int ext = f.softcap > 0.0f ? 2 : sdpa_needs_ext(f) ? 1 : 0;
+    const bool pad = f.d != D || f.dv != D;
+    const dim3 block(kBwdThreads);
+    if(pad && ext == 2)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 2, true>), grid, block, smem, stream, s, maps);
+    else if(pad && ext == 1)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 1, true>), grid, block, smem, stream, s, maps);
+    else if(pad)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 0, true>), grid, block, smem, stream, s, maps);
+    else if(ext == 2)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 2, false>), grid, block, smem, stream, s, maps);
+    else if(ext == 1)
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 1, false>), grid, block, smem, stream, s, maps);
     else
-        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, false, false>), grid, dim3(kBwdThreads), smem, stream, s, maps);
+        hipLaunchKernelGGL((sdpa_bwd_wg<T, D, BM, 0, false>), grid, block, smem, stream, s, maps);
     return hipGetLastError();
 }
 

@@ -63,8 +63,8 @@ struct DecodeArgs
     int kv_base = 0;    // first key of split 0 (a window's first visible key, rounded down to a tile)
 };
 
-// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
-// without them is the same code as before (every Ext branch is compile-time).
+// Ext: built for calls with a left bound (window), a bias, ALiBi or a softcap (sdpa_needs_ext); the
+// kernel without them is the same code as before (every Ext branch is compile-time).
 template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaArgs a, const DecodeArgs da)
 {
@@ -177,6 +177,24 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
                 brow[hf] = bias_head(a, b, hk * da.group + row / a.sq) + (row % a.sq) * a.bias_ss * esz;
             }
 
+    // Ext with ALiBi: each row's slope (its own query head), in the log2 units of the scores; with a
+    // softcap, the cap in those units.
+    float alibi2[2] = {0.0f, 0.0f};
+    float cap2 = 0.0f, cap2_inv = 0.0f;
+    if constexpr(Ext)
+    {
+        if(a.alibi)
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+                alibi2[hf] = alibi_slope(hk * da.group + min(row0 + g + hf * 8, rows - 1) / a.sq, a.hq)
+                             * 1.4426950408889634f;
+        if(a.softcap > 0.0f)
+        {
+            cap2 = a.softcap * 1.4426950408889634f;
+            cap2_inv = 1.0f / cap2;
+        }
+    }
+
     float o[NO][4];
 #pragma unroll
     for(int j = 0; j < NO; ++j)
@@ -228,10 +246,15 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
             {
                 s[j][e] *= sl2;
                 if constexpr(Ext)
+                {
+                    const int col = kv0 + j * 8 + 2 * t + (e & 1);
+                    if(cap2 > 0.0f) // first: the bias, ALiBi and the masks apply to the capped score
+                        s[j][e] = cap2 * softcap_tanh(s[j][e] * cap2_inv);
+                    s[j][e] = fmaf(alibi2[e >> 1], static_cast<float>(col - pos[e >> 1]), s[j][e]);
                     if(brow[e >> 1] != nullptr) // (clamped key: keys past the chunk are masked below)
-                        s[j][e] = fmaf(bias_at(brow[e >> 1], a.bias_type, 0, 0,
-                                               min(kv0 + j * 8 + 2 * t + (e & 1), a.skv - 1)),
+                        s[j][e] = fmaf(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
                                        1.4426950408889634f, s[j][e]);
+                }
                 if(edge)
                 {
                     const int col = kv0 + j * 8 + 2 * t + (e & 1);
@@ -482,7 +505,7 @@ hipError_t launch_decode_typed(const SdpaArgs& a, const DecodeArgs& da, hipStrea
 {
     const dim3 grid(static_cast<unsigned>(da.splits * da.row_groups), static_cast<unsigned>(a.hk),
                     static_cast<unsigned>(a.batch));
-    if(sdpa_has_window_or_bias(a))
+    if(sdpa_needs_ext(a))
         hipLaunchKernelGGL((sdpa_decode_split<T, D, true>), grid, dim3(kDecThreads), kDecSmemBytes<D>, stream, a, da);
     else
         hipLaunchKernelGGL((sdpa_decode_split<T, D, false>), grid, dim3(kDecThreads), kDecSmemBytes<D>, stream, a,

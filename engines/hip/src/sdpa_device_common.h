@@ -74,6 +74,46 @@ __device__ __forceinline__ float2 bias_pair_at(const unsigned char* head, int ty
                        __half2float(__ushort_as_half(static_cast<uint16_t>(u >> 16))));
 }
 
+// ALiBi's slope of query head h of nh: the geometric series 2^(-8 (h + 1) / n) over the largest
+// power of two n <= nh, then the odd steps of the series for 2n (as the CPU engine's alibi_slope).
+__device__ __forceinline__ float alibi_slope(int h, int nh)
+{
+    int n = 1;
+    while(n * 2 <= nh)
+        n *= 2;
+    const float e = h < n ? -8.0f * static_cast<float>(h + 1) : -4.0f * static_cast<float>(2 * (h - n) + 1);
+    return exp2f(e / static_cast<float>(n));
+}
+
+// tanh(x) for score softcapping, to about 1e-7 relative everywhere (the cap multiplies it, so
+// absolute accuracy would not do for large caps): below |x| = 0.4 its odd Taylor polynomial to x^13
+// (truncation under 5e-9 relative), above (1 - e) / (1 + e) with e = exp(-2|x|) <= 0.45, which loses
+// under a bit. +-inf gives +-1; NaN stays NaN (both tests are false for it).
+__device__ __forceinline__ float softcap_tanh(float x)
+{
+    // Both forms, then a select: no branch inside the unrolled score loops.
+    const float ax = fabsf(x);
+    const float x2 = x * x;
+    float p = 21844.0f / 6081075.0f;
+    p = fmaf(p, x2, -1382.0f / 155925.0f);
+    p = fmaf(p, x2, 62.0f / 2835.0f);
+    p = fmaf(p, x2, -17.0f / 315.0f);
+    p = fmaf(p, x2, 2.0f / 15.0f);
+    p = fmaf(p, x2, -1.0f / 3.0f);
+    const float e = exp2f(ax * -2.8853900817779268f);
+    const float big = copysignf((1.0f - e) / (1.0f + e), x);
+    return ax < 0.4f ? fmaf(x * x2, p, x) : big;
+}
+
+// The capped score c tanh(u / c) of a scaled score u, in log2 units (times log2 e), and through
+// dcap its derivative 1 - tanh(u / c)^2, by which the backward multiplies dS.
+__device__ __forceinline__ float softcapped_log2(float u, float c, float& dcap)
+{
+    const float t = softcap_tanh(u / c);
+    dcap = 1.0f - t * t;
+    return c * 1.4426950408889634f * t;
+}
+
 // bf16 and fp16 stored as raw 16-bit patterns; conversions to and from float.
 template <ElemType T>
 __device__ __forceinline__ float load_as_float(const uint16_t* p);

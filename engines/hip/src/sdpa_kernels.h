@@ -69,6 +69,12 @@ struct SdpaArgs
     int32_t bias_pairs = 0;
     int64_t bias_sb = 0, bias_sh = 0, bias_ss = 0;
     float inv_scale = 1.0f; // 1 / attn scale: the bias in raw score units (wgmma kernels)
+    // Score softcapping (API 1.4.0, RFC 0013): softcap = c > 0 replaces each score s = scale q.k by
+    // c tanh(s / c) before the bias, ALiBi and masks; 0: off.
+    float softcap = 0.0f;
+    // ALiBi: slope(h) * (j - i) added to the (capped) score of query i, key j in query head h,
+    // with the slopes of alibi_slope (sdpa_device_common.h).
+    int32_t alibi = 0;
 };
 
 // The head dim a call's kernels are compiled for: the smallest of 64 and 128 that holds both the
@@ -80,11 +86,19 @@ inline int kernel_head_dim(int d, int dv)
     return (d > dv ? d : dv) <= 64 ? 64 : 128;
 }
 
-// Whether a call uses an option only some kernel families serve (a left bound or a bias); the
-// others are never chosen for it (RFC 0006, "Bias and windows").
-inline bool sdpa_has_window_or_bias(const SdpaArgs& a)
+// Whether a call uses an option only some kernel families serve (a left bound, a bias, ALiBi or
+// softcapping: each kernel's Ext build); the others are never chosen for it (RFC 0006, "Bias and
+// windows").
+inline bool sdpa_needs_ext(const SdpaArgs& a)
 {
-    return a.mask_lo != 0 || a.bias != nullptr;
+    return a.mask_lo != 0 || a.bias != nullptr || a.alibi != 0 || a.softcap > 0.0f;
+}
+
+// Whether a call transforms its scores (ALiBi or softcapping): the builds that serve these are apart
+// from the window / bias ones where they cost registers (the warp-specialized prefill kernel).
+inline bool sdpa_needs_score_ext(const SdpaArgs& a)
+{
+    return a.alibi != 0 || a.softcap > 0.0f;
 }
 
 // What a launcher sizes its grid from: the device's multiprocessors and L2 bytes (0: unknown).

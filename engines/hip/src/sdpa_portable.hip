@@ -25,8 +25,8 @@ constexpr int kRowsPerBlock = kRowsPerGroup * kGroups;
 constexpr int kKeysPerTile = 32;
 constexpr int kThreads = 32 * kGroups;
 
-// Ext: the call has a left bound (sliding window) or a bias (sdpa_has_window_or_bias); the kernel
-// without them is compiled as before.
+// Ext: the call has a left bound (sliding window), a bias, ALiBi or a softcap (sdpa_needs_ext);
+// the kernel without them is compiled as before.
 template <ElemType T, int D, bool Ext>
 __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
 {
@@ -71,6 +71,10 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
     // Window: the block's first row sees no key before q0 + lo, so whole tiles before it are skipped.
     const int kv_begin = Ext ? max(q0 + len.lo, 0) / kKeysPerTile * kKeysPerTile : 0;
     const unsigned char* bh = Ext && a.bias != nullptr ? bias_head(a, b, h) : nullptr;
+    // Softcapping in the log2 units of s: c log2(e) tanh(s / (c log2(e))); ALiBi's slope likewise.
+    const float cap2 = Ext ? a.softcap * 1.4426950408889634f : 0.0f;
+    const float cap2_inv = cap2 > 0.0f ? 1.0f / cap2 : 0.0f;
+    const float alibi2 = Ext && a.alibi ? alibi_slope(h, a.hq) * 1.4426950408889634f : 0.0f;
 
     for(int kv0 = kv_begin; kv0 < kv_end; kv0 += kKeysPerTile)
     {
@@ -98,6 +102,9 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
             s *= a.scale_log2;
             if constexpr(Ext)
             {
+                if(cap2 > 0.0f) // first: the bias, ALiBi and the masks apply to the capped score
+                    s = cap2 * softcap_tanh(s * cap2_inv);
+                s = fmaf(alibi2, static_cast<float>(key - row), s);
                 if(bh != nullptr) // clamped indices: rows past sq and keys past skv are masked below
                     s += 1.4426950408889634f
                          * bias_at(bh, a.bias_type, a.bias_ss, min(row, a.sq - 1), min(key, a.skv - 1));
@@ -157,7 +164,7 @@ hipError_t launch_portable_typed(const SdpaArgs& a, hipStream_t stream)
     const dim3 grid(static_cast<unsigned>((a.sq + kRowsPerBlock - 1) / kRowsPerBlock),
                     static_cast<unsigned>(a.hq),
                     static_cast<unsigned>(a.batch));
-    if(sdpa_has_window_or_bias(a))
+    if(sdpa_needs_ext(a))
         hipLaunchKernelGGL((sdpa_fwd_portable<T, D, true>), grid, dim3(kThreads), 0, stream, a);
     else
         hipLaunchKernelGGL((sdpa_fwd_portable<T, D, false>), grid, dim3(kThreads), 0, stream, a);

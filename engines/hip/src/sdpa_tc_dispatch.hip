@@ -158,7 +158,7 @@ bool tensor_core_accepts(const SdpaArgs& a, ElemType)
 hipError_t launch_sdpa_tensor_core(const SdpaArgs& a, ElemType t, const DeviceShape& dev, hipStream_t stream)
 {
     TcKernel choice = tc_kernel_choice();
-    if(sdpa_has_window_or_bias(a))
+    if(sdpa_needs_ext(a))
     {
         // A left bound (window) or a bias: served by the warp-specialized kernel's Ext build only
         // (the wgmma and mma.sync kernels are never chosen for them). It keeps the maximum on raw

@@ -45,6 +45,10 @@ struct WgExt
     int64_t ss = 0;
     int sq = 0, skv = 0;
     float inv_scale = 1.0f;
+    // Softcapping and ALiBi in raw score units: cap = c / scale (0: off), cap_inv = 1 / cap, alibi =
+    // the head's slope / scale (0: off).
+    float cap = 0.0f, cap_inv = 0.0f;
+    float alibi = 0.0f;
 };
 
 // Asks the L2 for the bias of a warpgroup's 64 rows from row0 and BN keys from kv0 (whole 128-byte
@@ -63,13 +67,33 @@ __device__ __forceinline__ void wg_prefetch_bias(const WgExt& x, int row0, int k
     }
 }
 
-template <int BN, bool Ext = false>
+template <int BN, bool Ext = false, bool Score = false>
 __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                                  float sl2, bool edge, int kv0, int r0, int t, const BatchLengths& len,
                                                  const WgExt& x = WgExt{})
 {
     if constexpr(Ext)
     {
+        // Softcapping first (the bias, ALiBi and the masks apply to the capped score), then ALiBi,
+        // in raw units as the bias below: (c / scale) tanh(s / (c / scale)) is c tanh(scale s / c) / scale.
+        if(Score && x.cap > 0.0f)
+        {
+#pragma unroll
+            for(int i = 0; i < BN / 2; ++i)
+                s[i] = x.cap * softcap_tanh(s[i] * x.cap_inv);
+        }
+        if(Score && x.alibi != 0.0f)
+        {
+#pragma unroll
+            for(int j = 0; j < BN / 8; ++j)
+#pragma unroll
+                for(int e = 0; e < 4; ++e)
+                {
+                    const int col = kv0 + 2 * t + j * 8 + (e & 1);
+                    const int row = r0 + (e >> 1) * 8;
+                    s[4 * j + e] = fmaf(x.alibi, static_cast<float>(col - row), s[4 * j + e]);
+                }
+        }
         // The bias in raw score units (the maximum is kept in those): s + bias / scale, so that
         // exp2(s * sl2 - m * sl2) is exp2((scale s + bias) log2 e - ...). Before the masking, which
         // replaces (never adds to) the score.

@@ -127,9 +127,10 @@ __device__ __forceinline__ int ws_first_tile(const BatchLengths& len, int q0)
     return max(q0 + len.lo, 0) / BN;
 }
 
-// Ext: built for calls with a left bound (window) or a bias (sdpa_has_window_or_bias); the kernel
-// without them is the same code as before (every Ext branch is compile-time).
-template <ElemType T, int D, int NC, bool Tma, bool Ext>
+// Ext: 1 for calls with a left bound (window) or a bias, 2 for calls with ALiBi or a softcap too
+// (sdpa_needs_ext, sdpa_needs_score_ext: the score transforms cost registers the window / bias build
+// does not spend); 0, the kernel without them is the same code as before (every Ext branch is compile-time).
+template <ElemType T, int D, int NC, bool Tma, int Ext>
 __global__ void __launch_bounds__(kWsThreads<NC>, 1)
     sdpa_fwd_ws(const SdpaArgs a, const WsSchedule sched, const __grid_constant__ WsMaps maps)
 {
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         w.q0 = qblock * BM;
         w.last_row = min(w.q0 + BM, w.len.sq) - 1;
         w.ntiles = ws_tiles_for<BN>(w.len, w.q0, w.last_row);
-        if constexpr(Ext)
+        if constexpr(Ext != 0)
         {
             w.tb = ws_first_tile<BN>(w.len, w.q0);
             w.ntiles = max(w.ntiles - w.tb, 0);
@@ -349,7 +350,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
         const int tb = Ext ? w.tb : 0;
         const int own_tiles = max(ws_tiles_for<BN>(len, wg_row0, min(wg_row0 + 63, last_row)) - tb, 0);
         WgExt ext;
-        if constexpr(Ext)
+        if constexpr(Ext != 0)
         {
             if(a.bias != nullptr)
             {
@@ -361,6 +362,17 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 ext.skv = a.skv;
                 ext.inv_scale = a.inv_scale;
             }
+        }
+        if constexpr(Ext == 2)
+        {
+            // Raw score units (scale q.k / scale): the cap c / scale, the slope slope(h) / scale.
+            if(a.softcap > 0.0f)
+            {
+                ext.cap = a.softcap * a.inv_scale;
+                ext.cap_inv = 1.0f / ext.cap;
+            }
+            if(a.alibi)
+                ext.alibi = alibi_slope(w.h, a.hq) * a.inv_scale;
         }
         // Every consumer takes ntiles + 1 turns per item.
         if(cw == NC - 1 && ntiles > 0 && !opened)
@@ -449,13 +461,13 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             auto softmax = [&](int n) {
                 const int kv0 = (tb + n) * BN;
                 bool edge = kv0 + BN > len.skv || kv0 + BN - 1 > wg_row0 + len.diag;
-                if constexpr(Ext)
+                if constexpr(Ext != 0)
                 {
                     edge = edge || kv0 < wg_row0 + 63 + len.lo; // some row's window starts inside
                     if(ext.bias != nullptr && n + 2 < own_tiles)
                         wg_prefetch_bias<BN>(ext, wg_row0, kv0 + 2 * BN, wtid);
                 }
-                wg_softmax_probs<BN, Ext>(s, m, l, alpha, sl2, edge, kv0, r0, t, len, ext);
+                wg_softmax_probs<BN, Ext != 0, Ext == 2>(s, m, l, alpha, sl2, edge, kv0, r0, t, len, ext);
             };
             auto wait_k = [&](int n) { mbar_wait(full_k + 8 * ((it0 + n) % KS), ((it0 + n) / KS) & 1); };
             auto wait_v = [&](int n) { mbar_wait(full_v + 8 * ((it0 + n) % VS), ((it0 + n) / VS) & 1); };
@@ -491,7 +503,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 }
             };
 
-            if constexpr(Ext)
+            if constexpr(Ext != 0)
                 if(ext.bias != nullptr)
                     for(int n = 0; n < 2 && n < own_tiles; ++n)
                         wg_prefetch_bias<BN>(ext, wg_row0, (tb + n) * BN, wtid);
@@ -646,15 +658,20 @@ template <ElemType T, int D, int NC>
 hipError_t set_attrs_ws()
 {
     constexpr int bytes = static_cast<int>(kWsSmemBytes<D, NC>);
-    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, false>),
+    hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, 0>),
                                        hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if constexpr(kWsExtBuilt<D, NC>)
+    {
         if(e == hipSuccess)
-            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, true>),
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, 1>),
                                     hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+        if(e == hipSuccess)
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, true, 2>),
+                                    hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    }
     if constexpr(kWsBuilt<NC, false>)
         if(e == hipSuccess)
-            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, false, false>),
+            e = hipFuncSetAttribute(reinterpret_cast<const void*>(&sdpa_fwd_ws<T, D, NC, false, 0>),
                                     hipFuncAttributeMaxDynamicSharedMemorySize, bytes);
     return e;
 }
@@ -694,24 +711,28 @@ hipError_t launch_ws_typed(const SdpaArgs& a, bool copy_engine, const DeviceShap
                      && tma_tile_map(maps.k, a.k, a.d, a.skv, a.hk, a.batch, a.k_ss, a.k_sh, a.k_sb, kWsBlockN)
                      && tma_tile_map(maps.v, a.v, a.dv, a.skv, a.hk, a.batch, a.v_ss, a.v_sh, a.v_sb, kWsBlockN);
     constexpr size_t smem = kWsSmemBytes<D, NC>;
-    if(sdpa_has_window_or_bias(a))
+    if(sdpa_needs_ext(a))
     {
         if constexpr(kWsExtBuilt<D, NC>)
         {
             if(!tma)
                 return launch_sdpa_portable(a, T, stream);
-            hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, true>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
-                               maps);
+            if(sdpa_needs_score_ext(a))
+                hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, 2>), grid, dim3(kWsThreads<NC>), smem, stream, a,
+                                   sched, maps);
+            else
+                hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, 1>), grid, dim3(kWsThreads<NC>), smem, stream, a,
+                                   sched, maps);
             return hipGetLastError();
         }
         else
             return launch_ws_typed<T, D, D == 128 ? 2 : 3>(a, copy_engine, dev, stream);
     }
     if(tma)
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, true, 0>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
                            maps);
     else if constexpr(kWsBuilt<NC, false>)
-        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false, false>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
+        hipLaunchKernelGGL((sdpa_fwd_ws<T, D, NC, false, 0>), grid, dim3(kWsThreads<NC>), smem, stream, a, sched,
                            maps);
     else
         return launch_ws_typed<T, D, 2>(a, false, dev, stream);
