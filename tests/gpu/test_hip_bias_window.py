@@ -309,13 +309,7 @@ SHAPES = [(1, 1, 1), (2, 37, 37), (3, 129, 300), (2, 1, 300), (1, 37, 1), (3, 16
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("name", "opts"), OPTIONS, ids=[n for n, _ in OPTIONS])
 def test_forward_band_and_bias(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, opts: Opts) -> None:
-    skip_unless_here(handle, engine)
-    g, t = fwd_graph(dtype, opts, engine)
-    g.build(handle)
-    assert g.get_engine_id() == engine
-    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) % 10007)
-    for b, sq, skv in SHAPES:
-        run_forward(handle, g, t, dtype, opts, Shape(b, sq, skv), gen)
+    check_forward(handle, engine, dtype, opts, SHAPES, seed_of(name))
 
 
 PADDED = [
@@ -334,12 +328,7 @@ PADDED = [
 )
 def test_forward_band_and_bias_padded(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, opts: Opts) -> None:
     """Per-batch lengths (0 included): bottom-right bounds use each batch's own lengths."""
-    skip_unless_here(handle, engine)
-    g, t = fwd_graph(dtype, opts, engine, padding=True)
-    g.build(handle)
-    gen = torch.Generator(device="cuda").manual_seed(17)
-    for c in PADDED:
-        run_forward(handle, g, t, dtype, opts, c, gen)
+    check_forward(handle, engine, dtype, opts, PADDED, 17, padding=True)
 
 
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
@@ -471,6 +460,53 @@ def run_backward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType,
         assert err < TOL_GRAD[dtype], f"{name}: relative error {err:.2e} at {c}"
 
 
+def as_shapes(cases: list[tuple[int, int, int]] | list[Shape]) -> list[Shape]:
+    return [c if isinstance(c, Shape) else Shape(*c) for c in cases]
+
+
+def check_forward(
+    handle: Any,
+    engine: int,
+    dtype: hipdnn.DataType,
+    opts: Opts,
+    cases: list[tuple[int, int, int]] | list[Shape],
+    seed: int,
+    **graph: Any,
+) -> None:
+    """One plan at the maximum shape (``graph``: fwd_graph's keywords) built on ``engine``, then every case
+    (B, Sq, Skv or a Shape with lengths) through overrides, each against the float64 reference."""
+    skip_unless_here(handle, engine)
+    g, t = fwd_graph(dtype, opts, engine, **graph)
+    g.build(handle)
+    assert g.get_engine_id() == engine
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for c in as_shapes(cases):
+        run_forward(handle, g, t, dtype, opts, c, gen)
+
+
+def check_backward(
+    handle: Any,
+    engine: int,
+    dtype: hipdnn.DataType,
+    opts: Opts,
+    cases: list[tuple[int, int, int]] | list[Shape],
+    seed: int,
+    padding: bool = False,
+) -> None:
+    """As check_forward, for the backward (dQ, dK, dV against the float64 gradients)."""
+    skip_unless_here(handle, engine)
+    g, t = bwd_graph(dtype, opts, engine, padding=padding)
+    g.build(handle)
+    assert g.get_engine_id() == engine
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    for c in as_shapes(cases):
+        run_backward(handle, g, t, dtype, opts, c, gen)
+
+
+def seed_of(name: str, offset: int = 0) -> int:
+    return zlib.crc32(name.encode()) % 10007 + offset
+
+
 BWD_OPTIONS = [
     o
     for o in OPTIONS
@@ -484,25 +520,13 @@ BWD_SHAPES = [(1, 1, 1), (2, 37, 300), (3, 129, 37), (1, 129, 300), (2, 16, 129)
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("name", "opts"), BWD_OPTIONS, ids=[n for n, _ in BWD_OPTIONS])
 def test_backward_band_and_bias(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, opts: Opts) -> None:
-    skip_unless_here(handle, engine)
-    g, t = bwd_graph(dtype, opts, engine)
-    g.build(handle)
-    assert g.get_engine_id() == engine
-    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) % 10007 + 1)
-    for b, sq, skv in BWD_SHAPES:
-        run_backward(handle, g, t, dtype, opts, Shape(b, sq, skv), gen)
+    check_backward(handle, engine, dtype, opts, BWD_SHAPES, seed_of(name, 1))
 
 
 @ENGINES
 @pytest.mark.parametrize("name", ["left_br", "bias_inf_window_br"])
 def test_backward_band_and_bias_padded(handle: Any, engine: int, name: str) -> None:
-    skip_unless_here(handle, engine)
-    opts = dict(OPTIONS)[name]
-    g, t = bwd_graph(BF16, opts, engine, padding=True)
-    g.build(handle)
-    gen = torch.Generator(device="cuda").manual_seed(23)
-    for c in PADDED:
-        run_backward(handle, g, t, BF16, opts, c, gen)
+    check_backward(handle, engine, BF16, dict(OPTIONS)[name], PADDED, 23, padding=True)
 
 
 # (d_qk, d_v): head dims other than 64 / 128 run at a padded kernel head dim (64 or 128, zeros past

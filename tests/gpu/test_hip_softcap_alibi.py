@@ -26,16 +26,21 @@ if not torch.cuda.is_available():
 import hipdnn  # noqa: E402
 from tests.gpu.hip_support import TENSOR_CORE, compact, gpu_graph, workspace_for  # noqa: E402
 from tests.gpu.test_hip_bias_window import (  # noqa: E402
+    BWD_SHAPES,
     ENGINES,
     PADDED,
+    SHAPES,
     Opts,
     Shape,
     band_reference,
     bwd_graph,
+    check_backward,
+    check_forward,
     fwd_graph,
     handle,
     run_backward,
     run_forward,
+    seed_of,
 )
 from tests.gpu.test_hip_engine import (  # noqa: E402
     BF16,
@@ -69,7 +74,6 @@ OPTIONS = [
     ("cap_alibi", Opts(softcap=1.0, alibi=True)),
     ("cap_alibi_bias_window_br", Opts(softcap=0.6, alibi=True, bias="b1", bias_dtype=HALF, left=50, bottom_right=True)),
 ]
-SHAPES = [(1, 1, 1), (2, 37, 37), (3, 129, 300), (2, 1, 300), (1, 37, 1), (3, 16, 300), (2, 129, 37), (1, 5, 129)]
 
 
 def capped_scores_matter(o: Opts) -> None:
@@ -90,12 +94,7 @@ def capped_scores_matter(o: Opts) -> None:
 def test_forward(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, opts: Opts) -> None:
     skip_unless_here(handle, engine)
     capped_scores_matter(opts)
-    g, t = fwd_graph(dtype, opts, engine)
-    g.build(handle)
-    assert g.get_engine_id() == engine
-    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) % 10007)
-    for b, sq, skv in SHAPES:
-        run_forward(handle, g, t, dtype, opts, Shape(b, sq, skv), gen)
+    check_forward(handle, engine, dtype, opts, SHAPES, seed_of(name))
 
 
 @ENGINES
@@ -106,12 +105,7 @@ def test_forward(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, op
 )
 def test_forward_padded(handle: Any, engine: int, name: str, opts: Opts) -> None:
     """Per-batch lengths, empty sequences included."""
-    skip_unless_here(handle, engine)
-    g, t = fwd_graph(BF16, opts, engine, padding=True)
-    g.build(handle)
-    gen = torch.Generator(device="cuda").manual_seed(31)
-    for c in PADDED:
-        run_forward(handle, g, t, BF16, opts, c, gen)
+    check_forward(handle, engine, BF16, opts, PADDED, 31, padding=True)
 
 
 DECODE_OPTIONS = [
@@ -146,32 +140,19 @@ BWD_OPTIONS = [
     if o[0] in ("cap_0.5", "cap_2_scale_0.4", "cap_causal_br", "cap_bias_window", "alibi", "alibi_causal_br_window",
                 "alibi_bias_inf_rows", "cap_alibi_bias_window_br")
 ]  # fmt: skip
-BWD_SHAPES = [(1, 1, 1), (2, 37, 300), (3, 129, 37), (1, 129, 300), (2, 16, 129)]
 
 
 @ENGINES
 @pytest.mark.parametrize("dtype", [BF16, HALF], ids=["bf16", "fp16"])
 @pytest.mark.parametrize(("name", "opts"), BWD_OPTIONS, ids=[n for n, _ in BWD_OPTIONS])
 def test_backward(handle: Any, engine: int, dtype: hipdnn.DataType, name: str, opts: Opts) -> None:
-    skip_unless_here(handle, engine)
-    g, t = bwd_graph(dtype, opts, engine)
-    g.build(handle)
-    assert g.get_engine_id() == engine
-    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(name.encode()) % 10007 + 1)
-    for b, sq, skv in BWD_SHAPES:
-        run_backward(handle, g, t, dtype, opts, Shape(b, sq, skv), gen)
+    check_backward(handle, engine, dtype, opts, BWD_SHAPES, seed_of(name, 1))
 
 
 @ENGINES
 @pytest.mark.parametrize("name", ["cap_causal_br", "alibi_causal_br_window", "cap_alibi_bias_window_br"])
 def test_backward_padded(handle: Any, engine: int, name: str) -> None:
-    skip_unless_here(handle, engine)
-    opts = dict(OPTIONS)[name]
-    g, t = bwd_graph(BF16, opts, engine, padding=True)
-    g.build(handle)
-    gen = torch.Generator(device="cuda").manual_seed(29)
-    for c in PADDED:
-        run_backward(handle, g, t, BF16, opts, c, gen)
+    check_backward(handle, engine, BF16, dict(OPTIONS)[name], PADDED, 29, padding=True)
 
 
 HEAD_DIMS = [(8, 8), (40, 40), (72, 72), (128, 128), (128, 64), (32, 128)]
