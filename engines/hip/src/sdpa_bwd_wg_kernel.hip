@@ -374,6 +374,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
         // presence tested per element (D = 64: four builds of the loop spilled 656 bytes, this none).
         // ALiBi (Ext): the slope of this tile's query head, in log2 units (0: off).
         const float alibi2 = Ext != 0 && f.alibi ? alibi_slope(hk * group + n / ntq, f.hq) * 1.4426950408889634f : 0.0f;
+        // key - row of this thread's first element; each element's offset from it is a constant.
+        const float dist0 = static_cast<float>(key_row0 - qt - 2 * t);
         // Softcapping (Ext 2, c > 0): t = tanh(scale s / c), the capped score c t in log2 units.
         const float cap_in = Ext == 2 ? A.scale / f.softcap : 0.0f;
         const float cap2 = Ext == 2 ? f.softcap * 1.4426950408889634f : 0.0f;
@@ -406,7 +408,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
                     else
                         x = s[4 * j + e] * sl2 - lse_s[c];
                     if constexpr(Ext != 0)
-                        x = fmaf(alibi2, static_cast<float>(key_row0 + 8 * (e >> 1) - (qt + c)), x);
+                        if(alibi2 != 0.0f) // (uniform)
+                            x = fmaf(alibi2, dist0 + static_cast<float>(8 * (e >> 1) - 8 * j - (e & 1)), x);
                     if constexpr(BT == 3) // (clamped: rows past sq and keys past skv are masked below)
                     {
                         if(bias_h != nullptr)

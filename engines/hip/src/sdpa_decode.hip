@@ -239,6 +239,13 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
         if constexpr(Ext)
             edge = edge || kv0 < a.sq - 1 + len.lo; // the largest position's window starts past kv0
         float alpha[2];
+        // ALiBi: key - position of this thread's first column, per row (j * 8 + (e & 1) is added as a constant).
+        float dist0[2] = {0.0f, 0.0f};
+        if constexpr(Ext)
+            if(a.alibi)
+#pragma unroll
+                for(int hf = 0; hf < 2; ++hf)
+                    dist0[hf] = static_cast<float>(kv0 + 2 * t - pos[hf]);
 #pragma unroll
         for(int j = 0; j < 2; ++j)
 #pragma unroll
@@ -250,7 +257,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
                     const int col = kv0 + j * 8 + 2 * t + (e & 1);
                     if(cap2 > 0.0f) // first: the bias, ALiBi and the masks apply to the capped score
                         s[j][e] = cap2 * softcap_tanh(s[j][e] * cap2_inv);
-                    s[j][e] = fmaf(alibi2[e >> 1], static_cast<float>(col - pos[e >> 1]), s[j][e]);
+                    if(a.alibi) // (uniform; the distance from a per-tile base, no conversion per score)
+                        s[j][e] = fmaf(alibi2[e >> 1], dist0[e >> 1] + static_cast<float>(j * 8 + (e & 1)), s[j][e]);
                     if(brow[e >> 1] != nullptr) // (clamped key: keys past the chunk are masked below)
                         s[j][e] = fmaf(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
                                        1.4426950408889634f, s[j][e]);
