@@ -368,6 +368,7 @@ def _inspect(args: argparse.Namespace) -> int:
                         has_dynamic_tensors=summary.has_dynamic_tensors,
                         has_ragged_or_paged=summary.has_ragged_or_paged,
                         has_softcap=summary.has_softcap,
+                        has_fp8=summary.has_fp8,
                     )
                 ),
                 "nodes": summary.node_count,

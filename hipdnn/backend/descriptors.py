@@ -285,6 +285,7 @@ class OperationGraphDescriptor(Descriptor):
             has_dynamic_tensors=summary.has_dynamic_tensors,
             has_ragged_or_paged=summary.has_ragged_or_paged,
             has_softcap=summary.has_softcap,
+            has_fp8=summary.has_fp8,
         )
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, summary.is_override_shape_enabled)
         self._set_computed(A.OPERATIONGRAPH_NAME_EXT, summary.name)
@@ -587,6 +588,8 @@ def unknown_engine_text(handle: BackendHandle, engine_id: int) -> str:
 
 def _api_need(graph: OperationGraphDescriptor) -> str:
     summary = graph.summary
+    if summary is not None and summary.has_fp8:
+        return "it has FP8 attention (sdpa_fp8)"
     if summary is not None and summary.has_softcap:
         return "it has score softcapping"
     if summary is not None and summary.has_ragged_or_paged:

@@ -39,6 +39,8 @@ class GraphSummary:
     has_page_tables: bool = False
     #: some SDPA node (forward or backward) has a softcap other than 0 (NaN and negative included)
     has_softcap: bool = False
+    #: some SDPA node names an FP8 descale / scale / amax tensor (Graph.sdpa_fp8)
+    has_fp8: bool = False
 
     @property
     def has_dynamic_tensors(self) -> bool:
@@ -84,7 +86,7 @@ def summarize(blob: bytes) -> GraphSummary:
                 is_dynamic=bool(t.IsDynamic()),
                 ragged_offset_uid=t.RaggedOffsetTensorUid(),
             )
-        has_page_tables = has_softcap = False
+        has_page_tables = has_softcap = has_fp8 = False
         for i in range(g.NodesLength()):
             n = g.Nodes(i)
             kind = n.AttributesType() if n is not None else None
@@ -104,6 +106,17 @@ def summarize(blob: bytes) -> GraphSummary:
             if sdpa.PageTableKTensorUid() is not None or sdpa.PageTableVTensorUid() is not None:
                 has_page_tables = True
             has_softcap = has_softcap or sdpa.Softcap() != 0.0
+            fp8_uids = (
+                sdpa.DescaleQTensorUid(),
+                sdpa.DescaleKTensorUid(),
+                sdpa.DescaleVTensorUid(),
+                sdpa.DescaleSTensorUid(),
+                sdpa.ScaleSTensorUid(),
+                sdpa.ScaleOTensorUid(),
+                sdpa.AmaxSTensorUid(),
+                sdpa.AmaxOTensorUid(),
+            )
+            has_fp8 = has_fp8 or any(u is not None for u in fp8_uids)
         name = g.Name()
         return GraphSummary(
             name=name.decode("utf-8", "replace") if name else "",
@@ -116,6 +129,7 @@ def summarize(blob: bytes) -> GraphSummary:
             node_count=int(g.NodesLength()),
             has_page_tables=has_page_tables,
             has_softcap=has_softcap,
+            has_fp8=has_fp8,
         )
     except GraphDecodeError:
         raise

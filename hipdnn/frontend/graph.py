@@ -49,6 +49,7 @@ from hipdnn.frontend.ops import (
     SdpaNode,
 )
 from hipdnn.frontend.ops.attention_options import SdpaAttributes, options_from
+from hipdnn.frontend.ops.sdpa_fp8 import Fp8Scaling
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.shortcuts import BinaryShortcut, UnaryShortcut
@@ -343,6 +344,52 @@ class Graph:
         stats = self._output(f"{node_name}::Stats") if opts.stats_wanted else None
         self._add_node(SdpaNode(node_name, compute_data_type, q, k, v, o, stats, opts))
         return o, stats
+
+    def sdpa_fp8(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        descale_q: TensorAttributes,
+        descale_k: TensorAttributes,
+        descale_v: TensorAttributes,
+        descale_s: TensorAttributes,
+        scale_s: TensorAttributes,
+        scale_o: TensorAttributes,
+        options: SdpaAttributes | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+        **keywords: Any,
+    ) -> tuple[TensorAttributes, TensorAttributes | None, TensorAttributes, TensorAttributes]:
+        """FP8 attention forward, cudnn-frontend's ``sdpa_fp8``: q, k, v hold FP8 (E4M3 or E5M2)
+        values, each one-element FLOAT ``descale_*`` / ``scale_*`` tensor a per-tensor factor. Returns
+        ``(o, stats, amax_s, amax_o)``: stats None unless ``generate_stats``; amax_s the largest
+        probability (before ``scale_s``), amax_o the largest ``|o|`` before ``scale_o`` (FLOAT
+        [1, 1, 1, 1] each). The masks and options are sdpa's (causal both ways, padding, bounds, GQA,
+        ``attn_scale`` as a number); a bias, ALiBi, softcapping and paged K/V are refused. The
+        definition, step by step: hipdnn/frontend/ops/sdpa_fp8.py and rfcs/0014-fp8-attention.md."""
+        node_name = self._node_name(name, "sdpa_fp8")
+        at = f"sdpa_fp8 node {node_name!r}: "
+        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
+        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
+        own = self._own
+        o = self._output(f"{node_name}::O")
+        stats = self._output(f"{node_name}::Stats") if opts.stats_wanted else None
+        amax_s, amax_o = self._output(f"{node_name}::Amax_S"), self._output(f"{node_name}::Amax_O")
+        fp8 = Fp8Scaling(
+            descale_q=own(descale_q, "descale_q", node_name),
+            descale_k=own(descale_k, "descale_k", node_name),
+            descale_v=own(descale_v, "descale_v", node_name),
+            descale_s=own(descale_s, "descale_s", node_name),
+            scale_s=own(scale_s, "scale_s", node_name),
+            scale_o=own(scale_o, "scale_o", node_name),
+            amax_s=amax_s,
+            amax_o=amax_o,
+        )
+        self._add_node(SdpaNode(node_name, compute_data_type, q, k, v, o, stats, opts, fp8=fp8))
+        return o, stats, amax_s, amax_o
 
     def _sdpa_options(
         self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str, kind: str

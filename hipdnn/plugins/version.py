@@ -19,6 +19,10 @@ RAGGED_PAGED_API_VERSION = Version("1.3.0")
 #: SdpaBackwardAttributes.softcap), rfcs/0013-softcap.md. A plugin below it would ignore the field
 #: and return uncapped attention, so it is never offered such a graph.
 SOFTCAP_API_VERSION = Version("1.4.0")
+#: The first API version that serves FP8 attention (SdpaAttributes' descale / scale / amax uids:
+#: Graph.sdpa_fp8), rfcs/0014-fp8-attention.md. The fields were in the table from the start, but an
+#: engine below it may read none of them and compute a plain SDPA on the FP8 bytes.
+FP8_API_VERSION = Version("1.5.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
@@ -43,8 +47,11 @@ def required_api_version(
     has_dynamic_tensors: bool = False,
     has_ragged_or_paged: bool = False,
     has_softcap: bool = False,
+    has_fp8: bool = False,
 ) -> Version:
     """The lowest plugin API version allowed to serve a graph using these features."""
+    if has_fp8:
+        return FP8_API_VERSION
     if has_softcap:
         return SOFTCAP_API_VERSION
     if has_ragged_or_paged:

@@ -384,7 +384,7 @@ def test_metadata(ffi, lib):
     s = ffi.new("const char**")
     assert lib.hipdnnPluginGetName(s) == SUCCESS and ffi.string(s[0]) == b"hipdnn_cpu_engine"
     assert lib.hipdnnPluginGetVersion(s) == SUCCESS and ffi.string(s[0]) == b"0.1.0"
-    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.4.0"
+    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.5.0"
     t = ffi.new("hipdnnPluginType_t*")
     assert lib.hipdnnPluginGetType(t) == SUCCESS and t[0] == lib.HIPDNN_PLUGIN_TYPE_ENGINE
     for fn in (lib.hipdnnPluginGetName, lib.hipdnnPluginGetVersion, lib.hipdnnPluginGetApiVersion):

@@ -50,6 +50,7 @@ FAKE_VARIANTS: dict[str, FakeVariant] = {
         FakeVariant("fake_override_v120", "1.2.0", True, 9008),
         FakeVariant("fake_override_v130", "1.3.0", True, 9009),
         FakeVariant("fake_override_v140", "1.4.0", True, 9010),
+        FakeVariant("fake_override_v150", "1.5.0", True, 9011),
     )
 }
 

@@ -37,6 +37,7 @@ ENGINE = {
     "fake_override_v120": 9008,
     "fake_override_v130": 9009,
     "fake_override_v140": 9010,
+    "fake_override_v150": 9011,
 }
 
 

@@ -530,7 +530,7 @@ struct CpuEngine
     using Plan = hipdnn_cpu::Plan;
     static constexpr int64_t kEngineIds[] = {kEngineId};
     static constexpr const char* kName = "hipdnn_cpu_engine";
-    static constexpr const char* kApiVersion = "1.4.0"; // ragged / paged (rfcs/0012), softcap (rfcs/0013)
+    static constexpr const char* kApiVersion = "1.5.0"; // ragged / paged (0012), softcap (0013), FP8 (0014)
     static constexpr const char* kVersion = HIPDNN_VERSION;
     static constexpr bool kOverrideEntry = true;
 

@@ -54,7 +54,9 @@ enum class DType
     F16,
     BF16,
     I32,
-    I64
+    I64,
+    F8E4M3, // FP8 (sdpa_fp8 only: no other op or kernel takes them; sdpa_fp8.cpp)
+    F8E5M2
 };
 
 // ---------------------------------------------------------------- SDPA ----

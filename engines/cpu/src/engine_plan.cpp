@@ -174,6 +174,12 @@ bool to_dtype(wire::DataType d, DType& out)
     case wire::DataType::INT64:
         out = DType::I64;
         return true;
+    case wire::DataType::FP8_E4M3:
+        out = DType::F8E4M3;
+        return true;
+    case wire::DataType::FP8_E5M2:
+        out = DType::F8E5M2;
+        return true;
     default:
         return false;
     }
@@ -193,6 +199,10 @@ const char* dtype_name(DType d)
         return "INT32";
     case DType::I64:
         return "INT64";
+    case DType::F8E4M3:
+        return "FP8_E4M3";
+    case DType::F8E5M2:
+        return "FP8_E5M2";
     }
     return "?";
 }

@@ -85,6 +85,10 @@ struct NodeInfo
     bool padding = false;
     bool alibi = false;
     float softcap = 0.0f; // score softcapping c (0: off; rfcs/0013-softcap.md)
+    // FP8 forward (API 1.5.0, sdpa_fp8.cpp): descale q, k, v, s, scale s, o / amax s, o.
+    bool fp8 = false;
+    int fp8_in[6] = {-1, -1, -1, -1, -1, -1};
+    int fp8_out[2] = {-1, -1};
     // Ragged tensors or paged K/V (API 1.3.0, sdpa_varlen.cpp): the node runs batch by batch, each
     // at its own lengths; sdpa_fwd keeps the page tables in in[7] (k) and in[8] (v).
     bool varlen = false;
@@ -287,7 +291,14 @@ std::string only_float(const Plan& plan, const NodeInfo& node, const int (&ts)[N
 // Bytes of one element of the type.
 inline size_t dtype_size(DType d)
 {
+    if(d == DType::F8E4M3 || d == DType::F8E5M2)
+        return 1;
     return d == DType::F32 || d == DType::I32 ? 4 : d == DType::I64 ? 8 : 2;
+}
+
+inline bool is_fp8_type(DType d)
+{
+    return d == DType::F8E4M3 || d == DType::F8E5M2;
 }
 
 extern const OpDesc kSdpaFwdOp;

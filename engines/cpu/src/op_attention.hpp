@@ -175,6 +175,9 @@ bool infer_varlen(const Plan& plan, const NodeInfo& node, const Shape* eff, Shap
 // The key length the node attends over at these shapes (paged: max_seq_len_kv, capped by what the
 // tables hold).
 int64_t varlen_skv(const NodeInfo& node, const Shape* eff);
+// The FP8 forward's reference (sdpa_fp8.cpp; rfcs/0014-fp8-attention.md): a node with fp8 set. False
+// when the scratch is smaller than (d + dv) doubles a thread.
+bool run_sdpa_fp8(const Plan& plan, const NodeInfo& node, const RunArgs& args);
 // Runs a varlen node batch by batch (BAD_PARAM, thrown, for offsets or table entries that would
 // leave a tensor).
 bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args);

@@ -21,7 +21,9 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         bool present;
         const char* what;
     };
-    const char* const extension = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/true, /*serves_softcap=*/true);
+    const char* const extension
+        = sdk::sdpa_extension_in_use(*a, /*serves_paged_kv=*/true, /*serves_softcap=*/true, /*serves_fp8=*/true);
+    const bool fp8 = sdk::sdpa_is_fp8(*a);
     const bool paged = sdk::sdpa_is_paged(*a);
     const Unsupported unsupported[] = {
         {extension != nullptr, extension},
@@ -39,6 +41,10 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         {paged && !a->padding_mask(), "paged K/V without the padding mask (seq_len_kv gives the key counts)"},
         {a->max_seq_len_kv().has_value() && (!paged || a->max_seq_len_kv().value() <= 0),
          "max_seq_len_kv without page tables, or not positive,"},
+        {fp8 && !sdk::sdpa_fp8_complete(*a), "FP8 scaling without all of descale_q/k/v/s, scale_s/o, amax_s/o"},
+        {fp8 && (a->attn_mask_tensor_uid().has_value() || a->alibi_mask() || a->softcap() != 0.0f || paged
+                 || a->scale_tensor_uid().has_value()),
+         "FP8 scaling with a bias, ALiBi, softcapping, paged K/V or a tensor attention scale"},
     };
     for(const Unsupported& u : unsupported)
         if(u.present)
@@ -48,6 +54,17 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
     node.out[0] = refs(a->o_tensor_uid());
     if(a->stats_tensor_uid().has_value())
         node.out[1] = refs(a->stats_tensor_uid().value());
+    if(fp8)
+    {
+        node.fp8 = true;
+        const int64_t uids[6] = {a->descale_q_tensor_uid().value(), a->descale_k_tensor_uid().value(),
+                                 a->descale_v_tensor_uid().value(), a->descale_s_tensor_uid().value(),
+                                 a->scale_s_tensor_uid().value(), a->scale_o_tensor_uid().value()};
+        for(int r = 0; r < 6; ++r)
+            node.fp8_in[r] = refs(uids[r]);
+        node.fp8_out[0] = refs(a->amax_s_tensor_uid().value());
+        node.fp8_out[1] = refs(a->amax_o_tensor_uid().value());
+    }
     if(paged)
     {
         node.paged = true;
@@ -64,18 +81,30 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
             const char* what;
             bool (*ok)(DType);
         };
+        // FP8 nodes: q, k, v FP8, o FP8 or a float type, the factors and amax FLOAT.
+        bool (*const qkv_ok)(DType) = fp8 ? is_fp8_type : is_float_type;
+        bool (*const o_ok)(DType) = fp8 ? [](DType d) { return is_fp8_type(d) || is_float_type(d); } : is_float_type;
+        auto f32 = [](DType d) { return d == DType::F32; };
         const Role roles[] = {
-            {node.in[0], "q", is_float_type},
-            {node.in[1], "k", is_float_type},
-            {node.in[2], "v", is_float_type},
+            {node.in[0], "q", qkv_ok},
+            {node.in[1], "k", qkv_ok},
+            {node.in[2], "v", qkv_ok},
             {node.in[3], "the scale tensor", is_float_type},
             {node.in[4], "seq_len_q", [](DType d) { return d == DType::I32 || d == DType::I64; }},
             {node.in[5], "seq_len_kv", [](DType d) { return d == DType::I32 || d == DType::I64; }},
             {node.in[6], "the bias", is_float_type},
-            {node.out[0], "o", is_float_type},
+            {node.out[0], "o", o_ok},
             {node.out[1], "stats", [](DType d) { return d == DType::F32; }},
             {node.in[7], "the K page table", [](DType d) { return d == DType::I32; }},
             {node.in[8], "the V page table", [](DType d) { return d == DType::I32; }},
+            {node.fp8_in[0], "descale_q", f32},
+            {node.fp8_in[1], "descale_k", f32},
+            {node.fp8_in[2], "descale_v", f32},
+            {node.fp8_in[3], "descale_s", f32},
+            {node.fp8_in[4], "scale_s", f32},
+            {node.fp8_in[5], "scale_o", f32},
+            {node.fp8_out[0], "amax_s", f32},
+            {node.fp8_out[1], "amax_o", f32},
         };
         for(const Role& r : roles)
             if(r.t >= 0 && !r.ok(plan.tensors[r.t].dt))
@@ -83,10 +112,17 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
                               nm,
                               r.what,
                               dtype_name(plan.tensors[r.t].dt));
+        if(fp8
+           && (plan.tensors[node.in[1]].dt != plan.tensors[node.in[0]].dt
+               || plan.tensors[node.in[2]].dt != plan.tensors[node.in[0]].dt))
+            return format("node '%s' (sdpa_fwd): q, k and v must share one FP8 type", nm);
     }
     if(!refs.why.empty())
         return "";
-    return plan_varlen(plan, node);
+    std::string why = plan_varlen(plan, node);
+    if(why.empty() && fp8 && node.varlen)
+        return format("node '%s' (sdpa_fwd): ragged tensors with FP8 scaling are not supported", nm);
+    return why;
 }
 
 bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
@@ -151,6 +187,25 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
                               uid(node.in[r]),
                               static_cast<long long>(q.dims[0]));
     }
+    if(node.fp8)
+    {
+        static const char* const kFactor[6]
+            = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
+        for(int r = 0; r < 6; ++r)
+            if(!has_wildcard(eff[node.fp8_in[r]]) && elements(eff[node.fp8_in[r]]) != 1)
+                return shape_fail(err,
+                                  "node '%s' (sdpa_fwd): %s (uid %lld) must hold one element",
+                                  node.name.c_str(),
+                                  kFactor[r],
+                                  uid(node.fp8_in[r]));
+        Shape one;
+        one.rank = 4;
+        for(int i = 0; i < 4; ++i)
+            one.dims[i] = 1;
+        for(int r = 0; r < 2; ++r)
+            if(!set_output(plan, node, node.fp8_out[r], one, planning, eff, err))
+                return false;
+    }
     if(node.in[6] >= 0)
     {
         const Shape& bs = eff[node.in[6]];
@@ -183,12 +238,16 @@ size_t scratch(const NodeInfo& node, const Shape* eff, std::string* why)
                       node.name.c_str());
         return 0;
     }
+    if(node.fp8) // the reference: one row of q and one of the output, in double
+        return static_cast<size_t>(unbounded(meet(q.dims[3], k.dims[3])) + unbounded(v.dims[3])) * sizeof(double);
     return sdpa_scratch_per_thread(
         unbounded(q.dims[2]), unbounded(k.dims[2]), unbounded(meet(q.dims[3], k.dims[3])), unbounded(v.dims[3]));
 }
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 {
+    if(node.fp8)
+        return run_sdpa_fp8(plan, node, args);
     if(node.varlen)
         return run_sdpa_varlen(plan, node, args);
     SdpaProblem p;
@@ -215,6 +274,8 @@ void describe(const Plan& plan, const NodeInfo& n, std::string& s)
         s += " bias";
     if(n.alibi)
         s += " alibi";
+    if(n.fp8)
+        s += format(" fp8 %s", dtype_name(plan.tensors[n.in[0]].dt));
     s += n.out[1] >= 0 ? " +stats)" : ")";
 }
 

@@ -14,6 +14,7 @@ from hipdnn.frontend.ops.attention_options import (
     write_options,
 )
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.sdpa_fp8 import Fp8Scaling, check_fp8, read_fp8, write_fp8
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType
@@ -24,7 +25,9 @@ from hipdnn.wire.SdpaAttributes import SdpaAttributesT
 @register
 class SdpaNode(Operation):
     """q [B, Hq, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv] -> o [B, Hq, Sq, Dv] and, with
-    ``generate_stats``, stats [B, Hq, Sq, 1] (natural-log log-sum-exp of each row's scores)."""
+    ``generate_stats``, stats [B, Hq, Sq, 1] (natural-log log-sum-exp of each row's scores). With
+    ``fp8`` (Graph.sdpa_fp8) the FP8 forward: its factors are inputs, amax_s and amax_o outputs
+    (hipdnn/frontend/ops/sdpa_fp8.py)."""
 
     wire_type = NodeAttributes.SdpaAttributes
     kind = "sdpa"
@@ -39,21 +42,26 @@ class SdpaNode(Operation):
         o: TensorAttributes,
         stats: TensorAttributes | None,
         options: SdpaAttributes,
+        fp8: Fp8Scaling | None = None,
     ) -> None:
         super().__init__(name, compute_data_type)
         self.q, self.k, self.v, self.o, self.stats = q, k, v, o, stats
         #: scale and mask options (hipdnn.SdpaAttributes), as checked by the graph or read from the wire
         self.options = options
+        #: the FP8 forward's factors and amax outputs (None: a plain SDPA)
+        self.fp8 = fp8
 
     def inputs(self) -> list[TensorAttributes]:
         offsets = [off for t in self.ragged_roles() if (off := t.get_ragged_offset()) is not None]
-        return [self.q, self.k, self.v] + [t for _, t in self.options.tensors()] + offsets
+        scaling = self.fp8.inputs() if self.fp8 is not None else []
+        return [self.q, self.k, self.v] + [t for _, t in self.options.tensors()] + scaling + offsets
 
     def ragged_roles(self) -> list[TensorAttributes]:
         return [self.q, self.k, self.v, self.o] + ([self.stats] if self.stats is not None else [])
 
     def outputs(self) -> list[TensorAttributes]:
-        return [self.o] + ([self.stats] if self.stats is not None else [])
+        amax = self.fp8.outputs() if self.fp8 is not None else []
+        return [self.o] + ([self.stats] if self.stats is not None else []) + amax
 
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
         q, k, v = self.q, self.k, self.v
@@ -68,6 +76,8 @@ class SdpaNode(Operation):
             dynamic={"q": q.is_dynamic(), "k": k.is_dynamic(), "v": v.is_dynamic()},
         )
         check_options(self, q, k)
+        if self.fp8 is not None:
+            check_fp8(self, io_data_type)
         o_dims, stats_dims = self._output_dims(q.get_dim(), v.get_dim())
         self.fill_output(self.o, o_dims, io_data_type, order_reference=q.get_stride())
         self.check_output_dims(self.o, "o", o_dims)
@@ -129,6 +139,8 @@ class SdpaNode(Operation):
         r.produce(self.o, rows + [r.ref(r.dim(v, 3))])
         if self.stats is not None:
             r.produce(self.stats, rows + [r.const(1)])
+        for amax in self.fp8.outputs() if self.fp8 is not None else []:
+            r.produce(amax, [r.const(1)] * 4)
 
     def to_wire(self) -> Any:
         t = SdpaAttributesT()
@@ -137,6 +149,8 @@ class SdpaNode(Operation):
         t.statsTensorUid = self.stats.get_uid() if self.stats is not None else None
         t.generateStats = self.stats is not None
         write_options(self.options, t)
+        if self.fp8 is not None:
+            write_fp8(self.fp8, t)
         return t
 
     @classmethod
@@ -152,4 +166,5 @@ class SdpaNode(Operation):
             o=tensor(table.oTensorUid),
             stats=tensor(table.statsTensorUid),
             options=read_options(table, tensor),
+            fp8=read_fp8(table, tensor),
         )

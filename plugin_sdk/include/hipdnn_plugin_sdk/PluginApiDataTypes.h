@@ -22,12 +22,14 @@
  * 1.3.0 adds ragged offsets (TensorAttributes.ragged_offset_tensor_uid) and paged K/V
  * (SdpaAttributes.page_table_k/v_tensor_uid, max_seq_len_kv), rfcs/0012-ragged-and-paged.md;
  * 1.4.0 adds score softcapping (SdpaAttributes.softcap, SdpaBackwardAttributes.softcap: c > 0 replaces
- * each score s = attn_scale * q.k by c * tanh(s / c) before bias, ALiBi and masks), rfcs/0013-softcap.md.
+ * each score s = attn_scale * q.k by c * tanh(s / c) before bias, ALiBi and masks), rfcs/0013-softcap.md;
+ * 1.5.0 serves FP8 attention (SdpaAttributes.descale_q/k/v/s, scale_s/o and amax_s/o uids: the
+ * forward of rfcs/0014-fp8-attention.md), which engines below it are never offered.
  * A plugin reports the version whose contract it implements, which may be older than this. */
 #define HIPDNN_PLUGIN_API_VERSION_MAJOR 1
-#define HIPDNN_PLUGIN_API_VERSION_MINOR 4
+#define HIPDNN_PLUGIN_API_VERSION_MINOR 5
 #define HIPDNN_PLUGIN_API_VERSION_PATCH 0
-#define HIPDNN_PLUGIN_API_VERSION "1.4.0"
+#define HIPDNN_PLUGIN_API_VERSION "1.5.0"
 
 /* Behavior notes an engine may list in its EngineDetails.behavior_notes to say where the memory of
  * its tensors and workspace must live. The host refuses, before calling the plugin, device memory

@@ -36,14 +36,34 @@ inline bool sdpa_softcap_valid(const Attrs& a)
     return c == 0.0f || (c > 0.0f && c <= 3.4028234663852886e38f);
 }
 
+// Whether the node is an FP8 forward (Graph.sdpa_fp8; API >= 1.5.0): it names any descale, scale or
+// amax tensor. An engine that serves it must check that all eight are there.
+inline bool sdpa_is_fp8(const hipdnn::wire::SdpaAttributes& a)
+{
+    return a.descale_q_tensor_uid().has_value() || a.descale_k_tensor_uid().has_value()
+           || a.descale_v_tensor_uid().has_value() || a.descale_s_tensor_uid().has_value()
+           || a.scale_s_tensor_uid().has_value() || a.scale_o_tensor_uid().has_value()
+           || a.amax_s_tensor_uid().has_value() || a.amax_o_tensor_uid().has_value();
+}
+
+// Whether an FP8 node names all eight of its tensors (each factor and both amax outputs).
+inline bool sdpa_fp8_complete(const hipdnn::wire::SdpaAttributes& a)
+{
+    return a.descale_q_tensor_uid().has_value() && a.descale_k_tensor_uid().has_value()
+           && a.descale_v_tensor_uid().has_value() && a.descale_s_tensor_uid().has_value()
+           && a.scale_s_tensor_uid().has_value() && a.scale_o_tensor_uid().has_value()
+           && a.amax_s_tensor_uid().has_value() && a.amax_o_tensor_uid().has_value();
+}
+
 // The first SDPA extension the node uses among those that change what is computed and that an
 // engine must implement or refuse (never ignore): dropout, paged k/v, block masks, sink tokens, fp8
 // scaling, separate max / sum-exp outputs. nullptr when the node uses none of them. An engine that
 // serves paged K/V itself (API >= 1.3.0) passes serves_paged_kv: paging is then not reported. A
 // softcap other than 0 is reported as "score softcapping" unless serves_softcap (API >= 1.4.0), so an
-// engine built against the older call keeps refusing it rather than ignoring it.
+// engine built against the older call keeps refusing it rather than ignoring it; likewise FP8 scaling
+// unless serves_fp8 (API >= 1.5.0, rfcs/0014-fp8-attention.md).
 inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, bool serves_paged_kv = false,
-                                         bool serves_softcap = false)
+                                         bool serves_softcap = false, bool serves_fp8 = false)
 {
     if(a.seed_tensor_uid().has_value() || a.offset_tensor_uid().has_value() || a.dropout_mask_tensor_uid().has_value()
        || a.dropout_scale_tensor_uid().has_value() || a.rng_dump_tensor_uid().has_value()
@@ -55,10 +75,7 @@ inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, 
         return "block masks";
     if(a.sink_token_tensor_uid().has_value())
         return "sink tokens";
-    if(a.descale_q_tensor_uid().has_value() || a.descale_k_tensor_uid().has_value()
-       || a.descale_v_tensor_uid().has_value() || a.descale_s_tensor_uid().has_value()
-       || a.scale_s_tensor_uid().has_value() || a.scale_o_tensor_uid().has_value()
-       || a.amax_s_tensor_uid().has_value() || a.amax_o_tensor_uid().has_value())
+    if(!serves_fp8 && sdpa_is_fp8(a))
         return "fp8 scaling";
     if(a.max_tensor_uid().has_value() || a.sum_exp_tensor_uid().has_value())
         return "separate max / sum-exp outputs";
