@@ -2,6 +2,9 @@
 # checkout. Installs cffi (from the wheels in .whl/ when pip cannot reach an index), builds the execute
 # core for this machine's Python in place, and exports PYTHONPATH and HIPDNN_HIP_ENGINE (the plugin at
 # $plugin, relative to the repository root). Sets $out (default bench/results).
+# tests/gpu find the plugin through HIPDNN_HIP_ENGINE; tests/torch/test_cuda.py (a plain
+# Handle(device="cuda")) through the plugin directories instead: copy the plugin alone into a
+# directory and run it with HIPDNN_PLUGIN_DIR=that directory.
 out=${OUT:-bench/results}
 python3 -m pip install -q --no-index --find-links .whl cffi pycparser 2>/dev/null || python3 -m pip install -q cffi
 inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
