@@ -27,7 +27,7 @@ import numpy as np
 import hipdnn
 from hipdnn import reference
 from hipdnn.backend.graph_summary import summarize
-from hipdnn.plugins import printable, required_api_version
+from hipdnn.plugins import printable
 
 
 def _shown(value: object) -> str:
@@ -362,15 +362,7 @@ def _inspect(args: argparse.Namespace) -> int:
         if stop >= Stage.LOWERED:
             summary = summarize(blob)
             out["lowered"] = {
-                "required_plugin_api_version": str(
-                    required_api_version(
-                        is_override_shape_enabled=summary.is_override_shape_enabled,
-                        has_dynamic_tensors=summary.has_dynamic_tensors,
-                        has_ragged_or_paged=summary.has_ragged_or_paged,
-                        has_softcap=summary.has_softcap,
-                        has_fp8=summary.has_fp8,
-                    )
-                ),
+                "required_plugin_api_version": str(summary.required_api_version()),
                 "nodes": summary.node_count,
                 "tensors": len(summary.tensors),
             }

@@ -27,7 +27,7 @@ from hipdnn.backend.placement import (
     read_knob_ids,
     serialized_engine_config,
 )
-from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError, required_api_version
+from hipdnn.plugins import OVERRIDE_API_VERSION, EnginePlugin, PluginError
 from hipdnn.wire.TensorAttributes import TensorAttributesT
 
 A = AttributeName
@@ -280,13 +280,7 @@ class OperationGraphDescriptor(Descriptor):
             self.serialized_graph = with_override_flag(self.serialized_graph, flag)
             summary = summarize(self.serialized_graph)
         self.summary = summary
-        self.required_api_version = required_api_version(
-            is_override_shape_enabled=summary.is_override_shape_enabled,
-            has_dynamic_tensors=summary.has_dynamic_tensors,
-            has_ragged_or_paged=summary.has_ragged_or_paged,
-            has_softcap=summary.has_softcap,
-            has_fp8=summary.has_fp8,
-        )
+        self.required_api_version = summary.required_api_version()
         self._set_computed(A.OPERATIONGRAPH_IS_OVERRIDE_SHAPE_ENABLED_EXT, summary.is_override_shape_enabled)
         self._set_computed(A.OPERATIONGRAPH_NAME_EXT, summary.name)
         self._set_computed(A.OPERATIONGRAPH_COMPUTE_DATA_TYPE_EXT, summary.compute_data_type)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import flatbuffers
+from packaging.version import Version
 
+from hipdnn.plugins.version import required_api_version
 from hipdnn.wire.Graph import Graph as WireGraph
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.NodeAttributes import NodeAttributes
@@ -50,6 +52,16 @@ class GraphSummary:
     def has_ragged_or_paged(self) -> bool:
         """Some tensor has a ragged offset, or some SDPA node pages its K/V (plugin API >= 1.3.0)."""
         return self.has_page_tables or any(t.ragged_offset_uid is not None for t in self.tensors.values())
+
+    def required_api_version(self) -> Version:
+        """The lowest plugin API version allowed to serve the graph (every feature it uses)."""
+        return required_api_version(
+            is_override_shape_enabled=self.is_override_shape_enabled,
+            has_dynamic_tensors=self.has_dynamic_tensors,
+            has_ragged_or_paged=self.has_ragged_or_paged,
+            has_softcap=self.has_softcap,
+            has_fp8=self.has_fp8,
+        )
 
 
 class GraphDecodeError(ValueError):

@@ -49,7 +49,7 @@ from hipdnn.frontend.ops import (
     SdpaNode,
 )
 from hipdnn.frontend.ops.attention_options import SdpaAttributes, options_from
-from hipdnn.frontend.ops.sdpa_fp8 import Fp8Scaling
+from hipdnn.frontend.ops.sdpa_fp8 import SCALE_ROLES, Fp8Scaling
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.shortcuts import BinaryShortcut, UnaryShortcut
@@ -374,20 +374,12 @@ class Graph:
         opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
         compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
         q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
-        own = self._own
+        factors = (descale_q, descale_k, descale_v, descale_s, scale_s, scale_o)  # in SCALE_ROLES' order
+        owned = {role: self._own(t, role, node_name) for role, t in zip(SCALE_ROLES, factors)}
         o = self._output(f"{node_name}::O")
         stats = self._output(f"{node_name}::Stats") if opts.stats_wanted else None
         amax_s, amax_o = self._output(f"{node_name}::Amax_S"), self._output(f"{node_name}::Amax_O")
-        fp8 = Fp8Scaling(
-            descale_q=own(descale_q, "descale_q", node_name),
-            descale_k=own(descale_k, "descale_k", node_name),
-            descale_v=own(descale_v, "descale_v", node_name),
-            descale_s=own(descale_s, "descale_s", node_name),
-            scale_s=own(scale_s, "scale_s", node_name),
-            scale_o=own(scale_o, "scale_o", node_name),
-            amax_s=amax_s,
-            amax_o=amax_o,
-        )
+        fp8 = Fp8Scaling(**owned, amax_s=amax_s, amax_o=amax_o)
         self._add_node(SdpaNode(node_name, compute_data_type, q, k, v, o, stats, opts, fp8=fp8))
         return o, stats, amax_s, amax_o
 

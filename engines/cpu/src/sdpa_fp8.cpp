@@ -120,19 +120,9 @@ double load_value(const void* base, int64_t i, DType t)
         return static_cast<double>(static_cast<const int32_t*>(base)[i]);
     case DType::I64:
         return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DType::F16:
-        return small_value(static_cast<const uint16_t*>(base)[i], kHalf);
-    case DType::BF16:
-    {
-        const uint32_t u = static_cast<uint32_t>(static_cast<const uint16_t*>(base)[i]) << 16;
-        float f;
-        std::memcpy(&f, &u, sizeof f);
-        return f;
+    default: // the float types, as the engine reads its scalars
+        return read_scalar(static_cast<const char*>(base) + i * static_cast<int64_t>(dtype_size(t)), t);
     }
-    case DType::F32:
-        break;
-    }
-    return static_cast<const float*>(base)[i];
 }
 
 void store_value(void* base, int64_t i, DType t, double x)

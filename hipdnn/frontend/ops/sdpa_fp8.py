@@ -99,36 +99,33 @@ def check_fp8(node: Any, io_data_type: DataType) -> None:
             raise node.fail(f"{role} {t.get_name()!r} must be FLOAT, is {t.get_data_type().name}")
 
 
+#: every role, with the SdpaAttributes field (object API) that carries its tensor's uid
+_WIRE_FIELDS = {
+    "descale_q": "descaleQTensorUid",
+    "descale_k": "descaleKTensorUid",
+    "descale_v": "descaleVTensorUid",
+    "descale_s": "descaleSTensorUid",
+    "scale_s": "scaleSTensorUid",
+    "scale_o": "scaleOTensorUid",
+    "amax_s": "amaxSTensorUid",
+    "amax_o": "amaxOTensorUid",
+}
+
+
 def write_fp8(f: Fp8Scaling, table: Any) -> None:
-    table.descaleQTensorUid = f.descale_q.get_uid()
-    table.descaleKTensorUid = f.descale_k.get_uid()
-    table.descaleVTensorUid = f.descale_v.get_uid()
-    table.descaleSTensorUid = f.descale_s.get_uid()
-    table.scaleSTensorUid = f.scale_s.get_uid()
-    table.scaleOTensorUid = f.scale_o.get_uid()
-    table.amaxSTensorUid = f.amax_s.get_uid()
-    table.amaxOTensorUid = f.amax_o.get_uid()
+    for role, field in _WIRE_FIELDS.items():
+        setattr(table, field, getattr(f, role).get_uid())
 
 
 def read_fp8(table: Any, tensor: Callable[[int | None], Any]) -> Fp8Scaling | None:
-    """The node's FP8 scaling from the wire, or None when it has none (any of the uids set makes it an
-    FP8 node; a partial set is refused by the validation that follows, each missing role named)."""
-    uids = [
-        table.descaleQTensorUid,
-        table.descaleKTensorUid,
-        table.descaleVTensorUid,
-        table.descaleSTensorUid,
-        table.scaleSTensorUid,
-        table.scaleOTensorUid,
-        table.amaxSTensorUid,
-        table.amaxOTensorUid,
-    ]
-    if all(u is None for u in uids):
+    """The node's FP8 scaling from the wire, or None when it has none. Any of the uids set makes it an
+    FP8 node, which must then have all eight: a partial set is refused here, each missing role named."""
+    uids = {role: getattr(table, field) for role, field in _WIRE_FIELDS.items()}
+    if all(u is None for u in uids.values()):
         return None
-    names = [*SCALE_ROLES, "amax_s", "amax_o"]
-    missing = [n for n, u in zip(names, uids) if u is None]
+    missing = [role for role, u in uids.items() if u is None]
     if missing:
         raise HipdnnError(
             ErrorCode.INVALID_VALUE, f"an SDPA node with FP8 scaling lacks the {', '.join(missing)} tensor(s)"
         )
-    return Fp8Scaling(*(tensor(u) for u in uids))
+    return Fp8Scaling(**{role: tensor(u) for role, u in uids.items()})
