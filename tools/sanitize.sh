@@ -55,7 +55,7 @@ if missing:
     sys.exit(f"sanitize.sh: {missing} not installed: install the test requirements (pip install -e '.[test]')")
 PY
 
-san=("-fsanitize=address,undefined" -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+san=("-fsanitize=address,undefined,float-cast-overflow" -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 libasan=$("$cxx" -print-file-name=libasan.so)
 libubsan=$("$cxx" -print-file-name=libubsan.so)
 for lib in "$libasan" "$libubsan"; do

@@ -9,6 +9,8 @@ execution contexts) and then read with ``get_attribute``. Failures raise
 from __future__ import annotations
 
 import contextlib
+import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -44,14 +46,33 @@ class _Spec:
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
+#: the most elements an array attribute takes: far above any rank, tensor count or override payload,
+#: and a bound on what an endless (or lying) sequence can make set_attribute read
+MAX_ATTRIBUTE_ELEMENTS = 1 << 22
+
+
+def _attribute_name(name: Any) -> AttributeName:
+    """``name`` as an AttributeName (a plain int of one is taken); anything else is BAD_PARAM."""
+    if isinstance(name, AttributeName):
+        return name
+    if isinstance(name, int) and not isinstance(name, bool):
+        with contextlib.suppress(ValueError):
+            return AttributeName(operator.index(name))
+    raise BackendError(Status.BAD_PARAM, f"{name!r} is not an AttributeName")
+
+
 def _check_element(attr_type: AttributeType, value: Any, name: AttributeName) -> Any:
+    """The value as stored: integers as exact ints (an int subclass's own comparisons and arithmetic
+    would otherwise decide the range checks here and at finalize), floats as floats."""
     ok: bool
-    if attr_type in (T.INT64, T.DATA_TYPE, T.HEUR_MODE):
-        ok = isinstance(value, int) and not isinstance(value, bool) and _INT64_MIN <= value <= _INT64_MAX
+    if attr_type in (T.INT64, T.DATA_TYPE, T.HEUR_MODE, T.VOID_PTR):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        if ok:
+            value = operator.index(value)  # an exact int of the subclass's value; its __index__ is not called
+            low, high = (0, (1 << 64) - 1) if attr_type is T.VOID_PTR else (_INT64_MIN, _INT64_MAX)
+            ok = low <= value <= high
     elif attr_type is T.BOOLEAN:
         ok = isinstance(value, bool)
-    elif attr_type is T.VOID_PTR:
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value < (1 << 64)
     elif attr_type in (T.FLOAT, T.DOUBLE):
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     elif attr_type is T.CHAR:
@@ -92,22 +113,29 @@ class Descriptor:
         self.finalized = False
 
     def set_attribute(self, name: AttributeName, attr_type: AttributeType, values: Any) -> None:
+        name = _attribute_name(name)
         if self.finalized:
             raise BackendError(Status.BAD_PARAM, f"{self.descriptor_type.name} is finalized; {name.name} is frozen")
         spec = self.specs.get(name)
         if spec is None or not spec.writable:
             raise BackendError(Status.BAD_PARAM, f"{name.name} cannot be set on {self.descriptor_type.name}")
         if attr_type != spec.attr_type:
-            raise BackendError(
-                Status.BAD_PARAM, f"{name.name} takes {spec.attr_type.name}, not {AttributeType(attr_type).name}"
-            )
+            shown = attr_type.name if isinstance(attr_type, AttributeType) else repr(attr_type)
+            raise BackendError(Status.BAD_PARAM, f"{name.name} takes {spec.attr_type.name}, not {shown}")
         if spec.many:
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
                 raise BackendError(Status.BAD_PARAM, f"{name.name} takes a sequence of {spec.attr_type.name}")
-            items = list(values)
+            try:
+                # bounded: never list(values), which trusts __len__ for its allocation and __iter__ to end
+                items = list(itertools.islice(iter(values), MAX_ATTRIBUTE_ELEMENTS + 1))
+            except Exception as exc:
+                raise BackendError(Status.BAD_PARAM, f"{name.name}: cannot read the sequence ({exc!r})") from exc
+            if len(items) > MAX_ATTRIBUTE_ELEMENTS:
+                raise BackendError(
+                    Status.BAD_PARAM, f"{name.name} takes at most {MAX_ATTRIBUTE_ELEMENTS} values; more were given"
+                )
             if not _fast_integers(spec.attr_type, items):
-                for v in items:
-                    _check_element(spec.attr_type, v, name)
+                items = [_check_element(spec.attr_type, v, name) for v in items]
         else:
             if isinstance(values, (list, tuple)):
                 if len(values) != 1:
@@ -121,6 +149,7 @@ class Descriptor:
 
     def get_attribute(self, name: AttributeName) -> Any:
         """The attribute's value: a list for array attributes, else a scalar."""
+        name = _attribute_name(name)
         if not self.finalized:
             raise BackendError(Status.BAD_PARAM_NOT_FINALIZED, f"{self.descriptor_type.name} is not finalized")
         spec = self.specs.get(name)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import math
 import operator
 import sys
@@ -326,6 +327,15 @@ def _index(x: Any) -> int:
     return operator.index(x)
 
 
+def _dims(raw: Any, what: str, label: str) -> tuple[int, ...]:
+    """At most DL_MAX_NDIM ints of an interface's shape or strides: read through a bounded iterator,
+    so an endless one (itertools.repeat) or a huge rank cannot make the reader grow or stall."""
+    items = tuple(itertools.islice(iter(raw), DL_MAX_NDIM + 1))
+    if len(items) > DL_MAX_NDIM:
+        raise _refuse(label, f"array interface {what} has more than {DL_MAX_NDIM} dimensions")
+    return tuple(_index(d) for d in items)
+
+
 def _from_interface(iface: object, on_device: bool, label: str, stream: int) -> Resolved:
     attr = "__cuda_array_interface__" if on_device else "__array_interface__"
     if not isinstance(iface, Mapping):
@@ -348,7 +358,7 @@ def _from_interface(iface: object, on_device: bool, label: str, stream: int) -> 
     itemsize = dtype.itemsize
     if itemsize <= 0:
         raise _refuse(label, f"array interface typestr {typestr!r} has elements of size 0")
-    shape = tuple(_index(d) for d in iface["shape"])
+    shape = _dims(iface["shape"], "shape", label)
     if any(d < 0 for d in shape):
         raise _refuse(label, f"array interface shape {list(shape)} has a negative dimension")
     raw_strides = iface.get("strides")
@@ -357,9 +367,12 @@ def _from_interface(iface: object, on_device: bool, label: str, stream: int) -> 
             itemsize * math.prod(shape[i + 1 :]) for i in range(len(shape))
         )  # C order, as the protocol says
     else:
-        byte_strides = tuple(_index(s) for s in raw_strides)
+        byte_strides = _dims(raw_strides, "strides", label)
     if len(byte_strides) != len(shape):
         raise _refuse(label, f"array interface has {len(shape)} dims but {len(byte_strides)} strides")
+    if ptr == 0 and 0 not in shape:
+        # as the int and DLPack readers refuse it: no engine may be handed NULL to read or write
+        raise _refuse(label, f"array interface data pointer is NULL for shape {list(shape)}")
     if on_device:
         _await_producer(iface, label, stream)
     low, high, contiguous, strides = _checked_layout(label, ptr, shape, byte_strides, itemsize)

@@ -326,9 +326,37 @@ bool read_tensor(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObje
     static PyObject* shape = PyUnicode_InternFromString("shape");
     static PyObject* stride = PyUnicode_InternFromString("stride");
     if (!data_ptr || !shape || !stride) return false;
-    const std::string& label = d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label;
+    const TensorSpec& spec = d.tensors[static_cast<size_t>(bd.slot_tensor[i])];
+    const std::string& label = spec.label;
     OverrideSet& o = s.overrides;
     size_t k = bd.slot_override[i];
+    // A tensor that states its element type must state the slot's: the engine addresses the call's
+    // shape in the slot's elements, so a smaller element (float16 for a float32 slot) would have it
+    // read and write past the tensor. An object without `dtype` is trusted, as a pointer is.
+    PyObject* dt = PyObject_GetAttr(t, g.str_dtype);
+    if (!dt) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return as_hipdnn_error(kInvalidVariantPack, "call_tensors: " + label + ": dtype failed");
+        PyErr_Clear();
+    } else {
+        PyObject* info = dtype_record(dt);
+        Py_DECREF(dt);
+        long code = -1, itemsize = 0;
+        const char* name = nullptr;
+        if (!info || !PyArg_ParseTuple(info, "lsl", &code, &name, &itemsize)) {
+            Py_XDECREF(info);
+            return as_hipdnn_error(kInvalidVariantPack, "call_tensors: " + label + ": cannot read its dtype");
+        }
+        int want = itemsize_of(spec.data_type);
+        if (code >= 0 ? code != spec.data_type : (want && itemsize != want)) {
+            std::string have = name;
+            Py_DECREF(info);
+            raise(kInvalidVariantPack, "call_tensors: " + label + ": dtype " + have + " disagrees with " +
+                                           dtype_name(spec.data_type));
+            return false;
+        }
+        Py_DECREF(info);
+    }
     PyObject* p = PyObject_CallMethodNoArgs(t, data_ptr);
     if (!p) return as_hipdnn_error(kInvalidVariantPack, "call_tensors: " + label + ": data_ptr() failed");
     bool ok = bind_pointer(bd, d, s, i, p);

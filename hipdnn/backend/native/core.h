@@ -33,6 +33,14 @@ constexpr int kBackendError = 2;
 constexpr int kGraphNotSupported = 4;
 constexpr int kInvalidVariantPack = 7;
 
+// The largest element a buffer may state (complex128 and float128 are 16 bytes): anything larger is
+// a value lying about its type, refused before any arithmetic uses it.
+constexpr int64_t kMaxItemsize = 64;
+
+// The most items a snapshot of a caller's iterable takes (support.cpp, snapshot): far above any
+// tensor count or rank, and a bound on what an endless iterator can make the core hold.
+constexpr Py_ssize_t kMaxSnapshotItems = 1 << 20;
+
 constexpr int kLocationUnknown = 0;
 constexpr int kLocationHost = 1;
 constexpr int kLocationDevice = 2;
@@ -343,6 +351,7 @@ struct Holds {
 bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf& b, std::vector<PyObject*>& releases,
                 Holds& holds);
 bool buffer_from_record(PyObject* r, const std::string& label, Buf& b);
+PyObject* dtype_record(PyObject* dtype);
 void run_releases(std::vector<PyObject*>& releases);
 
 // -- extent.cpp: extent and overlap proofs ------------------------------------------------------

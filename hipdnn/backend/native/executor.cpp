@@ -60,16 +60,24 @@ PyObject* Executor_new(PyTypeObject* type, PyObject* args, PyObject*) {
     Py_INCREF(stream_source);
     x->stream_source = stream_source;
     const PlanData& d = *x->plan->d;
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(keys, &pos, &k, &v)) {
-        long long uid = PyLong_AsLongLong(v);
+    // The pairs copied first: converting a uid runs its __index__, which may change the dict and free
+    // the keys it held.
+    PyObject* pairs = PyDict_Items(keys);
+    if (!pairs) {
+        Py_DECREF(self);
+        return nullptr;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(pairs); ++i) {
+        PyObject* k = PyTuple_GET_ITEM(PyList_GET_ITEM(pairs, i), 0);
+        long long uid = PyLong_AsLongLong(PyTuple_GET_ITEM(PyList_GET_ITEM(pairs, i), 1));
         if (uid == -1 && PyErr_Occurred()) {
+            Py_DECREF(pairs);
             Py_DECREF(self);
             return nullptr;
         }
         auto it = d.by_uid.find(uid);
         if (it == d.by_uid.end()) {
+            Py_DECREF(pairs);
             Py_DECREF(self);
             PyErr_Format(PyExc_ValueError, "key uid %lld is not a tensor of the plan", uid);
             return nullptr;
@@ -78,6 +86,7 @@ PyObject* Executor_new(PyTypeObject* type, PyObject* args, PyObject*) {
         x->keys.push_back(k);
         x->by_key[k] = it->second;
     }
+    Py_DECREF(pairs);
     if (!parse_rules(rules, x->nodes, d)) {
         Py_DECREF(self);
         return nullptr;

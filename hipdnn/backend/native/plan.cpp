@@ -87,12 +87,14 @@ PyObject* PlanCore_new(PyTypeObject* type, PyObject* args, PyObject*) {
     d->graph_name.assign(graph_name, static_cast<size_t>(graph_name_len));
     d->plugin_name.assign(plugin_name, static_cast<size_t>(plugin_name_len));
     d->engine_id = engine_id;
-    PyObject* fast = PySequence_Fast(tensors, "tensors must be a sequence");
+    // A private tuple: reading the dims runs their __index__, which may empty the caller's list; the
+    // entries (and the names read from them) must outlive that.
+    PyObject* fast = PySequence_Tuple(tensors);
     if (!fast) {
         Py_DECREF(self);
         return nullptr;
     }
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t n = PyTuple_GET_SIZE(fast);
     d->tensors.resize(static_cast<size_t>(n));
     for (Py_ssize_t i = 0; i < n; ++i) {
         TensorSpec& t = d->tensors[static_cast<size_t>(i)];
@@ -101,7 +103,7 @@ PyObject* PlanCore_new(PyTypeObject* type, PyObject* args, PyObject*) {
         Py_ssize_t name_len;
         long long uid;
         int dt, virt, dyn;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "Ls#iOOpp", &uid, &name, &name_len, &dt, &dims,
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fast, i), "Ls#iOOpp", &uid, &name, &name_len, &dt, &dims,
                               &strides, &virt, &dyn) ||
             !read_ints(dims, t.dims, "dims") || !read_ints(strides, t.strides, "strides")) {
             Py_DECREF(fast);

@@ -130,12 +130,14 @@ bool parse_ref(PyObject* o, Ref& r, const PlanData& d) {
     return true;
 }
 
+// The rule spec is read from private tuples (strong references to every item): converting an int
+// runs its __index__, which may empty the caller's lists and free the items, and the strings, read.
 bool parse_refs(PyObject* seq, std::vector<Ref>& out, const PlanData& d) {
-    PyObject* fast = PySequence_Fast(seq, "refs must be a sequence");
+    PyObject* fast = PySequence_Tuple(seq);
     if (!fast) return false;
-    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fast); ++i) {
         Ref r{0, 0};
-        if (!parse_ref(PySequence_Fast_GET_ITEM(fast, i), r, d)) {
+        if (!parse_ref(PyTuple_GET_ITEM(fast, i), r, d)) {
             Py_DECREF(fast);
             return false;
         }
@@ -163,14 +165,14 @@ bool parse_tensor_list(PyObject* seq, std::vector<int>& out, const PlanData& d) 
 //   ("produce", tensor, exprs, shape_tensors, message)  with expr ("ref", (t, a)) | ("const", c) |
 //   ("bcast", refs, shape_tensors, message)
 bool parse_rules(PyObject* spec, std::vector<NodeRules>& nodes, const PlanData& d) {
-    PyObject* fast = PySequence_Fast(spec, "rules must be a sequence");
+    PyObject* fast = PySequence_Tuple(spec);
     if (!fast) return false;
     bool ok = true;
-    for (Py_ssize_t i = 0; ok && i < PySequence_Fast_GET_SIZE(fast); ++i) {
+    for (Py_ssize_t i = 0; ok && i < PyTuple_GET_SIZE(fast); ++i) {
         const char *prefix, *name;
         Py_ssize_t prefix_len, name_len;
         PyObject* rules;
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(fast, i), "s#s#O", &prefix, &prefix_len, &name, &name_len,
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(fast, i), "s#s#O", &prefix, &prefix_len, &name, &name_len,
                               &rules)) {
             ok = false;
             break;
@@ -178,13 +180,13 @@ bool parse_rules(PyObject* spec, std::vector<NodeRules>& nodes, const PlanData& 
         NodeRules node;
         node.prefix.assign(prefix, static_cast<size_t>(prefix_len));
         node.name.assign(name, static_cast<size_t>(name_len));
-        PyObject* rf = PySequence_Fast(rules, "node rules must be a sequence");
+        PyObject* rf = PySequence_Tuple(rules);
         if (!rf) {
             ok = false;
             break;
         }
-        for (Py_ssize_t k = 0; ok && k < PySequence_Fast_GET_SIZE(rf); ++k) {
-            PyObject* item = PySequence_Fast_GET_ITEM(rf, k);
+        for (Py_ssize_t k = 0; ok && k < PyTuple_GET_SIZE(rf); ++k) {
+            PyObject* item = PyTuple_GET_ITEM(rf, k);
             if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 1) {
                 PyErr_SetString(PyExc_ValueError, "a shape rule must be a tuple");
                 ok = false;
@@ -222,13 +224,13 @@ bool parse_rules(PyObject* spec, std::vector<NodeRules>& nodes, const PlanData& 
                 rule.kind = Rule::kProduce;
                 rule.tensor = tensor;
                 rule.message = msg;
-                PyObject* ef = PySequence_Fast(exprs, "exprs must be a sequence");
+                PyObject* ef = PySequence_Tuple(exprs);
                 if (!ef) {
                     ok = false;
                     break;
                 }
-                for (Py_ssize_t a = 0; ok && a < PySequence_Fast_GET_SIZE(ef); ++a) {
-                    PyObject* ex = PySequence_Fast_GET_ITEM(ef, a);
+                for (Py_ssize_t a = 0; ok && a < PyTuple_GET_SIZE(ef); ++a) {
+                    PyObject* ex = PyTuple_GET_ITEM(ef, a);
                     DimExpr x;
                     const char* ek = PyTuple_Check(ex) && PyTuple_GET_SIZE(ex) >= 2
                                          ? PyUnicode_AsUTF8(PyTuple_GET_ITEM(ex, 0))

@@ -159,14 +159,46 @@ bool read_exact_ints(PyObject* seq, std::vector<int64_t>& out) {
 
 // A private snapshot of a sequence: a tuple holding strong references, so that Python code run
 // while its items are read (an item's __index__, a tensor's get_name) cannot free or move them.
-// Strings and bytes are refused: they are sequences, but never of ints or entries.
+// Strings and bytes are refused: they are sequences, but never of ints or entries. Lists and tuples
+// are copied whole; anything else is iterated, at most kMaxSnapshotItems items (an endless iterator
+// grew memory until the process ran out, and a length hint is the object's own word).
 PyObject* snapshot(PyObject* seq, const std::string& what, const char* of, int code) {
     if (PyUnicode_Check(seq) || PyBytes_Check(seq) || PyByteArray_Check(seq)) {
         raise(code, what + " must be a sequence of " + of + ", got " + py_repr(seq));
         return nullptr;
     }
-    PyObject* t = PySequence_Tuple(seq);
-    if (!t) raise_chained(code, what + " must be a sequence of " + of + ", got " + py_repr(seq));
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq)) {
+        PyObject* t = PySequence_Tuple(seq);
+        if (!t) raise_chained(code, what + " must be a sequence of " + of + ", got " + py_repr(seq));
+        return t;
+    }
+    PyObject* it = PyObject_GetIter(seq);
+    if (!it) {
+        raise_chained(code, what + " must be a sequence of " + of + ", got " + py_repr(seq));
+        return nullptr;
+    }
+    PyObject* items = PyList_New(0);
+    while (items) {
+        PyObject* item = PyIter_Next(it);
+        if (!item) break;
+        if (PyList_GET_SIZE(items) >= kMaxSnapshotItems) {
+            Py_DECREF(item);
+            Py_CLEAR(items);
+            raise(code, what + " has more than " + std::to_string(kMaxSnapshotItems) + " items");
+            break;
+        }
+        if (PyList_Append(items, item) != 0) Py_CLEAR(items);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    if (items && PyErr_Occurred()) Py_CLEAR(items);
+    if (!items) {
+        if (!is_hipdnn_error_pending())
+            raise_chained(code, what + " must be a sequence of " + of + ", got " + py_repr(seq));
+        return nullptr;
+    }
+    PyObject* t = PyList_AsTuple(items);
+    Py_DECREF(items);
     return t;
 }
 

@@ -63,6 +63,10 @@ bool offset_address(uint64_t ptr, int64_t offset, uint64_t* out) {
 bool layout_from_bytes(Buf& b, const int64_t* byte_strides, const std::string& label) {
     size_t nd = b.shape.size();
     int64_t itemsize = b.itemsize;
+    if (itemsize < 1 || itemsize > kMaxItemsize) {
+        raise(kInvalidVariantPack, label + ": element size " + std::to_string(itemsize) + " is not one of any type");
+        return false;
+    }
     b.strides.resize(nd);
     b.strides_known = true;
     bool c_contig = true;
@@ -166,7 +170,9 @@ bool buffer_from_record(PyObject* r, const std::string& label, Buf& b) {
     b.dtype_code = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 3)));
     const char* name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(r, 4));
     b.dtype_name = name ? name : "";
-    b.itemsize = static_cast<int>(PyLong_AsLong(PyTuple_GET_ITEM(r, 5)));
+    long itemsize = PyLong_AsLong(PyTuple_GET_ITEM(r, 5));
+    // out of int's range: kept as 0 (refused below), never truncated into a plausible size
+    b.itemsize = itemsize >= 1 && itemsize <= kMaxItemsize ? static_cast<int>(itemsize) : 0;
     if (PyErr_Occurred())
         return as_hipdnn_error(kInvalidVariantPack, label + ": the buffer's pointer or extent is not an address");
     if (!read_ints(PyTuple_GET_ITEM(r, 6), b.shape, label + ": shape")) return false;
@@ -186,7 +192,7 @@ bool buffer_from_record(PyObject* r, const std::string& label, Buf& b) {
     b.on_device = PyObject_IsTrue(PyTuple_GET_ITEM(r, 9)) == 1;
     b.readonly = PyObject_IsTrue(PyTuple_GET_ITEM(r, 11)) == 1;
     if (b.itemsize <= 0) {
-        raise(kInvalidVariantPack, label + ": element size " + std::to_string(b.itemsize) + " is not positive");
+        raise(kInvalidVariantPack, label + ": element size " + std::to_string(itemsize) + " is not one of any type");
         return false;
     }
     return !PyErr_Occurred();
@@ -231,30 +237,46 @@ int is_torch(PyObject* value) {
     return verdict;
 }
 
+// The (code, name, item size) record of a dtype object, from the cache (filled through
+// values.torch_dtype_info as dtypes are met, at most kMaxDtypes of them): a new reference, or null
+// with an exception set. A new reference: Python code run later (a hostile dtype's __eq__, a nested
+// call) may replace the cache's entry and free the record while its name is still being read.
+constexpr Py_ssize_t kMaxDtypes = 1024;
+
+PyObject* dtype_record(PyObject* dtype) {
+    PyObject* info = PyDict_GetItemWithError(g.torch_dtypes, dtype);  // borrowed
+    if (info) {
+        Py_INCREF(info);
+        return info;
+    }
+    if (PyErr_Occurred()) return nullptr;
+    if (!g.torch_dtype_info) {
+        PyErr_SetString(PyExc_TypeError, "no dtype reader configured");
+        return nullptr;
+    }
+    PyObject* fresh = PyObject_CallOneArg(g.torch_dtype_info, dtype);
+    if (fresh && PyDict_GET_SIZE(g.torch_dtypes) < kMaxDtypes && PyDict_SetItem(g.torch_dtypes, dtype, fresh) != 0)
+        Py_CLEAR(fresh);
+    return fresh;
+}
+
 // A torch tensor through its accessors (torch refuses __cuda_array_interface__ for bfloat16, and CPU
 // tensors have no array interface). Returns 1 done, 0 not handled (Python resolves it), -1 error.
 int buffer_from_torch(PyObject* value, Buf& b) {
     PyObject* dtype = PyObject_GetAttr(value, g.str_dtype);
     if (!dtype) return -1;
-    PyObject* info = PyDict_GetItemWithError(g.torch_dtypes, dtype);  // borrowed
-    if (!info) {
-        if (PyErr_Occurred()) {
-            Py_DECREF(dtype);
-            return -1;
-        }
-        PyObject* fresh = PyObject_CallOneArg(g.torch_dtype_info, dtype);
-        if (!fresh || PyDict_SetItem(g.torch_dtypes, dtype, fresh) != 0) {
-            Py_XDECREF(fresh);
-            Py_DECREF(dtype);
-            return -1;
-        }
-        Py_DECREF(fresh);
-        info = PyDict_GetItem(g.torch_dtypes, dtype);
-    }
+    PyObject* info = dtype_record(dtype);
     Py_DECREF(dtype);
+    if (!info) return -1;
     long code, itemsize;
     const char* name;
-    if (!info || !PyArg_ParseTuple(info, "lsl", &code, &name, &itemsize)) return -1;
+    bool parsed = PyArg_ParseTuple(info, "lsl", &code, &name, &itemsize);
+    if (parsed) b.dtype_name = name;
+    Py_DECREF(info);
+    if (!parsed) return -1;
+    // An element size no element type has (a foreign dtype's `itemsize` says anything): the Python
+    // reader asks the tensor's element_size() and names the problem.
+    if (itemsize < 1 || itemsize > kMaxItemsize) return 0;
     PyObject* cuda = PyObject_GetAttr(value, g.str_is_cuda);
     int on_device = cuda ? PyObject_IsTrue(cuda) : -1;
     Py_XDECREF(cuda);
@@ -284,8 +306,7 @@ int buffer_from_torch(PyObject* value, Buf& b) {
     b.sized = true;
     b.on_device = on_device != 0;
     b.dtype_code = static_cast<int>(code);
-    b.dtype_name = name;
-    b.itemsize = static_cast<int>(itemsize > 0 ? itemsize : 1);
+    b.itemsize = static_cast<int>(itemsize);
     for (int64_t dim : b.shape)
         if (dim < 0) return 0;  // not a tensor: the Python reader names it
     SmallVec<int64_t, 16> byte_strides(b.strides.size());
@@ -312,13 +333,10 @@ bool read_value_raw(PyObject* value, const std::string& label, uint64_t stream, 
         if (torch < 0) return raise_chained(kInvalidVariantPack, label + ": cannot tell what kind of buffer it is"), false;
         if (torch) {
             int done = buffer_from_torch(value, b);
-            if (done < 0) {
-                // a hostile or broken tensor: let the Python reader name what failed
-                PyErr_Clear();
-                b.reset();
-            } else if (done > 0) {
-                return true;
-            }
+            if (done > 0) return true;
+            // a hostile or broken tensor: let the Python reader name what failed
+            if (done < 0) PyErr_Clear();
+            b.reset();
         }
     }
     return buffer_from_resolver(value, label, stream, b, releases);
