@@ -38,6 +38,13 @@
  *                                 like MB_HOSTILE_ERROR's at ERROR (whole, past the SDK's 1 KiB bound)
  *   MB_ORIGIN_DEPENDENCY          Create calls into libhostile_origin_dep.so, which the library
  *                                 finds through RUNPATH $ORIGIN only (origin_dep.c)
+ *   MB_IDS_OVERRUN                GetApplicableEngineIds writes two ids past the max_engines it is
+ *                                 given (and reports max_engines): a write the host must notice
+ *   MB_IDS_REPEATED               GetApplicableEngineIds reports its first engine twice
+ *   MB_DETAILS_SIZE=<n>           GetApplicableEngineIds reports the first engine for every graph
+ *                                 and GetEngineDetails answers an 8-byte buffer whose size it gives
+ *                                 as <n> (SIZE_MAX, 16 GiB: a lie no host may read through);
+ *                                 GetWorkspaceSize then answers 0 and nothing else is served
  *
  * Duplicate ids inside one plugin are MB_ENGINE_IDS=9501,9501; an id that
  * collides with another plugin is an MB_ENGINE_IDS naming that plugin's id.
@@ -281,12 +288,31 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetApplicableEngineIds(hipdnnEnginePlugin
                                                               uint32_t* num_engines)
 {
     (void)op_graph;
-    (void)engine_ids;
-    (void)max_engines;
     if(handle == NULL || num_engines == NULL)
         return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "handle or num_engines is NULL");
+#if defined(MB_IDS_OVERRUN)
+    /* max_engines + 2 entries: past the caller's array (the host's guard slots take them) */
+    if(engine_ids == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL");
+    for(uint32_t i = 0; i < max_engines + 2u; ++i)
+        engine_ids[i] = k_engine_ids[0];
+    *num_engines = max_engines;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#elif defined(MB_IDS_REPEATED)
+    if(engine_ids == NULL || max_engines < 2u)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_ids is NULL or too short");
+    engine_ids[0] = engine_ids[1] = k_engine_ids[0];
+    *num_engines = 2u;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#elif defined(MB_DETAILS_SIZE)
+    /* applicable, so that the host asks for the (lying) engine details */
+    return hipdnnPluginReturnEngineIds(k_engine_ids, 1u, engine_ids, max_engines, num_engines);
+#else
+    (void)engine_ids;
+    (void)max_engines;
     *num_engines = 0; /* never applicable: the zoo serves nothing */
     return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#endif
 }
 
 hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle_t handle,
@@ -297,8 +323,19 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetEngineDetails(hipdnnEnginePluginHandle
     (void)handle;
     (void)engine_id;
     (void)op_graph;
+#ifdef MB_DETAILS_SIZE
+    {
+        static const unsigned char k_details[8] = {0};
+        if(engine_details == NULL)
+            return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "engine_details is NULL");
+        engine_details->ptr = k_details;
+        engine_details->size = (size_t)(MB_DETAILS_SIZE); /* a lie: the buffer holds 8 bytes */
+        return HIPDNN_PLUGIN_STATUS_SUCCESS;
+    }
+#else
     (void)engine_details;
     return fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "no engine here applies to anything");
+#endif
 }
 
 hipdnnPluginStatus_t hipdnnEnginePluginDestroyEngineDetails(hipdnnEnginePluginHandle_t handle,
@@ -317,8 +354,15 @@ hipdnnPluginStatus_t hipdnnEnginePluginGetWorkspaceSize(hipdnnEnginePluginHandle
     (void)handle;
     (void)engine_config;
     (void)op_graph;
+#ifdef MB_DETAILS_SIZE
+    if(workspace_size == NULL)
+        return fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, "workspace_size is NULL");
+    *workspace_size = 0;
+    return HIPDNN_PLUGIN_STATUS_SUCCESS;
+#else
     (void)workspace_size;
     return fail(HIPDNN_PLUGIN_STATUS_NOT_APPLICABLE, "no engine here applies to anything");
+#endif
 }
 
 hipdnnPluginStatus_t

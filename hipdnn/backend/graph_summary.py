@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import flatbuffers
 from packaging.version import Version
@@ -68,12 +69,54 @@ class GraphDecodeError(ValueError):
     """The bytes are not a readable hipdnn.wire.Graph."""
 
 
+def _string_length(table: Any, slot: int) -> int:
+    """The length of the string (or vector) in field ``slot`` of a FlatBuffers table, read without
+    copying it (0 when the field is absent)."""
+    o = table.Offset(slot)
+    return int(table.VectorLen(o)) if o else 0
+
+
+# vtable slots of the string fields (the generated accessors' constants)
+_GRAPH_NAME, _TENSOR_NAME, _NODE_NAME = 4, 6, 4
+
+
+def check_decoded_size(g: WireGraph, size: int) -> None:
+    """Refuse a graph whose decoded content would be larger than the ``size`` bytes it came in.
+
+    FlatBuffers references are offsets, so one buffer can point many tensors at one dims vector or
+    one name, or list one table many times: a 200 KB file then decodes to gigabytes of Python
+    lists and takes minutes. In a buffer whose parts do not overlap (anything a serializer writes)
+    every tensor and node entry takes at least 8 bytes (its offset and its table), a node's
+    attributes table 4 more, each dim and stride 8 and each name its length; so these, summed
+    from the lengths alone (nothing is copied), never exceed the buffer. The walk stops as soon as
+    they do, so it costs at most one step per 8 bytes. GraphDecodeError says so; flatbuffers' own
+    errors on damaged offsets propagate to the caller."""
+    total = _string_length(g._tab, _GRAPH_NAME)
+    for i in range(g.TensorsLength()):
+        if total > size:
+            break
+        t = g.Tensors(i)
+        total += 8 + _string_length(t._tab, _TENSOR_NAME) + 8 * (t.DimsLength() + t.StridesLength())
+    for i in range(g.NodesLength()):
+        if total > size:
+            break
+        n = g.Nodes(i)
+        total += 8 + _string_length(n._tab, _NODE_NAME) + (4 if n.AttributesType() != 0 else 0)
+    if total > size:
+        raise GraphDecodeError(
+            f"the buffer's tensors and nodes point into shared storage: their dims, strides, names and "
+            f"tables add up to more than the {size} bytes of the buffer, which a serializer never "
+            "writes (decoding it would take far more memory and time than its size)"
+        )
+
+
 def summarize(blob: bytes) -> GraphSummary:
     """Read a serialized Graph; any structural damage raises GraphDecodeError (never crashes)."""
     if len(blob) < 8:
         raise GraphDecodeError(f"buffer of {len(blob)} bytes is too short to hold a graph")
     try:
         g = WireGraph.GetRootAs(blob, 0)
+        check_decoded_size(g, len(blob))
         tensors: dict[int, TensorInfo] = {}
         for i in range(g.TensorsLength()):
             t = g.Tensors(i)

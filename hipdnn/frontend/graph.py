@@ -22,6 +22,7 @@ from hipdnn.backend import (
 )
 from hipdnn.backend.execute_core import Binding, Executor, strides_overlap
 from hipdnn.backend.execute_core import configure as configure_execute_core
+from hipdnn.backend.graph_summary import GraphDecodeError, check_decoded_size
 from hipdnn.backend.plan_cache import PlanKey
 from hipdnn.frontend.args import (
     INT64_MAX,
@@ -63,6 +64,7 @@ from hipdnn.frontend.types import (
     PointwiseMode,
     ReductionMode,
 )
+from hipdnn.wire.Graph import Graph as WireGraph
 from hipdnn.wire.Graph import GraphT
 from hipdnn.wire.Node import NodeT
 from hipdnn.wire.TensorAttributes import TensorAttributesT
@@ -897,7 +899,11 @@ class Graph:
                 ErrorCode.INVALID_VALUE, f"graph buffer of {len(data)} bytes is truncated (a graph takes more)"
             )
         try:
+            # before anything is decoded: a buffer whose tables share storage decodes to gigabytes
+            check_decoded_size(WireGraph.GetRootAs(data, 0), len(data))
             wire = GraphT.InitFromPackedBuf(data, 0)
+        except GraphDecodeError as exc:
+            raise HipdnnError(ErrorCode.INVALID_VALUE, f"corrupted graph buffer: {exc}") from None
         except Exception as exc:
             raise _undecodable(exc, len(data)) from None
         try:

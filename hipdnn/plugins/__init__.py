@@ -17,6 +17,7 @@ from hipdnn.plugins.discovery import (
 )
 from hipdnn.plugins.errors import PluginError
 from hipdnn.plugins.loader import (
+    MAX_ENGINE_DETAILS_BYTES,
     MAX_WORKSPACE_BYTES,
     EnginePlugin,
     LoadedPlugin,

@@ -57,6 +57,15 @@ PLUGIN_TYPE_ENGINE = 1
 #: host or device in sight, and far below what only a bug reports (SIZE_MAX, a negative size read as
 #: size_t). A larger size is refused at build like any failing plugin call, so the next engine is tried.
 MAX_WORKSPACE_BYTES = 1 << 48
+#: The largest EngineDetails a plugin may hand over: 16 MiB, thousands of times what an engine's knobs
+#: and notes take. The host copies the buffer out by the size the plugin states, so a size that is a
+#: lie (SIZE_MAX, gigabytes over a buffer of a few bytes) must be refused before anything is read:
+#: reading by it ran past the plugin's buffer (a segfault) or asked for more memory than exists.
+MAX_ENGINE_DETAILS_BYTES = 16 << 20
+#: Slots after the ids a plugin is given room for, filled with _ID_GUARD: a plugin that writes past
+#: max_engines lands there (up to this many entries) and the host notices instead of going on.
+_ID_GUARD_SLOTS = 4
+_ID_GUARD = -0x5A5A5A5A5A5A5A5A
 
 REQUIRED_BASE_ENTRIES = (
     "hipdnnPluginGetName",
@@ -650,11 +659,23 @@ class EnginePlugin:
 
     # -- engine entries; every failure raises PluginError carrying the plugin's last error ----
     def applicable_engine_ids(self, graph: bytes) -> list[int]:
+        """The plugin's engines that apply to ``graph`` (in its order, each once), among those not
+        dropped. A plugin that writes past the ``cap`` ids it was given (into the guard slots after
+        them), reports more than it has, or names engines it never declared fails the call."""
         data, _keep = const_data(graph)
         count = ffi.new("uint32_t*")
         cap = len(self.library.engine_ids)
-        ids = ffi.new("int64_t[]", max(cap, 1))
+        ids = ffi.new("int64_t[]", cap + _ID_GUARD_SLOTS)
+        for i in range(cap, cap + _ID_GUARD_SLOTS):
+            ids[i] = _ID_GUARD
         self._call("hipdnnEnginePluginGetApplicableEngineIds", data, ids, cap, count)
+        if any(ids[i] != _ID_GUARD for i in range(cap, cap + _ID_GUARD_SLOTS)):
+            raise PluginError(
+                self.name,
+                "hipdnnEnginePluginGetApplicableEngineIds",
+                3,
+                self.library.with_last_error(f"wrote engine ids past the {cap} it was given room for"),
+            )
         n = int(count[0])
         if n > cap:
             raise PluginError(
@@ -672,7 +693,8 @@ class EnginePlugin:
                 3,
                 self.library.with_last_error(f"reported engine ids {unknown} it never declared"),
             )
-        return [e for e in found if e in self.engine_ids]
+        # an engine named twice is one engine: one config each, never two
+        return [e for e in dict.fromkeys(found) if e in self.engine_ids]
 
     def engine_details(self, engine_id: int, graph: bytes) -> bytes:
         data, _keep = const_data(graph)
@@ -680,7 +702,17 @@ class EnginePlugin:
         self._call("hipdnnEnginePluginGetEngineDetails", engine_id, data, details)
         try:
             size = int(details.size)
-            return b"" if size == 0 or details.ptr == ffi.NULL else bytes(ffi.buffer(details.ptr, size))
+            if size == 0 or details.ptr == ffi.NULL:
+                return b""
+            if size > MAX_ENGINE_DETAILS_BYTES:
+                raise PluginError(
+                    self.name,
+                    "hipdnnEnginePluginGetEngineDetails",
+                    STATUS_INTERNAL_ERROR,
+                    f"engine {engine_id}: reported engine details of {size} bytes, more than the "
+                    f"{MAX_ENGINE_DETAILS_BYTES} bytes (16 MiB) hipdnn reads; not read",
+                )
+            return bytes(ffi.buffer(details.ptr, size))
         finally:
             self._call("hipdnnEnginePluginDestroyEngineDetails", details)
 

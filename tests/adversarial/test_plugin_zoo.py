@@ -28,7 +28,14 @@ import pytest
 
 import hipdnn
 from hipdnn.cli import main as cli_main
-from hipdnn.plugins import MAX_MESSAGE_BYTES, MAX_WORKSPACE_BYTES, discover_candidates, parse_api_version, printable
+from hipdnn.plugins import (
+    MAX_ENGINE_DETAILS_BYTES,
+    MAX_MESSAGE_BYTES,
+    MAX_WORKSPACE_BYTES,
+    discover_candidates,
+    parse_api_version,
+    printable,
+)
 from hipdnn.plugins import loader as loader_module
 from hipdnn.plugins.trust import resolve
 from tests.adversarial.conftest import budget
@@ -52,6 +59,10 @@ HOSTILE = (
     "hostile_log",
     "hostile_impostor",
     "hostile_origin",
+    "hostile_details_size_max",
+    "hostile_details_huge",
+    "hostile_ids_overrun",
+    "hostile_ids_repeated",
 )
 #: what misbehaving_plugin.c's MB_HOSTILE_TEXT becomes once escaped
 HOSTILE_TEXT_SHOWN = "\\x1b[2J\\x1b[31mred\\r\\nCRITICAL forged line\\x7f\\x9b"
@@ -544,3 +555,113 @@ def test_untrusted_fixture_is_really_untrusted(trusted_and_untrusted: tuple[Path
     found = discover_candidates([trusted, untrusted], ABSOLUTE)
     assert found.paths == [trusted]
     assert found.rejected[0].reason.startswith(f"untrusted plugin file: file {untrusted} is writable by")
+
+
+# -- 6. engine details whose size is a lie -----------------------------------------------------------
+_DETAILS_SCRIPT = textwrap.dedent(
+    """
+    import faulthandler, json, sys
+    faulthandler.enable()
+    import hipdnn
+    from tests.integration.support import sdpa_graph
+
+    lib, A = sys.argv[1], hipdnn.PluginLoadingMode.ABSOLUTE
+    out = {}
+    with hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=A) as h:
+        out["loaded"] = [p.name for p in h.loaded_plugins()]
+        g, _ = sdpa_graph(override=False)
+        try:
+            g.build(h)
+            out["build"] = "built"
+        except hipdnn.HipdnnError as exc:
+            out["build"] = f"{exc.code.name}: {exc.message}"
+    try:  # a GPU handle asks every engine's details for a probe graph when it is created
+        hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=A, device="cuda").close()
+        out["gpu_handle"] = "created"
+    except hipdnn.HipdnnError as exc:
+        out["gpu_handle"] = f"{exc.code.name}: {exc.message}"
+    print(json.dumps(out))
+    """
+)
+
+
+@pytest.mark.parametrize(("name", "size"), [("hostile_details_size_max", SIZE_MAX), ("hostile_details_huge", 1 << 34)])
+def test_engine_details_of_a_lying_size_are_refused_unread(hostile: dict[str, Path], name: str, size: int) -> None:
+    """GetEngineDetails hands an 8-byte buffer and says it holds SIZE_MAX bytes, or 16 GiB. The host
+    copied the buffer out by the stated size: OverflowError escaped build() (and Handle(device=...)),
+    and 16 GiB read past the plugin's buffer: a segfault. Now a size above MAX_ENGINE_DETAILS_BYTES is
+    refused unread, like any failing plugin call: the engine is dropped with the reason."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _DETAILS_SCRIPT, str(hostile[name])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["loaded"] == [name]
+    reason = (
+        f"plugin '{name}': hipdnnEnginePluginGetEngineDetails failed with HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR: "
+        f"engine {9703 if 'max' in name else 9704}: reported engine details of {size} bytes, more than the "
+        f"{MAX_ENGINE_DETAILS_BYTES} bytes (16 MiB) hipdnn reads; not read"
+    )
+    assert out["build"].startswith("GRAPH_NOT_SUPPORTED: ") and reason in out["build"], out["build"]
+    assert out["gpu_handle"].startswith("INVALID_VALUE: Handle(device='cuda'): no loaded engine runs on a GPU"), out
+
+
+_IDS_SCRIPT = textwrap.dedent(
+    """
+    import faulthandler, json, sys
+    faulthandler.enable()
+    import hipdnn
+    from hipdnn.plugins import PluginError
+    from tests.integration.support import sdpa_graph
+
+    lib, A = sys.argv[1], hipdnn.PluginLoadingMode.ABSOLUTE
+    out = {}
+    with hipdnn.Handle(plugin_paths=[lib], plugin_loading_mode=A) as h:
+        g, _ = sdpa_graph(override=False)
+        g.validate()
+        (plugin,) = h._backend.plugins
+        try:
+            out["applicable"] = plugin.applicable_engine_ids(g.serialize())
+        except PluginError as exc:
+            out["applicable"] = str(exc)
+        try:
+            g.build(h)
+            out["build"] = "built"
+        except hipdnn.HipdnnError as exc:
+            out["build"] = f"{exc.code.name}: {exc.message}"
+    print(json.dumps(out))
+    """
+)
+
+
+def _ids_run(path: Path) -> dict[str, object]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _IDS_SCRIPT, str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stderr[-3000:]}"
+    out: dict[str, object] = json.loads(proc.stdout.splitlines()[-1])
+    return out
+
+
+def test_engine_ids_written_past_the_room_given_fail_the_call(hostile: dict[str, Path]) -> None:
+    """GetApplicableEngineIds writes two ids past the max_engines it is given. The host's array has
+    guard slots after the room it declares: the write lands there, and the call fails naming it
+    (before, the ids went into whatever followed the array, and the host went on)."""
+    out = _ids_run(hostile["hostile_ids_overrun"])
+    assert "wrote engine ids past the 1 it was given room for" in str(out["applicable"]), out
+    assert str(out["build"]).startswith("GRAPH_NOT_SUPPORTED: "), out
+    assert "wrote engine ids past" in str(out["build"]), out
+
+
+def test_an_engine_named_twice_is_one_engine(hostile: dict[str, Path]) -> None:
+    """GetApplicableEngineIds reports [9706, 9706]: one engine, one config (not two)."""
+    out = _ids_run(hostile["hostile_ids_repeated"])
+    assert out["applicable"] == [9706], out
