@@ -513,12 +513,14 @@ inline Band batch_band(const SdpaProblem& p, const SdpaRun& run, int64_t b)
 }
 
 // Writes one output row: o = acc / l (acc at stride as), stats = the natural-log LSE; a row with no
-// visible key (l = 0, or a padding row: acc null) gets o = 0 and stats = -inf.
+// visible key (l = 0, or a padding row: acc null) gets o = 0 and stats = -inf. A NaN l (a NaN or +inf
+// score: a NaN in q, k or the bias, +inf in the bias) is not an empty row: o and stats come out NaN,
+// as torch's SDPA gives, never a silent 0.
 inline void write_row(const SdpaProblem& p, int64_t b, int64_t h, int64_t qi, int64_t dv, const float* acc, int64_t as, float m, float l)
 {
     const int64_t orow = b * p.os.strides[0] + h * p.os.strides[1] + qi * p.os.strides[2];
     float inv = 0.0f, lse = -kInf;
-    if(acc != nullptr && l > 0.0f)
+    if(acc != nullptr && !(l <= 0.0f))
     {
         inv = 1.0f / l;
         lse = (m + std::log2(l)) * kLn2;
