@@ -16,11 +16,12 @@ from collections.abc import Sequence
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 
 from hipdnn.frontend import ErrorCode, HipdnnError
 from hipdnn.torch.kernels import attention_forward, cached_forward
 from hipdnn.torch.ops import apply_attention, forward_op
-from hipdnn.torch.plans import ATTENTION_DTYPES, Masking
+from hipdnn.torch.plans import ATTENTION_DTYPES, Masking, dispatches
 
 Alignment = Literal["top_left", "bottom_right"]
 
@@ -93,6 +94,22 @@ def _softcap(value: object) -> float | None:
     if not math.isfinite(c) or c < 0:
         raise _fail(f"softcap must be None or a finite number >= 0 (0: off), not {value!r}")
     return c if c != 0.0 else None
+
+
+def _scale(value: object, head_dim: int) -> float:
+    """``scale`` as a float: ``1 / sqrt(E)`` when None (1 for E = 0, where every score is 0 anyway),
+    else a finite number (NaN or infinite scales make every score NaN: refused, not computed)."""
+    if value is None:
+        return 1.0 / math.sqrt(head_dim) if head_dim > 0 else 1.0
+    try:
+        if isinstance(value, (str, bytes)):
+            raise TypeError
+        s = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _fail(f"scale must be None or a number, not {value!r}") from None
+    if not math.isfinite(s):
+        raise _fail(f"scale must be None or a finite number, not {value!r}")
+    return s
 
 
 def _check_tensors(query: object, key: object, value: object) -> tuple[torch.Size, torch.Size, torch.Size]:
@@ -278,7 +295,7 @@ def _serve(
     elif not is_causal:
         bottom_right = False  # the alignment means something only with a causal mask or a band
     masking = Masking(
-        1.0 / math.sqrt(qs[-1]) if scale is None else float(scale),
+        _scale(scale, qs[-1]),
         bool(is_causal),
         bottom_right,
         left_bound,
@@ -298,6 +315,8 @@ def _serve(
         q, k, v, mode, batch = query, key, value, "4d", (qs[0],)  # the common cases (GQA too), checked
     else:
         q, k, v, mode, batch = _normalize(query, key, value, enable_gqa)
+    if q.shape[3] == 0:  # no features: every score is 0 (torch's result), which the engines compute from one
+        q, k = F.pad(q, (0, 1)), F.pad(k, (0, 1))
     b, hq, sq = q.shape[:3]
     skv = k.shape[2]
     bias = None
@@ -310,7 +329,12 @@ def _serve(
     grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad)
     o: torch.Tensor
     stats: torch.Tensor | None
-    if torch.compiler.is_compiling():
+    if (
+        torch.compiler.is_compiling()
+        or q.device.type == "meta"
+        or _dispatching(q, k, v, bias, slq, slkv)
+    ):  # fmt: skip
+        # the custom op, which FakeTensor, __torch_dispatch__ subclasses and meta tensors see as an op
         o, stats = forward_op(
             q, k, v, bias, slq, slkv, masking.scale, masking.causal, masking.bottom_right,
             masking.left_bound, masking.right_bound, return_lse or grad, masking.softcap,
@@ -330,6 +354,11 @@ def _serve(
         return output
     assert stats is not None
     return output, stats.reshape(*lead, sq)
+
+
+def _dispatching(*tensors: torch.Tensor | None) -> bool:
+    """Whether a tensor is a ``__torch_dispatch__`` subclass (``plans.dispatches``)."""
+    return any(t is not None and dispatches(t) for t in tensors)
 
 
 def _normalize(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, order_code, readable
+from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, order_code, plain, readable
 
 #: a slot's dims: per axis a capacity axis name ("B", "SQ", "SKV") or a fixed size
 Dims = tuple[int | str, ...]
@@ -66,7 +66,7 @@ def _options(
     roles: list[str] = []
     dims: list[Dims] = []
     if bias is not None:
-        bias = readable(bias)
+        bias = readable(plain(bias))
         batched, per_head = bias.shape[0] > 1, bias.shape[1] > 1
         values.append(bias)
         roles.append("bias")
@@ -74,7 +74,7 @@ def _options(
         key = (bias.dtype, batched, per_head, order_code(bias.stride()))
     if seq_len_q is not None and seq_len_kv is not None:
         for role, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
-            values.append(t.reshape(-1, 1, 1, 1))
+            values.append(plain(t).reshape(-1, 1, 1, 1))
             roles.append(role)
             dims.append(("B", 1, 1, 1))
         key += (seq_len_q.dtype, seq_len_kv.dtype)
@@ -96,6 +96,8 @@ def attention_forward(
     integer lengths (both or neither). ``o`` comes in q's layout (``output_layout``); ``stats``
     [B, Hq, Sq, 1] float32 when wanted, else None. Rows with no visible key give o = 0 and
     stats = -inf. (The per-call path: shapes and strides are read once.)"""
+    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
+        q, k, v = plain(q), plain(k), plain(v)  # what a subclass's accessors say is not trusted
     qs, vs = q.shape, v.shape
     b, hq, sq, d = qs
     hk, skv, dv = vs[1], vs[2], vs[3]
@@ -180,7 +182,9 @@ def cached_forward(
         or hq == 0
         or sq == 0
         or skv == 0
+        or d == 0
         or dv == 0
+        or (scale is not None and type(scale) is not float and type(scale) is not int)
     ):
         return None
     qst, kst, vst = q.stride(), k.stride(), v.stride()
@@ -215,6 +219,7 @@ def attention_backward(
 ) -> tuple[torch.Tensor, ...]:
     """``(dq, dk, dv)`` from the forward's inputs, its output ``o`` and ``stats``, and ``grad_o``;
     under grouped-query attention dk and dv sum over the query heads of each KV head."""
+    grad_o, q, k, v, o, stats = (plain(t) for t in (grad_o, q, k, v, o, stats))
     dq, dk, dv = backward_outputs(q, k, v)
     b, hq, sq, d = q.shape
     _, hk, skv, dvd = v.shape

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 import torch
-from torch.autograd.function import once_differentiable
+from torch._C import _functions as autograd_functions
 
 from hipdnn.frontend import ErrorCode, HipdnnError
 from hipdnn.torch.kernels import attention_backward, attention_forward, backward_outputs, forward_outputs
@@ -77,14 +77,29 @@ class AttentionFunction(torch.autograd.Function):
         return o, stats
 
     @staticmethod
-    @once_differentiable  # type: ignore[untyped-decorator, unused-ignore]
     def backward(ctx: Any, grad_o: torch.Tensor, grad_stats: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
         """``(dq, dk, dv, None, ...)`` from hipdnn's ``sdpa_backward``, each in its input's layout; a mask
-        (``bias``) that requires grad is refused (there is no dBias)."""
+        (``bias``) that requires grad is refused (there is no dBias). Under ``create_graph=True`` the
+        gradients depend on q, k, v (and grad_o) through a computation autograd cannot see: they come
+        back marked so that differentiating them raises, never silently giving zero (``torch``'s
+        ``once_differentiable`` looks at grad_o alone, and ``out.sum()`` hands a grad_o that needs none)."""
         _no_bias_grad(bool(ctx.needs_input_grad[3]))
         q, k, v, o, stats, bias, seq_len_q, seq_len_kv = ctx.saved_tensors
-        dq, dk, dv = attention_backward(grad_o, q, k, v, o, stats, bias, seq_len_q, seq_len_kv, ctx.masking)
+        with torch.no_grad():
+            dq, dk, dv = attention_backward(grad_o, q, k, v, o, stats, bias, seq_len_q, seq_len_kv, ctx.masking)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in (grad_o, q, k, v)):
+            dq, dk, dv = _not_twice_differentiable(dq, dk, dv)
         return dq, dk, dv, None, None, None, None
+
+
+def _not_twice_differentiable(*grads: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """``grads`` with a grad_fn that raises when differentiated (what ``once_differentiable`` does)."""
+    fail = autograd_functions.DelayedError(
+        b"hipdnn.torch: attention gradients are not differentiable (no double backward: hipdnn's "
+        b"sdpa_backward has no derivative); compute gradient penalties and Hessian products with torch's SDPA",
+        len(grads),
+    )
+    return tuple(fail(*(g.detach().requires_grad_(True) for g in grads)))
 
 
 def apply_attention(

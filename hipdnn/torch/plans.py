@@ -106,6 +106,29 @@ def readable(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous() if needs_copy(t) else t
 
 
+def dispatches(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a tensor subclass with its own ``__torch_dispatch__`` (``FakeTensor``, wrapper
+    subclasses such as ``TwoTensor``): its memory, if it has any, is not what it stands for, so only
+    the custom op (through which the subclass sees the call, as for any torch op) may run it."""
+    return type(t) is not torch.Tensor and type(t).__torch_dispatch__ is not torch.Tensor.__torch_dispatch__
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a plain ``torch.Tensor`` over the same memory. The bound call reads each tensor's
+    ``data_ptr()``, ``shape`` and ``stride()`` through Python, which a subclass may override; one
+    that misreported them would have the engines read and write outside its memory. torch's own
+    accessors on the plain alias report what the memory is."""
+    if type(t) is torch.Tensor:
+        return t
+    if dispatches(t):
+        raise HipdnnError(
+            ErrorCode.INVALID_VALUE,
+            f"hipdnn.torch: a {type(t).__name__} (a tensor subclass with __torch_dispatch__) has no memory "
+            "hipdnn's engines can read; call the custom op torch.ops.hipdnn.sdpa, which the subclass dispatches",
+        )
+    return torch.Tensor.as_subclass(t, torch.Tensor)
+
+
 #: the layouts of a 4-D tensor whose last axis is innermost, by order code (see ``order_code``)
 LAYOUTS: tuple[Order, ...] = ((0, 1, 2, 3), (0, 2, 1, 3), (1, 0, 2, 3), (1, 2, 0, 3), (2, 0, 1, 3), (2, 1, 0, 3))
 
@@ -581,6 +604,8 @@ __all__ = [
     "gpu_workspace",
     "handle_for",
     "next_capacity",
+    "dispatches",
     "order_code",
+    "plain",
     "readable",
 ]
