@@ -106,7 +106,7 @@ def test_cpu_engine_is_listed_with_its_identity() -> None:
         cpu = [p for p in handle.loaded_plugins() if p.name == "hipdnn_cpu_engine"]
         assert len(cpu) == 1
         p = cpu[0]
-        assert p.version == "0.1.0" and p.api_version == "1.5.0" and p.engine_ids == (101,)
+        assert p.version == "0.1.0" and p.api_version == "1.6.0" and p.engine_ids == (101,)
         assert Path(p.path).is_file() and Path(p.path).parent.name == "engines"
         assert p.has_override_execute
         assert p.fingerprint.sha256 and len(p.fingerprint.sha256) == 64

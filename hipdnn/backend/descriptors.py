@@ -611,6 +611,8 @@ def unknown_engine_text(handle: BackendHandle, engine_id: int) -> str:
 
 def _api_need(graph: OperationGraphDescriptor) -> str:
     summary = graph.summary
+    if summary is not None and summary.has_fp8_backward:
+        return "it has an FP8 attention backward (sdpa_fp8_backward)"
     if summary is not None and summary.has_fp8:
         return "it has FP8 attention (sdpa_fp8)"
     if summary is not None and summary.has_softcap:

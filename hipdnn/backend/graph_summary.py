@@ -44,6 +44,8 @@ class GraphSummary:
     has_softcap: bool = False
     #: some SDPA node names an FP8 descale / scale / amax tensor (Graph.sdpa_fp8)
     has_fp8: bool = False
+    #: some SDPA backward node names an FP8 descale / scale / amax tensor (Graph.sdpa_fp8_backward)
+    has_fp8_backward: bool = False
 
     @property
     def has_dynamic_tensors(self) -> bool:
@@ -62,6 +64,7 @@ class GraphSummary:
             has_ragged_or_paged=self.has_ragged_or_paged,
             has_softcap=self.has_softcap,
             has_fp8=self.has_fp8,
+            has_fp8_backward=self.has_fp8_backward,
         )
 
 
@@ -141,7 +144,7 @@ def summarize(blob: bytes) -> GraphSummary:
                 is_dynamic=bool(t.IsDynamic()),
                 ragged_offset_uid=t.RaggedOffsetTensorUid(),
             )
-        has_page_tables = has_softcap = has_fp8 = False
+        has_page_tables = has_softcap = has_fp8 = has_fp8_backward = False
         for i in range(g.NodesLength()):
             n = g.Nodes(i)
             kind = n.AttributesType() if n is not None else None
@@ -155,23 +158,14 @@ def summarize(blob: bytes) -> GraphSummary:
                 bwd.Init(table.Bytes, table.Pos)
                 # != 0.0 is also true for NaN: any written value but 0 needs a plugin that reads it
                 has_softcap = has_softcap or bwd.Softcap() != 0.0
+                has_fp8_backward = has_fp8_backward or any(u is not None for u in _fp8_backward_uids(bwd))
                 continue
             sdpa = WireSdpa()
             sdpa.Init(table.Bytes, table.Pos)
             if sdpa.PageTableKTensorUid() is not None or sdpa.PageTableVTensorUid() is not None:
                 has_page_tables = True
             has_softcap = has_softcap or sdpa.Softcap() != 0.0
-            fp8_uids = (
-                sdpa.DescaleQTensorUid(),
-                sdpa.DescaleKTensorUid(),
-                sdpa.DescaleVTensorUid(),
-                sdpa.DescaleSTensorUid(),
-                sdpa.ScaleSTensorUid(),
-                sdpa.ScaleOTensorUid(),
-                sdpa.AmaxSTensorUid(),
-                sdpa.AmaxOTensorUid(),
-            )
-            has_fp8 = has_fp8 or any(u is not None for u in fp8_uids)
+            has_fp8 = has_fp8 or any(u is not None for u in _fp8_forward_uids(sdpa))
         name = g.Name()
         return GraphSummary(
             name=name.decode("utf-8", "replace") if name else "",
@@ -185,6 +179,7 @@ def summarize(blob: bytes) -> GraphSummary:
             has_page_tables=has_page_tables,
             has_softcap=has_softcap,
             has_fp8=has_fp8,
+            has_fp8_backward=has_fp8_backward,
         )
     except GraphDecodeError:
         raise
@@ -199,3 +194,39 @@ def with_override_flag(blob: bytes, enabled: bool) -> bytes:
     builder = flatbuffers.Builder(len(blob) + 64)
     builder.Finish(graph.Pack(builder))
     return bytes(builder.Output())
+
+
+def _fp8_forward_uids(sdpa: WireSdpa) -> tuple[int | None, ...]:
+    """Every FP8 field of a forward node (any of them set makes it an FP8 forward)."""
+    return (
+        sdpa.DescaleQTensorUid(),
+        sdpa.DescaleKTensorUid(),
+        sdpa.DescaleVTensorUid(),
+        sdpa.DescaleSTensorUid(),
+        sdpa.ScaleSTensorUid(),
+        sdpa.ScaleOTensorUid(),
+        sdpa.AmaxSTensorUid(),
+        sdpa.AmaxOTensorUid(),
+    )
+
+
+def _fp8_backward_uids(bwd: WireSdpaBackward) -> tuple[int | None, ...]:
+    """Every FP8 field of a backward node (any of them set makes it an FP8 backward)."""
+    return (
+        bwd.DescaleQTensorUid(),
+        bwd.DescaleKTensorUid(),
+        bwd.DescaleVTensorUid(),
+        bwd.DescaleOTensorUid(),
+        bwd.DescaleDoTensorUid(),
+        bwd.DescaleSTensorUid(),
+        bwd.DescaleDpTensorUid(),
+        bwd.ScaleSTensorUid(),
+        bwd.ScaleDqTensorUid(),
+        bwd.ScaleDkTensorUid(),
+        bwd.ScaleDvTensorUid(),
+        bwd.ScaleDpTensorUid(),
+        bwd.AmaxDqTensorUid(),
+        bwd.AmaxDkTensorUid(),
+        bwd.AmaxDvTensorUid(),
+        bwd.AmaxDpTensorUid(),
+    )

@@ -51,6 +51,7 @@ from hipdnn.frontend.ops import (
 )
 from hipdnn.frontend.ops.attention_options import SdpaAttributes, options_from
 from hipdnn.frontend.ops.sdpa_fp8 import SCALE_ROLES, Fp8Scaling
+from hipdnn.frontend.ops.sdpa_fp8_backward import BACKWARD_AMAX_ROLES, BACKWARD_SCALE_ROLES, Fp8BackwardScaling
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.overrides import OverrideEntry
 from hipdnn.frontend.shortcuts import BinaryShortcut, UnaryShortcut
@@ -151,6 +152,12 @@ def _backend_error(exc: BackendError, doing: str) -> HipdnnError:
 
 # The compiled core names another graph's tensors and type-checks override entries by these types.
 configure_execute_core(tensor_type=TensorAttributes, entry_type=OverrideEntry)
+
+
+#: an SDPA backward's q, k, v, o, dO and stats
+_BackwardOperands = tuple[
+    TensorAttributes, TensorAttributes, TensorAttributes, TensorAttributes, TensorAttributes, TensorAttributes
+]
 
 
 class Graph:
@@ -337,10 +344,7 @@ class Graph:
         values (``dropout=None``, ``block_mask=None``, ``implementation=AttentionImplementation.AUTO``,
         ...) and refused, naming the feature, at any other (rfcs/0011-cudnn-frontend-compatibility.md)."""
         node_name = self._node_name(name, "sdpa")
-        at = f"sdpa node {node_name!r}: "
-        # the backward's option, when it comes in a shared options object, does not concern the forward
-        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
-        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        opts, compute_data_type = self._forward_args("sdpa", node_name, options, keywords, compute_data_type)
         q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
         o = self._output(f"{node_name}::O")
         stats = self._output(f"{node_name}::Stats") if opts.stats_wanted else None
@@ -372,9 +376,7 @@ class Graph:
         ``attn_scale`` as a number); a bias, ALiBi, softcapping and paged K/V are refused. The
         definition, step by step: hipdnn/frontend/ops/sdpa_fp8.py and rfcs/0014-fp8-attention.md."""
         node_name = self._node_name(name, "sdpa_fp8")
-        at = f"sdpa_fp8 node {node_name!r}: "
-        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
-        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        opts, compute_data_type = self._forward_args("sdpa_fp8", node_name, options, keywords, compute_data_type)
         q, k, v = self._own(q, "q", node_name), self._own(k, "k", node_name), self._own(v, "v", node_name)
         factors = (descale_q, descale_k, descale_v, descale_s, scale_s, scale_o)  # in SCALE_ROLES' order
         owned = {role: self._own(t, role, node_name) for role, t in zip(SCALE_ROLES, factors)}
@@ -384,6 +386,20 @@ class Graph:
         fp8 = Fp8Scaling(**owned, amax_s=amax_s, amax_o=amax_o)
         self._add_node(SdpaNode(node_name, compute_data_type, q, k, v, o, stats, opts, fp8=fp8))
         return o, stats, amax_s, amax_o
+
+    def _forward_args(
+        self,
+        kind: str,
+        node_name: str,
+        options: SdpaAttributes | None,
+        keywords: Mapping[str, Any],
+        compute_data_type: DataType,
+    ) -> tuple[SdpaAttributes, DataType]:
+        """An SDPA forward's options (the backward's own option, when a shared options object carries
+        it, does not concern the forward) and compute type, checked."""
+        at = f"{kind} node {node_name!r}: "
+        opts = self._sdpa_options(options, keywords, at, node_name, "sdpa").for_op("sdpa")
+        return opts, enum_arg(DataType, compute_data_type, at + "compute_data_type")
 
     def _sdpa_options(
         self, options: SdpaAttributes | None, keywords: Mapping[str, Any], at: str, node_name: str, kind: str
@@ -510,7 +526,25 @@ class Graph:
         asks for bit-reproducible gradients (engines that cannot promise them decline the graph);
         cudnn-frontend's other keywords are taken as ``sdpa`` takes them."""
         node_name = self._node_name(name, "sdpa_backward")
-        at = f"sdpa_backward node {node_name!r}: "
+        opts, compute_data_type, operands = self._backward_args(
+            "sdpa_backward", node_name, (q, k, v, o, dO, stats), options, keywords, compute_data_type
+        )
+        dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
+        self._add_node(SdpaBackwardNode(node_name, compute_data_type, *operands, dq, dk, dv, opts))
+        return dq, dk, dv
+
+    def _backward_args(
+        self,
+        kind: str,
+        node_name: str,
+        operands: tuple[TensorAttributes, ...],
+        options: SdpaAttributes | None,
+        keywords: Mapping[str, Any],
+        compute_data_type: DataType,
+    ) -> tuple[SdpaAttributes, DataType, _BackwardOperands]:
+        """An SDPA backward's options (forward-only ones refused), compute type and its q, k, v, o, dO,
+        stats, each checked to belong to this graph."""
+        at = f"{kind} node {node_name!r}: "
         forward_only = sorted({"generate_stats", "is_inference"} & set(keywords))
         if forward_only:
             raise HipdnnError(
@@ -518,14 +552,79 @@ class Graph:
                 f"{at}{', '.join(forward_only)}: forward-only option(s); the backward reads stats",
             )
         opts = self._sdpa_options(options, keywords, at, node_name, "sdpa_backward").for_op("sdpa_backward")
-        compute_data_type = enum_arg(DataType, compute_data_type, at + "compute_data_type")
-        q_, k_, v_, o_, do_, stats_ = [
-            self._own(t, role, node_name)
-            for t, role in ((q, "q"), (k, "k"), (v, "v"), (o, "o"), (dO, "dO"), (stats, "stats"))
-        ]
+        dt = enum_arg(DataType, compute_data_type, at + "compute_data_type")
+        q, k, v, o, do, stats = (
+            self._own(t, role, node_name) for role, t in zip(("q", "k", "v", "o", "dO", "stats"), operands)
+        )
+        return opts, dt, (q, k, v, o, do, stats)
+
+    def sdpa_fp8_backward(
+        self,
+        q: TensorAttributes,
+        k: TensorAttributes,
+        v: TensorAttributes,
+        o: TensorAttributes,
+        dO: TensorAttributes,  # noqa: N803 (cudnn-frontend's spelling)
+        stats: TensorAttributes,
+        descale_q: TensorAttributes,
+        descale_k: TensorAttributes,
+        descale_v: TensorAttributes,
+        descale_o: TensorAttributes,
+        descale_dO: TensorAttributes,  # noqa: N803
+        descale_s: TensorAttributes,
+        descale_dP: TensorAttributes,  # noqa: N803
+        scale_s: TensorAttributes,
+        scale_dQ: TensorAttributes,  # noqa: N803
+        scale_dK: TensorAttributes,  # noqa: N803
+        scale_dV: TensorAttributes,  # noqa: N803
+        scale_dP: TensorAttributes,  # noqa: N803
+        options: SdpaAttributes | None = None,
+        *,
+        compute_data_type: DataType = DataType.NOT_SET,
+        name: str | None = None,
+        **keywords: Any,
+    ) -> tuple[
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+        TensorAttributes,
+    ]:
+        """FP8 attention backward, cudnn-frontend's ``sdpa_fp8_backward``: q, k, v, o, dO hold FP8
+        values (o may be FLOAT / HALF / BFLOAT16 too), stats the forward's log-sum-exp, each
+        one-element FLOAT ``descale_*`` / ``scale_*`` tensor a per-tensor factor. Returns
+        ``(dQ, dK, dV, amax_dQ, amax_dK, amax_dV, amax_dP)``: the gradients in their own data type
+        (the graph's io type unless set; FP8, FLOAT, HALF or BFLOAT16), each amax the largest magnitude
+        before its scale (FLOAT [1, 1, 1, 1]). Masks and options are ``sdpa_backward``'s (causal both
+        ways, padding, bounds, GQA, ``attn_scale`` as a number); a bias, ALiBi and softcapping are
+        refused. The definition, step by step: hipdnn/frontend/ops/sdpa_fp8_backward.py."""
+        node_name = self._node_name(name, "sdpa_fp8_backward")
+        opts, compute_data_type, operands = self._backward_args(
+            "sdpa_fp8_backward", node_name, (q, k, v, o, dO, stats), options, keywords, compute_data_type
+        )
+        factors = (
+            descale_q,
+            descale_k,
+            descale_v,
+            descale_o,
+            descale_dO,
+            descale_s,
+            descale_dP,
+            scale_s,
+            scale_dQ,
+            scale_dK,
+            scale_dV,
+            scale_dP,
+        )  # in BACKWARD_SCALE_ROLES' order
+        owned = {role: self._own(t, role, node_name) for role, t in zip(BACKWARD_SCALE_ROLES, factors)}
         dq, dk, dv = (self._output(f"{node_name}::{n}") for n in ("dQ", "dK", "dV"))
-        self._add_node(SdpaBackwardNode(node_name, compute_data_type, q_, k_, v_, o_, do_, stats_, dq, dk, dv, opts))
-        return dq, dk, dv
+        amax = {role: self._output(f"{node_name}::{role[0].upper()}{role[1:]}") for role in BACKWARD_AMAX_ROLES}
+        fp8 = Fp8BackwardScaling(**owned, **amax)
+        node = SdpaBackwardNode(node_name, compute_data_type, *operands, dq, dk, dv, opts, fp8=fp8)
+        self._add_node(node)
+        return dq, dk, dv, amax["amax_dQ"], amax["amax_dK"], amax["amax_dV"], amax["amax_dP"]
 
     def _norm_args(
         self,

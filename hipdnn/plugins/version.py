@@ -23,6 +23,10 @@ SOFTCAP_API_VERSION = Version("1.4.0")
 #: Graph.sdpa_fp8), rfcs/0014-fp8-attention.md. The fields were in the table from the start, but an
 #: engine below it may read none of them and compute a plain SDPA on the FP8 bytes.
 FP8_API_VERSION = Version("1.5.0")
+#: The first API version that serves the FP8 backward (SdpaBackwardAttributes' descale / scale / amax
+#: uids, appended in this version: Graph.sdpa_fp8_backward). A 1.5.0 engine knows the FP8 forward but
+#: not these fields, and would run a plain backward on the FP8 bytes.
+FP8_BACKWARD_API_VERSION = Version("1.6.0")
 #: The only API major this host speaks.
 SUPPORTED_API_MAJOR = 1
 
@@ -48,8 +52,11 @@ def required_api_version(
     has_ragged_or_paged: bool = False,
     has_softcap: bool = False,
     has_fp8: bool = False,
+    has_fp8_backward: bool = False,
 ) -> Version:
     """The lowest plugin API version allowed to serve a graph using these features."""
+    if has_fp8_backward:
+        return FP8_BACKWARD_API_VERSION
     if has_fp8:
         return FP8_API_VERSION
     if has_softcap:

@@ -227,8 +227,120 @@ class SdpaBackwardAttributes(object):
             return self._tab.Get(flatbuffers.number_types.Float32Flags, o + self._tab.Pos)
         return 0.0
 
+    # SdpaBackwardAttributes
+    def DescaleQTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(62))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleKTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(64))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleVTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(66))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleOTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(68))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleDoTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(70))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleSTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(72))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def DescaleDpTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(74))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def ScaleSTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(76))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def ScaleDqTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(78))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def ScaleDkTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(80))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def ScaleDvTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(82))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def ScaleDpTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(84))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def AmaxDqTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(86))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def AmaxDkTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(88))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def AmaxDvTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(90))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
+    # SdpaBackwardAttributes
+    def AmaxDpTensorUid(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(92))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int64Flags, o + self._tab.Pos)
+        return None
+
 def SdpaBackwardAttributesStart(builder):
-    builder.StartObject(29)
+    builder.StartObject(45)
 
 def Start(builder):
     SdpaBackwardAttributesStart(builder)
@@ -407,6 +519,102 @@ def SdpaBackwardAttributesAddSoftcap(builder, softcap):
 def AddSoftcap(builder, softcap):
     SdpaBackwardAttributesAddSoftcap(builder, softcap)
 
+def SdpaBackwardAttributesAddDescaleQTensorUid(builder, descaleQTensorUid):
+    builder.PrependInt64Slot(29, descaleQTensorUid, None)
+
+def AddDescaleQTensorUid(builder, descaleQTensorUid):
+    SdpaBackwardAttributesAddDescaleQTensorUid(builder, descaleQTensorUid)
+
+def SdpaBackwardAttributesAddDescaleKTensorUid(builder, descaleKTensorUid):
+    builder.PrependInt64Slot(30, descaleKTensorUid, None)
+
+def AddDescaleKTensorUid(builder, descaleKTensorUid):
+    SdpaBackwardAttributesAddDescaleKTensorUid(builder, descaleKTensorUid)
+
+def SdpaBackwardAttributesAddDescaleVTensorUid(builder, descaleVTensorUid):
+    builder.PrependInt64Slot(31, descaleVTensorUid, None)
+
+def AddDescaleVTensorUid(builder, descaleVTensorUid):
+    SdpaBackwardAttributesAddDescaleVTensorUid(builder, descaleVTensorUid)
+
+def SdpaBackwardAttributesAddDescaleOTensorUid(builder, descaleOTensorUid):
+    builder.PrependInt64Slot(32, descaleOTensorUid, None)
+
+def AddDescaleOTensorUid(builder, descaleOTensorUid):
+    SdpaBackwardAttributesAddDescaleOTensorUid(builder, descaleOTensorUid)
+
+def SdpaBackwardAttributesAddDescaleDoTensorUid(builder, descaleDoTensorUid):
+    builder.PrependInt64Slot(33, descaleDoTensorUid, None)
+
+def AddDescaleDoTensorUid(builder, descaleDoTensorUid):
+    SdpaBackwardAttributesAddDescaleDoTensorUid(builder, descaleDoTensorUid)
+
+def SdpaBackwardAttributesAddDescaleSTensorUid(builder, descaleSTensorUid):
+    builder.PrependInt64Slot(34, descaleSTensorUid, None)
+
+def AddDescaleSTensorUid(builder, descaleSTensorUid):
+    SdpaBackwardAttributesAddDescaleSTensorUid(builder, descaleSTensorUid)
+
+def SdpaBackwardAttributesAddDescaleDpTensorUid(builder, descaleDpTensorUid):
+    builder.PrependInt64Slot(35, descaleDpTensorUid, None)
+
+def AddDescaleDpTensorUid(builder, descaleDpTensorUid):
+    SdpaBackwardAttributesAddDescaleDpTensorUid(builder, descaleDpTensorUid)
+
+def SdpaBackwardAttributesAddScaleSTensorUid(builder, scaleSTensorUid):
+    builder.PrependInt64Slot(36, scaleSTensorUid, None)
+
+def AddScaleSTensorUid(builder, scaleSTensorUid):
+    SdpaBackwardAttributesAddScaleSTensorUid(builder, scaleSTensorUid)
+
+def SdpaBackwardAttributesAddScaleDqTensorUid(builder, scaleDqTensorUid):
+    builder.PrependInt64Slot(37, scaleDqTensorUid, None)
+
+def AddScaleDqTensorUid(builder, scaleDqTensorUid):
+    SdpaBackwardAttributesAddScaleDqTensorUid(builder, scaleDqTensorUid)
+
+def SdpaBackwardAttributesAddScaleDkTensorUid(builder, scaleDkTensorUid):
+    builder.PrependInt64Slot(38, scaleDkTensorUid, None)
+
+def AddScaleDkTensorUid(builder, scaleDkTensorUid):
+    SdpaBackwardAttributesAddScaleDkTensorUid(builder, scaleDkTensorUid)
+
+def SdpaBackwardAttributesAddScaleDvTensorUid(builder, scaleDvTensorUid):
+    builder.PrependInt64Slot(39, scaleDvTensorUid, None)
+
+def AddScaleDvTensorUid(builder, scaleDvTensorUid):
+    SdpaBackwardAttributesAddScaleDvTensorUid(builder, scaleDvTensorUid)
+
+def SdpaBackwardAttributesAddScaleDpTensorUid(builder, scaleDpTensorUid):
+    builder.PrependInt64Slot(40, scaleDpTensorUid, None)
+
+def AddScaleDpTensorUid(builder, scaleDpTensorUid):
+    SdpaBackwardAttributesAddScaleDpTensorUid(builder, scaleDpTensorUid)
+
+def SdpaBackwardAttributesAddAmaxDqTensorUid(builder, amaxDqTensorUid):
+    builder.PrependInt64Slot(41, amaxDqTensorUid, None)
+
+def AddAmaxDqTensorUid(builder, amaxDqTensorUid):
+    SdpaBackwardAttributesAddAmaxDqTensorUid(builder, amaxDqTensorUid)
+
+def SdpaBackwardAttributesAddAmaxDkTensorUid(builder, amaxDkTensorUid):
+    builder.PrependInt64Slot(42, amaxDkTensorUid, None)
+
+def AddAmaxDkTensorUid(builder, amaxDkTensorUid):
+    SdpaBackwardAttributesAddAmaxDkTensorUid(builder, amaxDkTensorUid)
+
+def SdpaBackwardAttributesAddAmaxDvTensorUid(builder, amaxDvTensorUid):
+    builder.PrependInt64Slot(43, amaxDvTensorUid, None)
+
+def AddAmaxDvTensorUid(builder, amaxDvTensorUid):
+    SdpaBackwardAttributesAddAmaxDvTensorUid(builder, amaxDvTensorUid)
+
+def SdpaBackwardAttributesAddAmaxDpTensorUid(builder, amaxDpTensorUid):
+    builder.PrependInt64Slot(44, amaxDpTensorUid, None)
+
+def AddAmaxDpTensorUid(builder, amaxDpTensorUid):
+    SdpaBackwardAttributesAddAmaxDpTensorUid(builder, amaxDpTensorUid)
+
 def SdpaBackwardAttributesEnd(builder):
     return builder.EndObject()
 
@@ -452,6 +660,22 @@ class SdpaBackwardAttributesT(object):
         maxTotalSeqLenKv = None,
         deterministic = False,
         softcap = 0.0,
+        descaleQTensorUid = None,
+        descaleKTensorUid = None,
+        descaleVTensorUid = None,
+        descaleOTensorUid = None,
+        descaleDoTensorUid = None,
+        descaleSTensorUid = None,
+        descaleDpTensorUid = None,
+        scaleSTensorUid = None,
+        scaleDqTensorUid = None,
+        scaleDkTensorUid = None,
+        scaleDvTensorUid = None,
+        scaleDpTensorUid = None,
+        amaxDqTensorUid = None,
+        amaxDkTensorUid = None,
+        amaxDvTensorUid = None,
+        amaxDpTensorUid = None,
     ):
         self.qTensorUid = qTensorUid  # type: int
         self.kTensorUid = kTensorUid  # type: int
@@ -482,6 +706,22 @@ class SdpaBackwardAttributesT(object):
         self.maxTotalSeqLenKv = maxTotalSeqLenKv  # type: Optional[int]
         self.deterministic = deterministic  # type: bool
         self.softcap = softcap  # type: float
+        self.descaleQTensorUid = descaleQTensorUid  # type: Optional[int]
+        self.descaleKTensorUid = descaleKTensorUid  # type: Optional[int]
+        self.descaleVTensorUid = descaleVTensorUid  # type: Optional[int]
+        self.descaleOTensorUid = descaleOTensorUid  # type: Optional[int]
+        self.descaleDoTensorUid = descaleDoTensorUid  # type: Optional[int]
+        self.descaleSTensorUid = descaleSTensorUid  # type: Optional[int]
+        self.descaleDpTensorUid = descaleDpTensorUid  # type: Optional[int]
+        self.scaleSTensorUid = scaleSTensorUid  # type: Optional[int]
+        self.scaleDqTensorUid = scaleDqTensorUid  # type: Optional[int]
+        self.scaleDkTensorUid = scaleDkTensorUid  # type: Optional[int]
+        self.scaleDvTensorUid = scaleDvTensorUid  # type: Optional[int]
+        self.scaleDpTensorUid = scaleDpTensorUid  # type: Optional[int]
+        self.amaxDqTensorUid = amaxDqTensorUid  # type: Optional[int]
+        self.amaxDkTensorUid = amaxDkTensorUid  # type: Optional[int]
+        self.amaxDvTensorUid = amaxDvTensorUid  # type: Optional[int]
+        self.amaxDpTensorUid = amaxDpTensorUid  # type: Optional[int]
 
     @classmethod
     def InitFromBuf(cls, buf, pos):
@@ -533,6 +773,22 @@ class SdpaBackwardAttributesT(object):
         self.maxTotalSeqLenKv = sdpaBackwardAttributes.MaxTotalSeqLenKv()
         self.deterministic = sdpaBackwardAttributes.Deterministic()
         self.softcap = sdpaBackwardAttributes.Softcap()
+        self.descaleQTensorUid = sdpaBackwardAttributes.DescaleQTensorUid()
+        self.descaleKTensorUid = sdpaBackwardAttributes.DescaleKTensorUid()
+        self.descaleVTensorUid = sdpaBackwardAttributes.DescaleVTensorUid()
+        self.descaleOTensorUid = sdpaBackwardAttributes.DescaleOTensorUid()
+        self.descaleDoTensorUid = sdpaBackwardAttributes.DescaleDoTensorUid()
+        self.descaleSTensorUid = sdpaBackwardAttributes.DescaleSTensorUid()
+        self.descaleDpTensorUid = sdpaBackwardAttributes.DescaleDpTensorUid()
+        self.scaleSTensorUid = sdpaBackwardAttributes.ScaleSTensorUid()
+        self.scaleDqTensorUid = sdpaBackwardAttributes.ScaleDqTensorUid()
+        self.scaleDkTensorUid = sdpaBackwardAttributes.ScaleDkTensorUid()
+        self.scaleDvTensorUid = sdpaBackwardAttributes.ScaleDvTensorUid()
+        self.scaleDpTensorUid = sdpaBackwardAttributes.ScaleDpTensorUid()
+        self.amaxDqTensorUid = sdpaBackwardAttributes.AmaxDqTensorUid()
+        self.amaxDkTensorUid = sdpaBackwardAttributes.AmaxDkTensorUid()
+        self.amaxDvTensorUid = sdpaBackwardAttributes.AmaxDvTensorUid()
+        self.amaxDpTensorUid = sdpaBackwardAttributes.AmaxDpTensorUid()
 
     # SdpaBackwardAttributesT
     def Pack(self, builder):
@@ -566,5 +822,21 @@ class SdpaBackwardAttributesT(object):
         SdpaBackwardAttributesAddMaxTotalSeqLenKv(builder, self.maxTotalSeqLenKv)
         SdpaBackwardAttributesAddDeterministic(builder, self.deterministic)
         SdpaBackwardAttributesAddSoftcap(builder, self.softcap)
+        SdpaBackwardAttributesAddDescaleQTensorUid(builder, self.descaleQTensorUid)
+        SdpaBackwardAttributesAddDescaleKTensorUid(builder, self.descaleKTensorUid)
+        SdpaBackwardAttributesAddDescaleVTensorUid(builder, self.descaleVTensorUid)
+        SdpaBackwardAttributesAddDescaleOTensorUid(builder, self.descaleOTensorUid)
+        SdpaBackwardAttributesAddDescaleDoTensorUid(builder, self.descaleDoTensorUid)
+        SdpaBackwardAttributesAddDescaleSTensorUid(builder, self.descaleSTensorUid)
+        SdpaBackwardAttributesAddDescaleDpTensorUid(builder, self.descaleDpTensorUid)
+        SdpaBackwardAttributesAddScaleSTensorUid(builder, self.scaleSTensorUid)
+        SdpaBackwardAttributesAddScaleDqTensorUid(builder, self.scaleDqTensorUid)
+        SdpaBackwardAttributesAddScaleDkTensorUid(builder, self.scaleDkTensorUid)
+        SdpaBackwardAttributesAddScaleDvTensorUid(builder, self.scaleDvTensorUid)
+        SdpaBackwardAttributesAddScaleDpTensorUid(builder, self.scaleDpTensorUid)
+        SdpaBackwardAttributesAddAmaxDqTensorUid(builder, self.amaxDqTensorUid)
+        SdpaBackwardAttributesAddAmaxDkTensorUid(builder, self.amaxDkTensorUid)
+        SdpaBackwardAttributesAddAmaxDvTensorUid(builder, self.amaxDvTensorUid)
+        SdpaBackwardAttributesAddAmaxDpTensorUid(builder, self.amaxDpTensorUid)
         sdpaBackwardAttributes = SdpaBackwardAttributesEnd(builder)
         return sdpaBackwardAttributes

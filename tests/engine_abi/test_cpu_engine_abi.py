@@ -22,6 +22,8 @@ import flatbuffers
 import numpy as np
 import pytest
 
+from hipdnn.frontend.ops.sdpa_fp8 import AMAX_ROLES, SCALE_ROLES, WIRE_FIELDS
+from hipdnn.frontend.ops.sdpa_fp8_backward import BACKWARD_AMAX_ROLES, BACKWARD_SCALE_ROLES, BACKWARD_WIRE_FIELDS
 from hipdnn.plugins._cdef import sdk_cdef
 from hipdnn.wire.DataType import DataType
 from hipdnn.wire.DiagonalAlignment import DiagonalAlignment
@@ -384,7 +386,7 @@ def test_metadata(ffi, lib):
     s = ffi.new("const char**")
     assert lib.hipdnnPluginGetName(s) == SUCCESS and ffi.string(s[0]) == b"hipdnn_cpu_engine"
     assert lib.hipdnnPluginGetVersion(s) == SUCCESS and ffi.string(s[0]) == b"0.1.0"
-    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.5.0"
+    assert lib.hipdnnPluginGetApiVersion(s) == SUCCESS and ffi.string(s[0]) == b"1.6.0"
     t = ffi.new("hipdnnPluginType_t*")
     assert lib.hipdnnPluginGetType(t) == SUCCESS and t[0] == lib.HIPDNN_PLUGIN_TYPE_ENGINE
     for fn in (lib.hipdnnPluginGetName, lib.hipdnnPluginGetVersion, lib.hipdnnPluginGetApiVersion):
@@ -994,3 +996,194 @@ def test_not_applicable(ffi, lib, handle, name):
     p = ffi.new("hipdnnEnginePluginExecutionContext_t*")
     assert lib.hipdnnEnginePluginCreateExecutionContext(handle, c, g, p) == NOT_APPLICABLE
     assert "cannot run" in last_error(ffi, lib)
+
+
+# ================================================================== FP8 tensors in the data flow
+
+# the FP8 uid fields (object-API names without "TensorUid"), from the frontend's role -> field tables
+_FP8_FWD_FIELDS = tuple(WIRE_FIELDS[r].removesuffix("TensorUid") for r in (*SCALE_ROLES, *AMAX_ROLES))
+_FP8_BWD_FIELDS = tuple(
+    BACKWARD_WIRE_FIELDS[r].removesuffix("TensorUid") for r in (*BACKWARD_SCALE_ROLES, *BACKWARD_AMAX_ROLES)
+)
+
+
+def _fp8_forward_bytes(uids: dict[str, int], virtual: tuple[int, ...] = ()) -> bytes:
+    """An FP8 forward node over q, k, v (uids 1-3, E4M3) and o (4, FLOAT); the factors and amax at
+    ``uids`` (field -> uid), tensors 10.. declared FLOAT [1, 1, 1, 1]."""
+    e4m3 = DataType.FP8_E4M3
+    tensors = [T(u, [1, 2, 8, 4], dtype=e4m3) for u in (1, 2, 3)] + [T(4, [1, 2, 8, 4])]
+    tensors += [T(u, [1, 1, 1, 1], virtual=u in virtual) for u in sorted(set(uids.values()))]
+    fields = {f + "TensorUid": u for f, u in uids.items()}
+    return graph_bytes(tensors, [sdpa_node(1, 2, 3, 4, scale=0.5, **fields)], io=e4m3)
+
+
+def _fp8_backward_bytes(uids: dict[str, int], virtual: tuple[int, ...] = ()) -> bytes:
+    """An FP8 backward node: q, k, v, o, dO (1-5, E4M3), stats (6), dq, dk, dv (7-9, FLOAT); the
+    factors and amax at ``uids``, tensors declared FLOAT [1, 1, 1, 1] unless they are 1-9."""
+    from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributesT
+
+    e4m3 = DataType.FP8_E4M3
+    tensors = [T(u, [1, 2, 8, 4], dtype=e4m3) for u in (1, 2, 3, 4, 5)] + [T(6, [1, 2, 8, 1])]
+    tensors += [T(u, [1, 2, 8, 4]) for u in (7, 8, 9)]
+    tensors += [T(u, [1, 1, 1, 1], virtual=u in virtual) for u in sorted(set(uids.values())) if u > 9]
+    a = SdpaBackwardAttributesT()
+    a.qTensorUid, a.kTensorUid, a.vTensorUid, a.oTensorUid, a.doTensorUid, a.statsTensorUid = 1, 2, 3, 4, 5, 6
+    a.dqTensorUid, a.dkTensorUid, a.dvTensorUid = 7, 8, 9
+    a.attnScaleValue = 0.5
+    for f, u in uids.items():
+        setattr(a, f + "TensorUid", u)
+    return graph_bytes(tensors, [node(NodeAttributes.SdpaBackwardAttributes, a, "sdpa_bwd")], io=e4m3)
+
+
+def _all(fields: tuple[str, ...]) -> dict[str, int]:
+    return {f: 10 + i for i, f in enumerate(fields)}
+
+
+def test_fp8_nodes_are_served_with_all_their_tensors(ffi, lib, handle):
+    """The baseline of the refusals below: both FP8 nodes, complete and well formed, apply."""
+    assert applicable(ffi, lib, handle, _fp8_forward_bytes(_all(_FP8_FWD_FIELDS))) == [ENGINE_ID]
+    assert applicable(ffi, lib, handle, _fp8_backward_bytes(_all(_FP8_BWD_FIELDS))) == [ENGINE_ID]
+
+
+FP8_DATA_FLOW_REFUSALS = {
+    # an amax output that is also one of the node's factors: read and written by one node
+    "forward_amax_is_a_factor": (
+        lambda: _fp8_forward_bytes({**_all(_FP8_FWD_FIELDS), "amaxS": 10}),
+        "reads and writes tensor uid 10",
+    ),
+    # two amax outputs in one tensor
+    "forward_amax_twice": (
+        lambda: _fp8_forward_bytes({**_all(_FP8_FWD_FIELDS), "amaxO": 16}),
+        "names tensor uid 16 as two of its outputs",
+    ),
+    "backward_amax_is_dq": (
+        lambda: _fp8_backward_bytes({**_all(_FP8_BWD_FIELDS), "amaxDq": 7}),
+        "names tensor uid 7 as two of its outputs",
+    ),
+    "backward_factor_never_produced": (
+        lambda: _fp8_backward_bytes(_all(_FP8_BWD_FIELDS), virtual=(15,)),
+        "reads virtual tensor uid 15 before any node produces it",
+    ),
+    "backward_partial": (
+        lambda: _fp8_backward_bytes({"descaleQ": 10}),
+        "FP8 scaling without all of",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FP8_DATA_FLOW_REFUSALS))
+def test_fp8_tensors_take_part_in_the_data_flow_checks(ffi, lib, handle, name):
+    make, reason = FP8_DATA_FLOW_REFUSALS[name]
+    gb = make()
+    assert applicable(ffi, lib, handle, gb) == []
+    keep = []
+    g = const_data(ffi, gb, keep)
+    c = const_data(ffi, config_bytes(), keep)
+    p = ffi.new("hipdnnEnginePluginExecutionContext_t*")
+    assert lib.hipdnnEnginePluginCreateExecutionContext(handle, c, g, p) == NOT_APPLICABLE
+    assert reason in last_error(ffi, lib)
+
+
+def _fp8_padded_forward(ffi, lib, handle, seq_q: int, seq_kv: int, len_dtype=DataType.INT64):
+    """An FP8 forward (E4M3 q, k, v [1, 2, 5, 4], FLOAT o and stats) with the padding mask, both
+    sequence lengths [1, 1, 1, 1] holding the given values; returns o, stats and the two amax."""
+    e4m3 = DataType.FP8_E4M3
+    dims = [1, 2, 5, 4]
+    tensors = [T(u, dims, dtype=e4m3) for u in (1, 2, 3)] + [T(4, dims), T(5, [1, 2, 5, 1])]
+    tensors += [T(u, [1, 1, 1, 1], dtype=len_dtype) for u in (6, 7)]
+    fields = {f + "TensorUid": 10 + i for i, f in enumerate(_FP8_FWD_FIELDS)}
+    tensors += [T(u, [1, 1, 1, 1]) for u in fields.values()]
+    gb = graph_bytes(
+        tensors,
+        [
+            sdpa_node(
+                1, 2, 3, 4, stats=5, scale=0.5, paddingMask=True, seqLenQTensorUid=6, seqLenKvTensorUid=7, **fields
+            )
+        ],
+        io=e4m3,
+    )
+    ctx = make_ctx(ffi, lib, handle, gb)
+    rng = np.random.default_rng(7)
+    n = int(np.prod(dims))
+    # E4M3 bytes of magnitude < 2 (exponent field < 8), either sign: never NaN
+    qkv = [(rng.integers(0, 0x40, n) | (rng.integers(0, 2, n) << 7)).astype(np.uint8) for _ in range(3)]
+    ity = np.int64 if len_dtype == DataType.INT64 else np.int32
+    lens = [np.array([seq_q], ity), np.array([seq_kv], ity)]
+    o = np.full(n, np.nan, np.float32)
+    stats = np.full(10, np.nan, np.float32)
+    factors = [np.ones(1, np.float32) for _ in fields]
+    bufs = {1: qkv[0], 2: qkv[1], 3: qkv[2], 4: o, 5: stats, 6: lens[0], 7: lens[1]}
+    bufs.update({u: f for u, f in zip(fields.values(), factors)})
+    st = ctx.execute({u: a.ctypes.data for u, a in bufs.items()})
+    assert st == SUCCESS, last_error(ffi, lib)
+    ctx.destroy()
+    amax = (float(factors[6][0]), float(factors[7][0]))  # amaxS, amaxO are fields 16 and 17
+    return o, stats, amax
+
+
+def test_fp8_padding_lengths_past_int64_range_of_double_clamp_to_the_dims(ffi, lib, handle):
+    """An INT64 sequence length near INT64_MAX is clamped to the tensor's length, as every other
+    kernel clamps it. The FP8 reference used to read it through double (2^63 - 1 rounds to 2^63),
+    whose conversion back to int64 is undefined: x86 gives INT64_MIN, so the sequence counted as
+    empty (o = 0, stats = -inf) instead of full."""
+    ref_o, ref_stats, ref_amax = _fp8_padded_forward(ffi, lib, handle, 5, 5)
+    assert np.isfinite(ref_stats).all() and np.abs(ref_o).max() > 0
+    for big in (2**63 - 1, 2**63 - 256):
+        o, stats, amax = _fp8_padded_forward(ffi, lib, handle, big, big)
+        np.testing.assert_array_equal(o, ref_o)
+        np.testing.assert_array_equal(stats, ref_stats)
+        assert amax == ref_amax
+    # and a length past the dims through INT32 still clamps (the control)
+    o, stats, _ = _fp8_padded_forward(ffi, lib, handle, 2**31 - 1, 2**31 - 1, DataType.INT32)
+    np.testing.assert_array_equal(o, ref_o)
+
+
+def test_bad_ragged_offsets_of_a_later_node_leave_earlier_outputs_unwritten(ffi, lib, handle):
+    """A call refused for a ragged offset that leaves its tensor writes nothing, whichever node the
+    offset belongs to. The offsets used to be checked when their node ran, so a pointwise node
+    before the attention node had already written its output when the call came back BAD_PARAM."""
+    B, H, S, D = 2, 1, 3, 4
+    dims = [B, H, S, D]
+    i64 = DataType.INT64
+    tensors = [T(u, dims) for u in (1, 2, 3, 4)] + [T(u, [B, 1, 1, 1], dtype=i64) for u in (5, 6)]
+    tensors += [T(7, [B + 1, 1, 1, 1], dtype=i64)]
+    tensors += [T(u, [2, 3]) for u in (20, 21, 22)]
+    gb = graph_bytes(
+        tensors,
+        [
+            pw_node(PointwiseMode.ADD, 21, 22, 20),
+            sdpa_node(1, 2, 3, 4, scale=0.5, paddingMask=True, seqLenQTensorUid=5, seqLenKvTensorUid=6),
+        ],
+    )
+    # q (uid 1) ragged at uid 7: re-serialize with the offset set (graph_bytes has no field for it)
+    from hipdnn.wire.Graph import Graph
+
+    g = GraphT.InitFromObj(Graph.GetRootAs(gb, 0))
+    for ta in g.tensors:
+        if ta.uid == 1:
+            ta.raggedOffsetTensorUid = 7
+    b = flatbuffers.Builder(1024)
+    b.Finish(g.Pack(b))
+    gb = bytes(b.Output())
+    ctx = make_ctx(ffi, lib, handle, gb)
+    bufs = {u: make_buf(dims, compact(dims)) for u in (1, 2, 3)}
+    bufs[4] = make_buf(dims, compact(dims), fill="nan")
+    bufs[20] = make_buf([2, 3], [3, 1], fill="nan")
+    bufs[21] = make_buf([2, 3], [3, 1])
+    bufs[22] = make_buf([2, 3], [3, 1])
+    lens = np.array([S, S], np.int64)
+    n = B * H * S * D
+    ok_offsets = np.array([0, n // 2, n], np.int64)
+    bad_offsets = np.array([0, n, n], np.int64)  # batch 1's rows past q's elements
+    ptrs = {u: bb.ptr for u, bb in bufs.items()}
+    ptrs.update({5: lens.ctypes.data, 6: lens.ctypes.data})
+
+    assert ctx.execute({**ptrs, 7: bad_offsets.ctypes.data}) == BAD_PARAM
+    assert "ragged offset" in last_error(ffi, lib)
+    assert np.isnan(bufs[20].flat).all(), "the pointwise node ran before the call was refused"
+    assert np.isnan(bufs[4].flat).all()
+    # the control: good offsets run both nodes
+    assert ctx.execute({**ptrs, 7: ok_offsets.ctypes.data}) == SUCCESS, last_error(ffi, lib)
+    np.testing.assert_allclose(bufs[20].view, bufs[21].view + bufs[22].view, rtol=1e-6)
+    assert not np.isnan(bufs[4].flat).any()
+    ctx.destroy()

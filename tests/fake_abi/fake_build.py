@@ -51,6 +51,7 @@ FAKE_VARIANTS: dict[str, FakeVariant] = {
         FakeVariant("fake_override_v130", "1.3.0", True, 9009),
         FakeVariant("fake_override_v140", "1.4.0", True, 9010),
         FakeVariant("fake_override_v150", "1.5.0", True, 9011),
+        FakeVariant("fake_override_v160", "1.6.0", True, 9012),
     )
 }
 

@@ -38,6 +38,7 @@ ENGINE = {
     "fake_override_v130": 9009,
     "fake_override_v140": 9010,
     "fake_override_v150": 9011,
+    "fake_override_v160": 9012,
 }
 
 

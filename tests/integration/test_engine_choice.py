@@ -163,7 +163,7 @@ def test_an_engine_of_unknown_location_serves_when_nothing_else_applies(
     g.compute_data_type = hipdnn.DataType.HALF  # not the CPU engine's
     g.build(cpu_and_fake)
     assert g.get_engine_id() == ENGINE[FIRST]
-    assert "hipdnn_cpu_engine (api 1.5.0): not applicable" in g.plugin_report()
+    assert "hipdnn_cpu_engine (api 1.6.0): not applicable" in g.plugin_report()
 
 
 def test_without_a_preferred_engine_each_engine_gives_its_reason() -> None:

@@ -199,14 +199,13 @@ std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& e
     std::vector<int> readers(nt, 0), reader(nt, -1), first_read(nt, -1);
     for(size_t ni = 0; ni < plan.nodes.size(); ++ni)
     {
-        const NodeInfo& node = plan.nodes[ni];
-        constexpr int n_in = static_cast<int>(sizeof(node.in) / sizeof(node.in[0]));
-        for(int i = 0; i < n_in; ++i)
+        const std::array<int, 22> reads = node_reads(plan.nodes[ni]);
+        for(size_t i = 0; i < reads.size(); ++i)
         {
-            const int t = node.in[i];
+            const int t = reads[i];
             bool repeat = t < 0;
-            for(int j = 0; !repeat && j < i; ++j)
-                repeat = node.in[j] == t; // unary pointwise lists its input twice
+            for(size_t j = 0; !repeat && j < i; ++j)
+                repeat = reads[j] == t; // unary pointwise lists its input twice
             if(repeat)
                 continue;
             ++readers[t];
@@ -218,7 +217,7 @@ std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& e
     std::vector<int> aliased_input(plan.nodes.size(), -1);
     for(size_t ni = plan.nodes.size(); ni-- > 0;)
     {
-        for(int t : plan.nodes[ni].out)
+        for(int t : node_writes(plan.nodes[ni]))
         {
             if(t < 0 || !plan.tensors[t].is_virtual || !has_wildcard(eff[t]))
                 continue;
@@ -333,7 +332,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
 
         // Data flow: virtual inputs must come from an earlier node, each tensor
         // is written once, and no node reads what it writes.
-        for(int t : node.in)
+        const std::array<int, 22> reads = node_reads(node);
+        for(int t : reads)
         {
             if(t < 0)
                 continue;
@@ -344,11 +344,11 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
                               static_cast<long long>(ti.uid));
             ti.used = true;
         }
-        for(int o : node.out)
+        for(int o : node_writes(node))
         {
             if(o < 0)
                 continue;
-            for(int t : node.in)
+            for(int t : reads)
                 if(t == o)
                     return format("node '%s' reads and writes tensor uid %lld",
                                   node.name.c_str(),
@@ -356,6 +356,10 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
             TensorInfo& to = plan.tensors[o];
             if(to.by_value)
                 return format("node '%s' writes by-value tensor uid %lld",
+                              node.name.c_str(),
+                              static_cast<long long>(to.uid));
+            if(to.producer == static_cast<int>(ni))
+                return format("node '%s' names tensor uid %lld as two of its outputs",
                               node.name.c_str(),
                               static_cast<long long>(to.uid));
             if(to.producer >= 0)
@@ -517,6 +521,11 @@ void run(const Plan& plan, sdk::Call& call)
     const int nthreads = plan.threads_set ? plan.nthreads : std::max(1, std::min(plan.nthreads, max_threads()));
 
     const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base};
+    // Data-dependent checks (ragged offsets, page tables) of every node, before any node writes: a
+    // later node's bad offsets must not leave an earlier node's outputs written.
+    for(const NodeInfo& node : plan.nodes)
+        if(node.kind->check != nullptr)
+            node.kind->check(plan, node, args);
     for(const NodeInfo& node : plan.nodes)
         if(!node.kind->run(plan, node, args))
             fail(HIPDNN_PLUGIN_STATUS_INTERNAL_ERROR,
@@ -530,7 +539,7 @@ struct CpuEngine
     using Plan = hipdnn_cpu::Plan;
     static constexpr int64_t kEngineIds[] = {kEngineId};
     static constexpr const char* kName = "hipdnn_cpu_engine";
-    static constexpr const char* kApiVersion = "1.5.0"; // ragged / paged (0012), softcap (0013), FP8 (0014)
+    static constexpr const char* kApiVersion = "1.6.0"; // ragged / paged (0012), softcap (0013), FP8 fwd / bwd (0014)
     static constexpr const char* kVersion = HIPDNN_VERSION;
     static constexpr bool kOverrideEntry = true;
 

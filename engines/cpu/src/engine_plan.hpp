@@ -10,6 +10,7 @@
 #include <hipdnn_plugin_sdk/cpp/EnginePlugin.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -85,10 +86,13 @@ struct NodeInfo
     bool padding = false;
     bool alibi = false;
     float softcap = 0.0f; // score softcapping c (0: off; rfcs/0013-softcap.md)
-    // FP8 forward (API 1.5.0, sdpa_fp8.cpp): descale q, k, v, s, scale s, o / amax s, o.
+    // FP8 (sdpa_fp8.cpp; rfcs/0014-fp8-attention.md): the one-element factors and the amax outputs,
+    // -1 past the node's count. Forward (API 1.5.0): descale q, k, v, s, scale s, o / amax s, o.
+    // Backward (API 1.6.0): descale q, k, v, o, dO, s, dP, scale s, dQ, dK, dV, dP / amax dQ, dK,
+    // dV, dP. The data-flow checks see them as reads and writes (node_reads, node_writes).
     bool fp8 = false;
-    int fp8_in[6] = {-1, -1, -1, -1, -1, -1};
-    int fp8_out[2] = {-1, -1};
+    int fp8_in[12] = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    int fp8_out[4] = {-1, -1, -1, -1};
     // Ragged tensors or paged K/V (API 1.3.0, sdpa_varlen.cpp): the node runs batch by batch, each
     // at its own lengths; sdpa_fwd keeps the page tables in in[7] (k) and in[8] (v).
     bool varlen = false;
@@ -107,6 +111,23 @@ struct NodeInfo
     bool reduced[kMaxRank] = {};
     size_t scratch_per_thread = 0;
 };
+
+// Every tensor the node reads (in, then the FP8 factors) and writes (out, then the amax outputs);
+// -1 where absent.
+inline std::array<int, 22> node_reads(const NodeInfo& n)
+{
+    std::array<int, 22> r{};
+    std::copy(std::begin(n.in), std::end(n.in), r.begin());
+    std::copy(std::begin(n.fp8_in), std::end(n.fp8_in), r.begin() + 10);
+    return r;
+}
+inline std::array<int, 7> node_writes(const NodeInfo& n)
+{
+    std::array<int, 7> w{};
+    std::copy(std::begin(n.out), std::end(n.out), w.begin());
+    std::copy(std::begin(n.fp8_out), std::end(n.fp8_out), w.begin() + 3);
+    return w;
+}
 
 // The layer binds buffers and checks overrides on `declared` (DeclaredTensors), kept in the same
 // order as `tensors`.
@@ -273,6 +294,10 @@ struct OpDesc
     // Elementwise, reading and writing the same index: a wildcard-sized intermediate it reads may
     // live in its output's buffer.
     bool in_place;
+    // Checks the call's data the node will use (ragged offsets, page tables), and copies what it
+    // checked into the node's part of the workspace, before any node of the call runs: a refusal
+    // (thrown) then writes no output of any node. Null when the node has nothing to check.
+    void (*check)(const Plan& plan, const NodeInfo& node, const RunArgs& args);
 };
 
 template <size_t N>

@@ -175,11 +175,40 @@ bool infer_varlen(const Plan& plan, const NodeInfo& node, const Shape* eff, Shap
 // The key length the node attends over at these shapes (paged: max_seq_len_kv, capped by what the
 // tables hold).
 int64_t varlen_skv(const NodeInfo& node, const Shape* eff);
+// An FP8 node's shape rules (forward and backward): each factor in fp8_in (named by `factors`, in the
+// wire's order) holds one element, each amax output in fp8_out is [1, 1, 1, 1].
+template <size_t N>
+bool fp8_shapes(const Plan& plan, const NodeInfo& node, const char* kind, const char* const (&factors)[N],
+                bool planning, Shape* eff, ShapeError& err)
+{
+    for(size_t r = 0; r < N; ++r)
+        if(!has_wildcard(eff[node.fp8_in[r]]) && elements(eff[node.fp8_in[r]]) != 1)
+            return shape_fail(err,
+                              "node '%s' (%s): %s (uid %lld) must hold one element",
+                              node.name.c_str(),
+                              kind,
+                              factors[r],
+                              static_cast<long long>(plan.tensors[node.fp8_in[r]].uid));
+    Shape one;
+    one.rank = 4;
+    for(int i = 0; i < 4; ++i)
+        one.dims[i] = 1;
+    for(int t : node.fp8_out)
+        if(t >= 0 && !set_output(plan, node, t, one, planning, eff, err))
+            return false;
+    return true;
+}
 // The FP8 forward's reference (sdpa_fp8.cpp; rfcs/0014-fp8-attention.md): a node with fp8 set. False
 // when the scratch is smaller than (d + dv) doubles a thread.
 bool run_sdpa_fp8(const Plan& plan, const NodeInfo& node, const RunArgs& args);
-// Runs a varlen node batch by batch (BAD_PARAM, thrown, for offsets or table entries that would
-// leave a tensor).
+// The FP8 backward's reference (sdpa_fp8.cpp): a backward node with fp8 set. False when the scratch
+// is smaller than 2 (d + dv) doubles a thread.
+bool run_sdpa_fp8_backward(const Plan& plan, const NodeInfo& node, const RunArgs& args);
+// A varlen node's data, read, checked and copied into its part of the workspace before any node of
+// the call runs (BAD_PARAM, thrown, for offsets or table entries that would leave a tensor); a no-op
+// for other nodes. OpDesc::check of both attention ops.
+void check_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args);
+// Runs a varlen node batch by batch, from the copies check_sdpa_varlen made.
 bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args);
 
 } // namespace hipdnn_cpu

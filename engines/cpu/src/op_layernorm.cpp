@@ -22,6 +22,6 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
 } // namespace
 
 extern const OpDesc kLayerNormOp = {
-    wire::NodeAttributes::LayernormAttributes, "layernorm", read, infer_norm, nullptr, run_norm_node, nullptr, false};
+    wire::NodeAttributes::LayernormAttributes, "layernorm", read, infer_norm, nullptr, run_norm_node, nullptr, false, nullptr};
 
 } // namespace hipdnn_cpu

@@ -93,6 +93,6 @@ void describe(const Plan& plan, const NodeInfo& n, std::string& s)
 } // namespace
 
 extern const OpDesc kMatmulOp = {
-    wire::NodeAttributes::MatmulAttributes, "matmul", read, infer, scratch, run, describe, false};
+    wire::NodeAttributes::MatmulAttributes, "matmul", read, infer, scratch, run, describe, false, nullptr};
 
 } // namespace hipdnn_cpu

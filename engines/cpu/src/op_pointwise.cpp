@@ -152,6 +152,6 @@ bool run(const Plan&, const NodeInfo& node, const RunArgs& args)
 // Elementwise, each output index read and written once: it may update its output in place, so a
 // wildcard-sized intermediate it reads can live there.
 extern const OpDesc kPointwiseOp = {
-    wire::NodeAttributes::PointwiseAttributes, "pointwise", read, infer, nullptr, run, nullptr, true};
+    wire::NodeAttributes::PointwiseAttributes, "pointwise", read, infer, nullptr, run, nullptr, true, nullptr};
 
 } // namespace hipdnn_cpu

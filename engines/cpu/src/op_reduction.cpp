@@ -62,6 +62,6 @@ bool run(const Plan&, const NodeInfo& node, const RunArgs& args)
 } // namespace
 
 extern const OpDesc kReductionOp = {
-    wire::NodeAttributes::ReductionAttributes, "reduction", read, infer, nullptr, run, nullptr, false};
+    wire::NodeAttributes::ReductionAttributes, "reduction", read, infer, nullptr, run, nullptr, false, nullptr};
 
 } // namespace hipdnn_cpu

@@ -19,6 +19,6 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
 } // namespace
 
 extern const OpDesc kRmsNormOp = {
-    wire::NodeAttributes::RMSNormAttributes, "rmsnorm", read, infer_norm, nullptr, run_norm_node, nullptr, false};
+    wire::NodeAttributes::RMSNormAttributes, "rmsnorm", read, infer_norm, nullptr, run_norm_node, nullptr, false, nullptr};
 
 } // namespace hipdnn_cpu

@@ -17,6 +17,16 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         return format("node '%s' (sdpa_bwd): dropout is not supported", nm);
     if(a->dbias_tensor_uid().has_value())
         return format("node '%s' (sdpa_bwd): a bias gradient (dbias) is not supported", nm);
+    const bool fp8 = sdk::sdpa_backward_is_fp8(*a);
+    if(fp8 && !sdk::sdpa_backward_fp8_complete(*a))
+        return format("node '%s' (sdpa_bwd): FP8 scaling without all of descale_q/k/v/o/dO/s/dP, scale_s/dQ/dK/dV/dP "
+                      "and amax_dQ/dK/dV/dP",
+                      nm);
+    if(fp8
+       && (a->attn_mask_tensor_uid().has_value() || a->alibi_mask() || a->softcap() != 0.0f
+           || a->scale_tensor_uid().has_value()))
+        return format("node '%s' (sdpa_bwd): FP8 scaling with a bias, ALiBi, softcapping or a tensor attention scale",
+                      nm);
     if(a->padding_mask() != (a->seq_len_q_tensor_uid().has_value() && a->seq_len_kv_tensor_uid().has_value())
        || (!a->padding_mask() && (a->seq_len_q_tensor_uid().has_value() || a->seq_len_kv_tensor_uid().has_value())))
         return format("node '%s' (sdpa_bwd): a padding mask needs both seq_len_q and seq_len_kv", nm);
@@ -31,16 +41,40 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
     node.out[0] = refs(a->dq_tensor_uid());
     node.out[1] = refs(a->dk_tensor_uid());
     node.out[2] = refs(a->dv_tensor_uid());
+    if(fp8)
+    {
+        node.fp8 = true;
+        const int64_t uids[12] = {a->descale_q_tensor_uid().value(),  a->descale_k_tensor_uid().value(),
+                                  a->descale_v_tensor_uid().value(),  a->descale_o_tensor_uid().value(),
+                                  a->descale_do_tensor_uid().value(), a->descale_s_tensor_uid().value(),
+                                  a->descale_dp_tensor_uid().value(), a->scale_s_tensor_uid().value(),
+                                  a->scale_dq_tensor_uid().value(),   a->scale_dk_tensor_uid().value(),
+                                  a->scale_dv_tensor_uid().value(),   a->scale_dp_tensor_uid().value()};
+        for(int r = 0; r < 12; ++r)
+            node.fp8_in[r] = refs(uids[r]);
+        const int64_t amax[4] = {a->amax_dq_tensor_uid().value(),
+                                 a->amax_dk_tensor_uid().value(),
+                                 a->amax_dv_tensor_uid().value(),
+                                 a->amax_dp_tensor_uid().value()};
+        for(int r = 0; r < 4; ++r)
+            node.fp8_out[r] = refs(amax[r]);
+    }
     if(!refs.why.empty())
         return refs.why;
     auto is_len = [](DType d) { return d == DType::I32 || d == DType::I64; };
+    auto fp8_or_float = [](DType d) { return is_fp8_type(d) || is_float_type(d); };
     for(int r = 0; r < 10; ++r)
     {
         const int t = node.in[r];
         if(t < 0)
             continue;
         const DType d = plan.tensors[t].dt;
-        const bool ok = (r == 4 || r == 5) ? is_len(d) : r == 9 ? d == DType::F32 : is_float_type(d);
+        // FP8 nodes: q, k, v and dO FP8, o FP8 or a float type; plain ones: float types.
+        bool ok = (r == 4 || r == 5) ? is_len(d) : r == 9 ? d == DType::F32 : is_float_type(d);
+        if(fp8 && (r <= 2 || r == 8))
+            ok = is_fp8_type(d);
+        else if(fp8 && r == 7)
+            ok = fp8_or_float(d);
         if(!ok)
             return format("node '%s' (sdpa_bwd): input uid %lld has data type %s, not supported there",
                           nm,
@@ -48,11 +82,29 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
                           dtype_name(d));
     }
     for(int t : node.out)
-        if(!is_float_type(plan.tensors[t].dt))
-            return format("node '%s' (sdpa_bwd): gradients must be FLOAT, HALF or BFLOAT16", nm);
+        if(!(fp8 ? fp8_or_float(plan.tensors[t].dt) : is_float_type(plan.tensors[t].dt)))
+            return format(
+                "node '%s' (sdpa_bwd): gradients must be FLOAT, HALF or BFLOAT16%s", nm, fp8 ? " or FP8" : "");
+    for(int t : node.fp8_in)
+        if(t >= 0 && plan.tensors[t].dt != DType::F32)
+            return format("node '%s' (sdpa_bwd): FP8 factor uid %lld must be FLOAT",
+                          nm,
+                          static_cast<long long>(plan.tensors[t].uid));
+    for(int t : node.fp8_out)
+        if(t >= 0 && plan.tensors[t].dt != DType::F32)
+            return format("node '%s' (sdpa_bwd): amax output uid %lld must be FLOAT",
+                          nm,
+                          static_cast<long long>(plan.tensors[t].uid));
+    if(fp8
+       && (plan.tensors[node.in[1]].dt != plan.tensors[node.in[0]].dt
+           || plan.tensors[node.in[2]].dt != plan.tensors[node.in[0]].dt))
+        return format("node '%s' (sdpa_bwd): q, k and v must share one FP8 type", nm);
     if(node.out[0] == node.out[1] || node.out[0] == node.out[2] || node.out[1] == node.out[2])
         return format("node '%s' (sdpa_bwd): dq, dk and dv must be distinct tensors", nm);
-    return plan_varlen(plan, node);
+    std::string why = plan_varlen(plan, node);
+    if(why.empty() && fp8 && node.varlen)
+        return format("node '%s' (sdpa_bwd): ragged tensors with FP8 scaling are not supported", nm);
+    return why;
 }
 
 bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, ShapeError& err)
@@ -102,6 +154,11 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
     }
     if(node.varlen && !infer_varlen(plan, node, eff, err))
         return false;
+    static const char* const kFactors[] = {"descale_q", "descale_k", "descale_v",  "descale_o",
+                                           "descale_dO", "descale_s", "descale_dP", "scale_s",
+                                           "scale_dQ",  "scale_dK",  "scale_dV",   "scale_dP"};
+    if(node.fp8 && !fp8_shapes(plan, node, "sdpa_bwd", kFactors, planning, eff, err))
+        return false;
     const Shape qq = q, kk = k, vv = v;
     return set_output(plan, node, node.out[0], qq, planning, eff, err)
            && set_output(plan, node, node.out[1], kk, planning, eff, err)
@@ -111,11 +168,16 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
 // Sized from the head dims only (infer refuses wildcard ones at planning).
 size_t scratch(const NodeInfo& node, const Shape* eff, std::string*)
 {
+    if(node.fp8) // the reference: two rows of head dims (d + dv), in double
+        return static_cast<size_t>(2 * (unbounded(eff[node.in[0]].dims[3]) + unbounded(eff[node.in[2]].dims[3])))
+               * sizeof(double);
     return sdpa_bwd_scratch_per_thread(unbounded(eff[node.in[0]].dims[3]), unbounded(eff[node.in[2]].dims[3]));
 }
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 {
+    if(node.fp8)
+        return run_sdpa_fp8_backward(plan, node, args);
     if(node.varlen)
         return run_sdpa_varlen(plan, node, args);
     SdpaBwdProblem bp;
@@ -125,7 +187,14 @@ bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 
 } // namespace
 
-extern const OpDesc kSdpaBwdOp = {
-    wire::NodeAttributes::SdpaBackwardAttributes, "sdpa_bwd", read, infer, scratch, run, nullptr, false};
+extern const OpDesc kSdpaBwdOp = {wire::NodeAttributes::SdpaBackwardAttributes,
+                                  "sdpa_bwd",
+                                  read,
+                                  infer,
+                                  scratch,
+                                  run,
+                                  nullptr,
+                                  false,
+                                  check_sdpa_varlen};
 
 } // namespace hipdnn_cpu

@@ -187,25 +187,9 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
                               uid(node.in[r]),
                               static_cast<long long>(q.dims[0]));
     }
-    if(node.fp8)
-    {
-        static const char* const kFactor[6]
-            = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
-        for(int r = 0; r < 6; ++r)
-            if(!has_wildcard(eff[node.fp8_in[r]]) && elements(eff[node.fp8_in[r]]) != 1)
-                return shape_fail(err,
-                                  "node '%s' (sdpa_fwd): %s (uid %lld) must hold one element",
-                                  node.name.c_str(),
-                                  kFactor[r],
-                                  uid(node.fp8_in[r]));
-        Shape one;
-        one.rank = 4;
-        for(int i = 0; i < 4; ++i)
-            one.dims[i] = 1;
-        for(int r = 0; r < 2; ++r)
-            if(!set_output(plan, node, node.fp8_out[r], one, planning, eff, err))
-                return false;
-    }
+    static const char* const kFactors[] = {"descale_q", "descale_k", "descale_v", "descale_s", "scale_s", "scale_o"};
+    if(node.fp8 && !fp8_shapes(plan, node, "sdpa_fwd", kFactors, planning, eff, err))
+        return false;
     if(node.in[6] >= 0)
     {
         const Shape& bs = eff[node.in[6]];
@@ -282,6 +266,6 @@ void describe(const Plan& plan, const NodeInfo& n, std::string& s)
 } // namespace
 
 extern const OpDesc kSdpaFwdOp = {
-    wire::NodeAttributes::SdpaAttributes, "sdpa_fwd", read, infer, scratch, run, describe, false};
+    wire::NodeAttributes::SdpaAttributes, "sdpa_fwd", read, infer, scratch, run, describe, false, check_sdpa_varlen};
 
 } // namespace hipdnn_cpu

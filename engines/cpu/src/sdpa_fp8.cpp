@@ -1,10 +1,16 @@
-// The FP8 SDPA forward (Graph.sdpa_fp8, plugin API 1.5.0; rfcs/0014-fp8-attention.md), as a reference:
-// each step of the definition computed as written, in double, one query row at a time. It is what CI
-// checks the semantics with, not a fast kernel (the GPU engines are where FP8 pays).
+// The FP8 SDPA forward (Graph.sdpa_fp8, plugin API 1.5.0) and backward (Graph.sdpa_fp8_backward, API
+// 1.6.0) as references (rfcs/0014-fp8-attention.md): each step of the definition computed as written,
+// in double. It is what CI checks the semantics with, not a fast kernel (the GPU engines are where FP8
+// pays).
 //
-//   S = (q k^T) attn_scale descale_q descale_k, masked as sdpa's; P = softmax(S); amax_s = max P;
-//   P8 = fp8(P scale_s) in q's FP8 type; O' = (P8 v) descale_s descale_v; amax_o = max |O'|;
-//   o = O' scale_o, rounded to o's type.
+// Forward:  S = (q k^T) attn_scale descale_q descale_k, masked as sdpa's; P = softmax(S);
+//   amax_s = max P; P8 = fp8(P scale_s) in q's FP8 type; O' = (P8 v) descale_s descale_v;
+//   amax_o = max |O'|; o = O' scale_o, rounded to o's type.
+// Backward: delta = rowsum(dO o) descale_dO descale_o; P = exp(S - stats); P8 as above;
+//   dV' = (P8^T dO) descale_s descale_dO; dP = (dO v^T) descale_dO descale_v;
+//   dS = P (dP - delta) attn_scale, amax_dP = max |dS|; dS8 = fp8(dS scale_dP) in dO's FP8 type;
+//   dQ' = (dS8 k) descale_dP descale_k; dK' = (dS8^T q) descale_dP descale_q; each gradient's amax
+//   over |X'|, X = X' scale_X rounded to X's type.
 
 #include "op_attention.hpp"
 
@@ -116,10 +122,6 @@ double load_value(const void* base, int64_t i, DType t)
     case DType::F8E4M3:
     case DType::F8E5M2:
         return small_value(static_cast<const uint8_t*>(base)[i], format_of(t));
-    case DType::I32:
-        return static_cast<double>(static_cast<const int32_t*>(base)[i]);
-    case DType::I64:
-        return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     default: // the float types, as the engine reads its scalars
         return read_scalar(static_cast<const char*>(base) + i * static_cast<int64_t>(dtype_size(t)), t);
     }
@@ -157,6 +159,84 @@ void store_value(void* base, int64_t i, DType t, double x)
     }
 }
 
+// A batch's lengths and band, as the kernels' batch_band: key j is visible to query i iff i < sq,
+// j < skv and lo <= j - i <= hi.
+struct Band
+{
+    int64_t sq, skv, lo, hi;
+
+    int64_t first(int64_t i) const
+    {
+        return std::max<int64_t>(0, i + lo);
+    }
+    int64_t end(int64_t i) const
+    {
+        return i < sq ? std::min(skv, i + hi + 1) : 0;
+    }
+    bool sees(int64_t i, int64_t j) const
+    {
+        return i < sq && j < skv && j - i >= lo && j - i <= hi;
+    }
+};
+
+Band band_of(const SdpaProblem& p, int64_t b, int64_t sq, int64_t skv)
+{
+    // Read as integers (seq_len is INT32 or INT64), never through double: an INT64 length past 2^63 - 512
+    // rounds to 2^63 there, whose conversion back is undefined (x86 gives INT64_MIN: an empty sequence
+    // instead of a full one).
+    auto length = [](const void* t, int64_t at, DType dt, int64_t cap) {
+        const int64_t n = dt == DType::I64 ? static_cast<const int64_t*>(t)[at] : static_cast<const int32_t*>(t)[at];
+        return std::max<int64_t>(0, std::min<int64_t>(cap, n));
+    };
+    Band w{sq, skv, -sq - 1, skv};
+    if(p.seq_q != nullptr)
+        w.sq = length(p.seq_q, b * p.seq_q_bs, p.seq_q_t, sq);
+    if(p.seq_kv != nullptr)
+        w.skv = length(p.seq_kv, b * p.seq_kv_bs, p.seq_kv_t, skv);
+    const int64_t shift = w.skv - w.sq;
+    w.hi = w.skv;
+    w.lo = -w.sq - 1;
+    if(p.has_hi_tl)
+        w.hi = std::min(w.hi, p.hi_tl);
+    if(p.has_hi_br)
+        w.hi = std::min(w.hi, p.hi_br + shift);
+    if(p.has_lo)
+        w.lo = p.lo + (p.lo_br ? shift : 0);
+    return w;
+}
+
+// Folds |x| into a running maximum; NaN is counted instead (an amax that saw one is NaN).
+inline void fold_amax(double x, double& amax, int64_t& nans)
+{
+    if(std::isnan(x))
+        ++nans;
+    else
+        amax = std::max(amax, std::fabs(x));
+}
+
+// Stores one row of a gradient: X' = acc descale_a descale_b (in that order, as the definition
+// writes it), folded into its amax; X = X' scale in the tensor's type.
+void store_row(void* base, DType t, int64_t at, int64_t stride, const double* acc, int64_t n,
+               const double (&descale)[2], double scale, double& amax, int64_t& nans)
+{
+    for(int64_t e = 0; e < n; ++e)
+    {
+        const double x = acc[e] * descale[0] * descale[1];
+        fold_amax(x, amax, nans);
+        store_value(base, at + e * stride, t, x * scale);
+    }
+}
+
+double* thread_scratch(const Plan& plan, const RunArgs& args)
+{
+    return reinterpret_cast<double*>(args.scratch + static_cast<size_t>(this_thread()) * plan.scratch_per_thread);
+}
+
+void store_amax(void* at, double amax, int64_t nans)
+{
+    *static_cast<float*>(at) = nans > 0 ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(amax);
+}
+
 } // namespace
 
 bool run_sdpa_fp8(const Plan& plan, const NodeInfo& node, const RunArgs& args)
@@ -188,27 +268,10 @@ bool run_sdpa_fp8(const Plan& plan, const NodeInfo& node, const RunArgs& args)
     for(int64_t row = 0; row < rows; ++row)
     {
         const int64_t i = row % sq, h = (row / sq) % hq, b = row / (sq * hq), hkv = h / group;
-        char* slice = args.scratch + static_cast<size_t>(this_thread()) * plan.scratch_per_thread;
-        double* qrow = reinterpret_cast<double*>(slice);
+        double* qrow = thread_scratch(plan, args);
         double* acc = qrow + d;
-        // This batch's lengths and band (as the kernels' batch_band): key j visible iff lo <= j - i <= hi.
-        int64_t sq_b = sq, skv_b = skv;
-        auto length = [](const void* t, int64_t at, DType dt, int64_t cap) {
-            return std::max<int64_t>(0, std::min<int64_t>(cap, static_cast<int64_t>(load_value(t, at, dt))));
-        };
-        if(p.seq_q != nullptr)
-            sq_b = length(p.seq_q, b * p.seq_q_bs, p.seq_q_t, sq);
-        if(p.seq_kv != nullptr)
-            skv_b = length(p.seq_kv, b * p.seq_kv_bs, p.seq_kv_t, skv);
-        const int64_t shift = skv_b - sq_b;
-        int64_t hi = skv_b, lo = -sq_b - 1;
-        if(p.has_hi_tl)
-            hi = std::min(hi, p.hi_tl);
-        if(p.has_hi_br)
-            hi = std::min(hi, p.hi_br + shift);
-        if(p.has_lo)
-            lo = p.lo + (p.lo_br ? shift : 0);
-        const int64_t j0 = std::max<int64_t>(0, i + lo), j1 = i < sq_b ? std::min(skv_b, i + hi + 1) : 0;
+        const Band band = band_of(p, b, sq, skv);
+        const int64_t j0 = band.first(i), j1 = band.end(i);
         const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1] + i * p.qs.strides[2];
         for(int64_t e = 0; e < d; ++e)
             qrow[e] = load_value(p.q, qoff + e * p.qs.strides[3], p.qt);
@@ -265,9 +328,166 @@ bool run_sdpa_fp8(const Plan& plan, const NodeInfo& node, const RunArgs& args)
                 : live     ? static_cast<float>(m + std::log(l))
                            : -std::numeric_limits<float>::infinity();
     }
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    *static_cast<float*>(args.ptrs[node.fp8_out[0]]) = nan_rows > 0 ? nan : static_cast<float>(amax_s);
-    *static_cast<float*>(args.ptrs[node.fp8_out[1]]) = nan_rows > 0 ? nan : static_cast<float>(amax_o);
+    store_amax(args.ptrs[node.fp8_out[0]], amax_s, nan_rows);
+    store_amax(args.ptrs[node.fp8_out[1]], amax_o, nan_rows);
+    return true;
+}
+
+bool run_sdpa_fp8_backward(const Plan& plan, const NodeInfo& node, const RunArgs& args)
+{
+    SdpaBwdProblem bp;
+    fill_backward(bp, plan, node, args);
+    const SdpaProblem& p = bp.fwd;
+    enum Factor
+    {
+        DescaleQ,
+        DescaleK,
+        DescaleV,
+        DescaleO,
+        DescaleDO,
+        DescaleS,
+        DescaleDP,
+        ScaleS,
+        ScaleDQ,
+        ScaleDK,
+        ScaleDV,
+        ScaleDP,
+        kFactors
+    };
+    double f[kFactors];
+    for(int r = 0; r < kFactors; ++r)
+        f[r] = static_cast<double>(read_scalar(args.ptrs[node.fp8_in[r]], DType::F32));
+    const double attn_scale = static_cast<double>(p.scale);
+    const double score_scale = attn_scale * f[DescaleQ] * f[DescaleK];
+    const SmallFloat& p8f = format_of(p.qt);       // P8 takes q's FP8 type
+    const SmallFloat& ds8f = format_of(bp.dout_t); // dS8 takes dO's
+
+    const int64_t b_n = p.qs.dims[0], hq = p.qs.dims[1], sq = p.qs.dims[2], d = p.qs.dims[3];
+    const int64_t hk = p.ks.dims[1], skv = p.ks.dims[2], dv = p.vs.dims[3];
+    const int64_t group = hq / hk;
+    if(static_cast<size_t>(2 * (d + dv)) * sizeof(double) > plan.scratch_per_thread)
+        return false;
+    const Shape &qs = p.qs, &ks = p.ks, &vs = p.vs, &os = p.os, &dos = bp.dos, &ss = p.ss;
+    auto q_at = [&](int64_t b, int64_t h, int64_t i, int64_t e) {
+        return load_value(p.q, b * qs.strides[0] + h * qs.strides[1] + i * qs.strides[2] + e * qs.strides[3], p.qt);
+    };
+    auto k_at = [&](int64_t b, int64_t h, int64_t j, int64_t e) {
+        return load_value(p.k, b * ks.strides[0] + h * ks.strides[1] + j * ks.strides[2] + e * ks.strides[3], p.kt);
+    };
+    auto v_at = [&](int64_t b, int64_t h, int64_t j, int64_t e) {
+        return load_value(p.v, b * vs.strides[0] + h * vs.strides[1] + j * vs.strides[2] + e * vs.strides[3], p.vt);
+    };
+    auto do_at = [&](int64_t b, int64_t h, int64_t i, int64_t e) {
+        const int64_t at = b * dos.strides[0] + h * dos.strides[1] + i * dos.strides[2] + e * dos.strides[3];
+        return load_value(bp.dout, at, bp.dout_t);
+    };
+    auto o_at = [&](int64_t b, int64_t h, int64_t i, int64_t e) {
+        return load_value(p.o, b * os.strides[0] + h * os.strides[1] + i * os.strides[2] + e * os.strides[3], p.ot);
+    };
+    // A query row's log-sum-exp; -inf (a row that saw no key) makes the row contribute nothing.
+    auto stats_at = [&](int64_t b, int64_t h, int64_t i) {
+        return static_cast<double>(p.stats[b * ss.strides[0] + h * ss.strides[1] + i * ss.strides[2]]);
+    };
+    // delta of a query row, from its dO and o: the same sums in the same order in both passes.
+    auto delta_of = [&](int64_t b, int64_t h, int64_t i) {
+        double s = 0.0;
+        for(int64_t e = 0; e < dv; ++e)
+            s += do_at(b, h, i, e) * o_at(b, h, i, e);
+        return s * f[DescaleDO] * f[DescaleO];
+    };
+    // P and dS of one (query row, key) pair; the dot products in one fixed order, so that both
+    // passes quantize identical values.
+    struct Pair
+    {
+        double prob, ds;
+    };
+    auto pair_of = [&](int64_t b, int64_t h, int64_t hkv, int64_t i, int64_t j, double lse, double delta) {
+        double s = 0.0, dp = 0.0;
+        for(int64_t e = 0; e < d; ++e)
+            s += q_at(b, h, i, e) * k_at(b, hkv, j, e);
+        for(int64_t e = 0; e < dv; ++e)
+            dp += do_at(b, h, i, e) * v_at(b, hkv, j, e);
+        const double prob = std::exp(s * score_scale - lse);
+        return Pair{prob, prob * (dp * f[DescaleDO] * f[DescaleV] - delta) * attn_scale};
+    };
+    const double neg_inf = -std::numeric_limits<double>::infinity();
+
+    // Pass 1, one query row at a time: dQ and amax_dP.
+    double amax_dq = 0.0, amax_dp = 0.0;
+    int64_t nan_dq = 0, nan_dp = 0;
+    const int64_t rows = b_n * hq * sq;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(args.nthreads) if(args.nthreads > 1 && rows > 1) \
+    reduction(max : amax_dq, amax_dp) reduction(+ : nan_dq, nan_dp)
+#endif
+    for(int64_t row = 0; row < rows; ++row)
+    {
+        const int64_t i = row % sq, h = (row / sq) % hq, b = row / (sq * hq), hkv = h / group;
+        double* acc = thread_scratch(plan, args);
+        for(int64_t e = 0; e < d; ++e)
+            acc[e] = 0.0;
+        const Band band = band_of(p, b, sq, skv);
+        const double lse = i < band.sq ? stats_at(b, h, i) : neg_inf;
+        if(lse != neg_inf)
+        {
+            const double delta = delta_of(b, h, i);
+            for(int64_t j = band.first(i); j < band.end(i); ++j)
+            {
+                const Pair pr = pair_of(b, h, hkv, i, j, lse, delta);
+                fold_amax(pr.ds, amax_dp, nan_dp);
+                const double ds8 = small_round(pr.ds * f[ScaleDP], ds8f);
+                for(int64_t e = 0; e < d; ++e)
+                    acc[e] += ds8 * k_at(b, hkv, j, e);
+            }
+        }
+        const int64_t at = b * bp.dqs.strides[0] + h * bp.dqs.strides[1] + i * bp.dqs.strides[2];
+        store_row(bp.dq, bp.dq_t, at, bp.dqs.strides[3], acc, d, {f[DescaleDP], f[DescaleK]}, f[ScaleDQ], amax_dq,
+                  nan_dq);
+    }
+
+    // Pass 2, one key row of a kv head at a time, over every query head of its group: dK and dV.
+    double amax_dk = 0.0, amax_dv = 0.0;
+    int64_t nan_dk = 0, nan_dv = 0;
+    const int64_t kv_rows = b_n * hk * skv;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(static) num_threads(args.nthreads) if(args.nthreads > 1 && kv_rows > 1) \
+    reduction(max : amax_dk, amax_dv) reduction(+ : nan_dk, nan_dv)
+#endif
+    for(int64_t kv_row = 0; kv_row < kv_rows; ++kv_row)
+    {
+        const int64_t j = kv_row % skv, hkv = (kv_row / skv) % hk, b = kv_row / (skv * hk);
+        double* acc_k = thread_scratch(plan, args);
+        double* acc_v = acc_k + d;
+        for(int64_t e = 0; e < d + dv; ++e)
+            acc_k[e] = 0.0;
+        const Band band = band_of(p, b, sq, skv);
+        for(int64_t h = hkv * group; h < (hkv + 1) * group; ++h)
+            for(int64_t i = 0; i < band.sq; ++i)
+            {
+                if(!band.sees(i, j))
+                    continue;
+                const double lse = stats_at(b, h, i);
+                if(lse == neg_inf)
+                    continue;
+                const Pair pr = pair_of(b, h, hkv, i, j, lse, delta_of(b, h, i));
+                const double p8 = small_round(pr.prob * f[ScaleS], p8f);
+                const double ds8 = small_round(pr.ds * f[ScaleDP], ds8f);
+                for(int64_t e = 0; e < dv; ++e)
+                    acc_v[e] += p8 * do_at(b, h, i, e);
+                for(int64_t e = 0; e < d; ++e)
+                    acc_k[e] += ds8 * q_at(b, h, i, e);
+            }
+        const int64_t kat = b * bp.dks.strides[0] + hkv * bp.dks.strides[1] + j * bp.dks.strides[2];
+        store_row(bp.dk, bp.dk_t, kat, bp.dks.strides[3], acc_k, d, {f[DescaleDP], f[DescaleQ]}, f[ScaleDK], amax_dk,
+                  nan_dk);
+        const int64_t vat = b * bp.dvs.strides[0] + hkv * bp.dvs.strides[1] + j * bp.dvs.strides[2];
+        store_row(bp.dv, bp.dv_t, vat, bp.dvs.strides[3], acc_v, dv, {f[DescaleS], f[DescaleDO]}, f[ScaleDV], amax_dv,
+                  nan_dv);
+    }
+    store_amax(args.ptrs[node.fp8_out[0]], amax_dq, nan_dq);
+    store_amax(args.ptrs[node.fp8_out[1]], amax_dk, nan_dk);
+    store_amax(args.ptrs[node.fp8_out[2]], amax_dv, nan_dv);
+    store_amax(args.ptrs[node.fp8_out[3]], amax_dp, nan_dp);
     return true;
 }
 

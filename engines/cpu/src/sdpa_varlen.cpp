@@ -11,11 +11,11 @@
 // sequence by sequence, into compact [1, Hk, L_b, D] rows of the workspace (sized at the declared
 // maxima: Hk x max Skv x D elements for each of K and V).
 //
-// Offsets and page tables are data. Before anything is computed, every value a batch will use is
-// read once, checked and copied into the workspace (the SDK's read_ragged_offsets /
-// read_page_table): an offset whose rows would leave the tensor's extent, or a table entry outside
-// [0, num_blocks), is refused with BAD_PARAM naming the tensor, the batch and the value, and no
-// output is written. The kernels only see the checked copies.
+// Offsets and page tables are data. Before any node of the call runs (check_sdpa_varlen, the ops'
+// OpDesc::check), every value a batch will use is read once, checked and copied into the workspace
+// (the SDK's read_ragged_offsets / read_page_table): an offset whose rows would leave the tensor's
+// extent, or a table entry outside [0, num_blocks), is refused with BAD_PARAM naming the tensor, the
+// batch and the value, and no output of any node is written. The kernels only see the checked copies.
 
 #include "op_attention.hpp"
 
@@ -350,9 +350,10 @@ int64_t varlen_skv(const NodeInfo& node, const Shape* eff)
                       : eff[node.in[1]].dims[2];
 }
 
-bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args)
+void check_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args)
 {
-    const bool bwd = is_backward(node);
+    if(!node.varlen)
+        return;
     const Roles roles = roles_of(node);
     const Aux a = aux_layout(plan, node);
     const Shape* eff = args.eff;
@@ -383,7 +384,6 @@ bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args
     }
 
     // Offsets: read, checked and copied once, before anything is written.
-    const int64_t* offs[kMaxRoles] = {};
     char label[160];
     for(int r = 0; r < roles.n; ++r)
     {
@@ -409,12 +409,9 @@ bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args
                                                          label);
         if(!why.empty())
             fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, why);
-        offs[r] = out;
     }
 
     // Page tables: every entry a sequence uses names a block of its cache.
-    const int32_t* tab[2] = {};
-    int64_t mb[2] = {};
     if(node.paged)
         for(int i = 0; i < 2; ++i)
         {
@@ -436,8 +433,36 @@ bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args
                                                          label);
             if(!why.empty())
                 fail(HIPDNN_PLUGIN_STATUS_BAD_PARAM, why);
-            tab[i] = out;
-            mb[i] = eff[t].dims[2];
+        }
+}
+
+bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args)
+{
+    const bool bwd = is_backward(node);
+    const Roles roles = roles_of(node);
+    const Aux a = aux_layout(plan, node);
+    const Shape* eff = args.eff;
+    char* aux = args.base + node.aux_offset;
+    const char* nm = node.name.c_str();
+    const char* kind = node.kind->name;
+    const int64_t B = eff[node.in[0]].dims[0], Sq = eff[node.in[0]].dims[2];
+    // What check_sdpa_varlen read, checked and copied before any node ran.
+    const int64_t* len_q = reinterpret_cast<const int64_t*>(aux + a.lens);
+    const int64_t* len_kv = len_q + a.b;
+    const int64_t* offs[kMaxRoles] = {};
+    for(int r = 0; r < roles.n; ++r)
+    {
+        const int t = tensor_of(node, roles.r[r]);
+        if(t >= 0 && plan.tensors[t].ragged >= 0)
+            offs[r] = reinterpret_cast<const int64_t*>(aux + a.offs) + r * a.b;
+    }
+    const int32_t* tab[2] = {};
+    int64_t mb[2] = {};
+    if(node.paged)
+        for(int i = 0; i < 2; ++i)
+        {
+            tab[i] = reinterpret_cast<const int32_t*>(aux + (i == 0 ? a.tab_k : a.tab_v));
+            mb[i] = eff[node.in[7 + i]].dims[2];
         }
 
     // The whole problem, as the padded path would see it; each batch narrows a copy of it.

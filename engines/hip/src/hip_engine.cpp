@@ -518,6 +518,7 @@ std::string read_backward(const wire::Node& n, Plan& plan)
              || (a->dropout_probability().has_value() && a->dropout_probability().value() != 0.0f),
          "dropout"},
         {a->dbias_tensor_uid().has_value(), "a bias gradient (dbias)"},
+        {sdk::sdpa_backward_is_fp8(*a), "fp8 scaling"},
         {a->deterministic(), "deterministic mode (dQ is summed by atomic reductions, in no fixed order)"},
     };
     std::string why = read_common(*a, plan, own);

@@ -13,6 +13,12 @@ from hipdnn.frontend.ops.attention_options import (
     write_backward_options,
 )
 from hipdnn.frontend.ops.base import Operation, register
+from hipdnn.frontend.ops.sdpa_fp8_backward import (
+    Fp8BackwardScaling,
+    check_fp8_backward,
+    read_fp8_backward,
+    write_fp8_backward,
+)
 from hipdnn.frontend.ops.shape_rules import ShapeRules
 from hipdnn.frontend.tensor import TensorAttributes
 from hipdnn.frontend.types import DataType
@@ -24,7 +30,9 @@ from hipdnn.wire.SdpaBackwardAttributes import SdpaBackwardAttributesT
 class SdpaBackwardNode(Operation):
     """q [B, Hq, Sq, D], k [B, Hk, Skv, D], v [B, Hk, Skv, Dv], o and do [B, Hq, Sq, Dv], stats
     [B, Hq, Sq, 1] (the forward's natural-log log-sum-exp; -inf marks an empty row) -> dq, dk, dv with
-    the dims of q, k, v. Masks and options mean what they mean for the forward (SdpaNode)."""
+    the dims of q, k, v. Masks and options mean what they mean for the forward (SdpaNode). With
+    ``fp8`` (Graph.sdpa_fp8_backward) the FP8 backward: its factors are inputs, the four amax outputs
+    (hipdnn/frontend/ops/sdpa_fp8_backward.py)."""
 
     wire_type = NodeAttributes.SdpaBackwardAttributes
     kind = "sdpa_backward"
@@ -43,22 +51,27 @@ class SdpaBackwardNode(Operation):
         dk: TensorAttributes,
         dv: TensorAttributes,
         options: SdpaAttributes,
+        fp8: Fp8BackwardScaling | None = None,
     ) -> None:
         super().__init__(name, compute_data_type)
         self.q, self.k, self.v, self.o, self.do, self.stats = q, k, v, o, do, stats
         self.dq, self.dk, self.dv = dq, dk, dv
         #: scale and mask options (hipdnn.SdpaAttributes), as checked by the graph or read from the wire
         self.options = options
+        #: the FP8 backward's factors and amax outputs (None: a plain SDPA backward)
+        self.fp8 = fp8
 
     def inputs(self) -> list[TensorAttributes]:
         offsets = [off for t in self.ragged_roles() if (off := t.get_ragged_offset()) is not None]
-        return [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for _, t in self.options.tensors()] + offsets
+        scaling = self.fp8.inputs() if self.fp8 is not None else []
+        tensors = [self.q, self.k, self.v, self.o, self.do, self.stats] + [t for _, t in self.options.tensors()]
+        return tensors + scaling + offsets
 
     def ragged_roles(self) -> list[TensorAttributes]:
         return [self.q, self.k, self.v, self.o, self.do, self.stats, self.dq, self.dk, self.dv]
 
     def outputs(self) -> list[TensorAttributes]:
-        return [self.dq, self.dk, self.dv]
+        return [self.dq, self.dk, self.dv] + (self.fp8.outputs() if self.fp8 is not None else [])
 
     def infer_and_validate(self, io_data_type: DataType, intermediate_data_type: DataType) -> None:
         roles = {"q": self.q, "k": self.k, "v": self.v, "o": self.o, "do": self.do, "stats": self.stats}
@@ -69,6 +82,8 @@ class SdpaBackwardNode(Operation):
         for out, src, role in ((self.dq, self.q, "dq"), (self.dk, self.k, "dk"), (self.dv, self.v, "dv")):
             self.fill_output(out, src.get_dim(), io_data_type, order_reference=src.get_stride())
             self.check_output_dims(out, role, src.get_dim())
+        if self.fp8 is not None:
+            check_fp8_backward(self, io_data_type)
         check_ragged(self, [(r, t) for r, t in roles.items()] + [("dq", self.dq), ("dk", self.dk), ("dv", self.dv)])
 
     def _check_shapes(self, dims: Mapping[str, Sequence[int]], dynamic: dict[str, bool] | None = None) -> None:
@@ -109,6 +124,8 @@ class SdpaBackwardNode(Operation):
             r.produce(t, rows + [last], role + " has dims {s0}, expected {want} from q and v", [t])
         for out, src in ((self.dq, q), (self.dk, k), (self.dv, v)):
             r.produce(out, [r.ref(d) for d in r.dims(src)])
+        for amax in self.fp8.outputs() if self.fp8 is not None else []:
+            r.produce(amax, [r.const(1)] * 4)
 
     def to_wire(self) -> Any:
         t = SdpaBackwardAttributesT()
@@ -116,6 +133,8 @@ class SdpaBackwardNode(Operation):
         t.oTensorUid, t.doTensorUid, t.statsTensorUid = self.o.get_uid(), self.do.get_uid(), self.stats.get_uid()
         t.dqTensorUid, t.dkTensorUid, t.dvTensorUid = self.dq.get_uid(), self.dk.get_uid(), self.dv.get_uid()
         write_backward_options(self.options, t)
+        if self.fp8 is not None:
+            write_fp8_backward(self.fp8, t)
         return t
 
     @classmethod
@@ -135,4 +154,5 @@ class SdpaBackwardNode(Operation):
             dk=tensor(table.dkTensorUid),
             dv=tensor(table.dvTensorUid),
             options=read_backward_options(table, tensor),
+            fp8=read_fp8_backward(table, tensor),
         )

@@ -24,12 +24,14 @@
  * 1.4.0 adds score softcapping (SdpaAttributes.softcap, SdpaBackwardAttributes.softcap: c > 0 replaces
  * each score s = attn_scale * q.k by c * tanh(s / c) before bias, ALiBi and masks), rfcs/0013-softcap.md;
  * 1.5.0 serves FP8 attention (SdpaAttributes.descale_q/k/v/s, scale_s/o and amax_s/o uids: the
- * forward of rfcs/0014-fp8-attention.md), which engines below it are never offered.
+ * forward of rfcs/0014-fp8-attention.md), which engines below it are never offered;
+ * 1.6.0 adds the FP8 backward (SdpaBackwardAttributes.descale_q/k/v/o/do/s/dp, scale_s/dq/dk/dv/dp
+ * and amax_dq/dk/dv/dp uids, appended to the table), rfcs/0014-fp8-attention.md.
  * A plugin reports the version whose contract it implements, which may be older than this. */
 #define HIPDNN_PLUGIN_API_VERSION_MAJOR 1
-#define HIPDNN_PLUGIN_API_VERSION_MINOR 5
+#define HIPDNN_PLUGIN_API_VERSION_MINOR 6
 #define HIPDNN_PLUGIN_API_VERSION_PATCH 0
-#define HIPDNN_PLUGIN_API_VERSION "1.5.0"
+#define HIPDNN_PLUGIN_API_VERSION "1.6.0"
 
 /* Behavior notes an engine may list in its EngineDetails.behavior_notes to say where the memory of
  * its tensors and workspace must live. The host refuses, before calling the plugin, device memory

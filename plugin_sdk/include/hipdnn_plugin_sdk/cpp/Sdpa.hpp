@@ -55,6 +55,34 @@ inline bool sdpa_fp8_complete(const hipdnn::wire::SdpaAttributes& a)
            && a.amax_s_tensor_uid().has_value() && a.amax_o_tensor_uid().has_value();
 }
 
+// Whether the node is an FP8 backward (Graph.sdpa_fp8_backward; API >= 1.6.0): it names any of the
+// sixteen descale, scale or amax tensors. An engine that serves it must check that all are there
+// (sdpa_backward_fp8_complete); one below 1.6.0 is never offered it.
+inline bool sdpa_backward_is_fp8(const hipdnn::wire::SdpaBackwardAttributes& a)
+{
+    return a.descale_q_tensor_uid().has_value() || a.descale_k_tensor_uid().has_value()
+           || a.descale_v_tensor_uid().has_value() || a.descale_o_tensor_uid().has_value()
+           || a.descale_do_tensor_uid().has_value() || a.descale_s_tensor_uid().has_value()
+           || a.descale_dp_tensor_uid().has_value() || a.scale_s_tensor_uid().has_value()
+           || a.scale_dq_tensor_uid().has_value() || a.scale_dk_tensor_uid().has_value()
+           || a.scale_dv_tensor_uid().has_value() || a.scale_dp_tensor_uid().has_value()
+           || a.amax_dq_tensor_uid().has_value() || a.amax_dk_tensor_uid().has_value()
+           || a.amax_dv_tensor_uid().has_value() || a.amax_dp_tensor_uid().has_value();
+}
+
+// Whether an FP8 backward node names all sixteen of its tensors.
+inline bool sdpa_backward_fp8_complete(const hipdnn::wire::SdpaBackwardAttributes& a)
+{
+    return a.descale_q_tensor_uid().has_value() && a.descale_k_tensor_uid().has_value()
+           && a.descale_v_tensor_uid().has_value() && a.descale_o_tensor_uid().has_value()
+           && a.descale_do_tensor_uid().has_value() && a.descale_s_tensor_uid().has_value()
+           && a.descale_dp_tensor_uid().has_value() && a.scale_s_tensor_uid().has_value()
+           && a.scale_dq_tensor_uid().has_value() && a.scale_dk_tensor_uid().has_value()
+           && a.scale_dv_tensor_uid().has_value() && a.scale_dp_tensor_uid().has_value()
+           && a.amax_dq_tensor_uid().has_value() && a.amax_dk_tensor_uid().has_value()
+           && a.amax_dv_tensor_uid().has_value() && a.amax_dp_tensor_uid().has_value();
+}
+
 // The first SDPA extension the node uses among those that change what is computed and that an
 // engine must implement or refuse (never ignore): dropout, paged k/v, block masks, sink tokens, fp8
 // scaling, separate max / sum-exp outputs. nullptr when the node uses none of them. An engine that
@@ -79,6 +107,24 @@ inline const char* sdpa_extension_in_use(const hipdnn::wire::SdpaAttributes& a, 
         return "fp8 scaling";
     if(a.max_tensor_uid().has_value() || a.sum_exp_tensor_uid().has_value())
         return "separate max / sum-exp outputs";
+    if(!serves_softcap && a.softcap() != 0.0f)
+        return "score softcapping";
+    return nullptr;
+}
+
+// The backward's counterpart: what a backward node uses that changes what is computed and that an
+// engine must implement or refuse (never ignore): dropout, a bias gradient, FP8 scaling unless
+// serves_fp8 (API >= 1.6.0), score softcapping unless serves_softcap (API >= 1.4.0). nullptr when none.
+inline const char* sdpa_backward_extension_in_use(const hipdnn::wire::SdpaBackwardAttributes& a,
+                                                  bool serves_softcap = false, bool serves_fp8 = false)
+{
+    if(a.seed_tensor_uid().has_value() || a.offset_tensor_uid().has_value()
+       || (a.dropout_probability().has_value() && a.dropout_probability().value() != 0.0f))
+        return "dropout";
+    if(a.dbias_tensor_uid().has_value())
+        return "a bias gradient (dbias)";
+    if(!serves_fp8 && sdpa_backward_is_fp8(a))
+        return "fp8 scaling";
     if(!serves_softcap && a.softcap() != 0.0f)
         return "score softcapping";
     return nullptr;

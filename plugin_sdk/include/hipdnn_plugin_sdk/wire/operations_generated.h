@@ -1305,7 +1305,23 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
     VT_MAX_TOTAL_SEQ_LEN_Q = 54,
     VT_MAX_TOTAL_SEQ_LEN_KV = 56,
     VT_DETERMINISTIC = 58,
-    VT_SOFTCAP = 60
+    VT_SOFTCAP = 60,
+    VT_DESCALE_Q_TENSOR_UID = 62,
+    VT_DESCALE_K_TENSOR_UID = 64,
+    VT_DESCALE_V_TENSOR_UID = 66,
+    VT_DESCALE_O_TENSOR_UID = 68,
+    VT_DESCALE_DO_TENSOR_UID = 70,
+    VT_DESCALE_S_TENSOR_UID = 72,
+    VT_DESCALE_DP_TENSOR_UID = 74,
+    VT_SCALE_S_TENSOR_UID = 76,
+    VT_SCALE_DQ_TENSOR_UID = 78,
+    VT_SCALE_DK_TENSOR_UID = 80,
+    VT_SCALE_DV_TENSOR_UID = 82,
+    VT_SCALE_DP_TENSOR_UID = 84,
+    VT_AMAX_DQ_TENSOR_UID = 86,
+    VT_AMAX_DK_TENSOR_UID = 88,
+    VT_AMAX_DV_TENSOR_UID = 90,
+    VT_AMAX_DP_TENSOR_UID = 92
   };
   int64_t q_tensor_uid() const {
     return GetField<int64_t>(VT_Q_TENSOR_UID, 0);
@@ -1394,6 +1410,54 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
   float softcap() const {
     return GetField<float>(VT_SOFTCAP, 0.0f);
   }
+  ::flatbuffers::Optional<int64_t> descale_q_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_Q_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_k_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_K_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_v_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_V_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_o_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_O_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_do_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_DO_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_s_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_S_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> descale_dp_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_DESCALE_DP_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_s_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_S_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_dq_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_DQ_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_dk_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_DK_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_dv_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_DV_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> scale_dp_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_SCALE_DP_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> amax_dq_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_AMAX_DQ_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> amax_dk_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_AMAX_DK_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> amax_dv_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_AMAX_DV_TENSOR_UID);
+  }
+  ::flatbuffers::Optional<int64_t> amax_dp_tensor_uid() const {
+    return GetOptional<int64_t, int64_t>(VT_AMAX_DP_TENSOR_UID);
+  }
   template <bool B = false>
   bool Verify(::flatbuffers::VerifierTemplate<B> &verifier) const {
     return VerifyTableStart(verifier) &&
@@ -1426,6 +1490,22 @@ struct SdpaBackwardAttributes FLATBUFFERS_FINAL_CLASS : private ::flatbuffers::T
            VerifyField<int64_t>(verifier, VT_MAX_TOTAL_SEQ_LEN_KV, 8) &&
            VerifyField<uint8_t>(verifier, VT_DETERMINISTIC, 1) &&
            VerifyField<float>(verifier, VT_SOFTCAP, 4) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_Q_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_K_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_V_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_O_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_DO_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_S_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_DESCALE_DP_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_S_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_DQ_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_DK_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_DV_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_SCALE_DP_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_AMAX_DQ_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_AMAX_DK_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_AMAX_DV_TENSOR_UID, 8) &&
+           VerifyField<int64_t>(verifier, VT_AMAX_DP_TENSOR_UID, 8) &&
            verifier.EndTable();
   }
 };
@@ -1521,6 +1601,54 @@ struct SdpaBackwardAttributesBuilder {
   void add_softcap(float softcap) {
     fbb_.AddElement<float>(SdpaBackwardAttributes::VT_SOFTCAP, softcap, 0.0f);
   }
+  void add_descale_q_tensor_uid(int64_t descale_q_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_Q_TENSOR_UID, descale_q_tensor_uid);
+  }
+  void add_descale_k_tensor_uid(int64_t descale_k_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_K_TENSOR_UID, descale_k_tensor_uid);
+  }
+  void add_descale_v_tensor_uid(int64_t descale_v_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_V_TENSOR_UID, descale_v_tensor_uid);
+  }
+  void add_descale_o_tensor_uid(int64_t descale_o_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_O_TENSOR_UID, descale_o_tensor_uid);
+  }
+  void add_descale_do_tensor_uid(int64_t descale_do_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_DO_TENSOR_UID, descale_do_tensor_uid);
+  }
+  void add_descale_s_tensor_uid(int64_t descale_s_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_S_TENSOR_UID, descale_s_tensor_uid);
+  }
+  void add_descale_dp_tensor_uid(int64_t descale_dp_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_DESCALE_DP_TENSOR_UID, descale_dp_tensor_uid);
+  }
+  void add_scale_s_tensor_uid(int64_t scale_s_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_S_TENSOR_UID, scale_s_tensor_uid);
+  }
+  void add_scale_dq_tensor_uid(int64_t scale_dq_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_DQ_TENSOR_UID, scale_dq_tensor_uid);
+  }
+  void add_scale_dk_tensor_uid(int64_t scale_dk_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_DK_TENSOR_UID, scale_dk_tensor_uid);
+  }
+  void add_scale_dv_tensor_uid(int64_t scale_dv_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_DV_TENSOR_UID, scale_dv_tensor_uid);
+  }
+  void add_scale_dp_tensor_uid(int64_t scale_dp_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_SCALE_DP_TENSOR_UID, scale_dp_tensor_uid);
+  }
+  void add_amax_dq_tensor_uid(int64_t amax_dq_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_AMAX_DQ_TENSOR_UID, amax_dq_tensor_uid);
+  }
+  void add_amax_dk_tensor_uid(int64_t amax_dk_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_AMAX_DK_TENSOR_UID, amax_dk_tensor_uid);
+  }
+  void add_amax_dv_tensor_uid(int64_t amax_dv_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_AMAX_DV_TENSOR_UID, amax_dv_tensor_uid);
+  }
+  void add_amax_dp_tensor_uid(int64_t amax_dp_tensor_uid) {
+    fbb_.AddElement<int64_t>(SdpaBackwardAttributes::VT_AMAX_DP_TENSOR_UID, amax_dp_tensor_uid);
+  }
   explicit SdpaBackwardAttributesBuilder(::flatbuffers::FlatBufferBuilder &_fbb)
         : fbb_(_fbb) {
     start_ = fbb_.StartTable();
@@ -1562,8 +1690,40 @@ inline ::flatbuffers::Offset<SdpaBackwardAttributes> CreateSdpaBackwardAttribute
     ::flatbuffers::Optional<int64_t> max_total_seq_len_q = ::flatbuffers::nullopt,
     ::flatbuffers::Optional<int64_t> max_total_seq_len_kv = ::flatbuffers::nullopt,
     bool deterministic = false,
-    float softcap = 0.0f) {
+    float softcap = 0.0f,
+    ::flatbuffers::Optional<int64_t> descale_q_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_k_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_v_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_o_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_do_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_s_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> descale_dp_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_s_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_dq_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_dk_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_dv_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> scale_dp_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> amax_dq_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> amax_dk_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> amax_dv_tensor_uid = ::flatbuffers::nullopt,
+    ::flatbuffers::Optional<int64_t> amax_dp_tensor_uid = ::flatbuffers::nullopt) {
   SdpaBackwardAttributesBuilder builder_(_fbb);
+  if(amax_dp_tensor_uid) { builder_.add_amax_dp_tensor_uid(*amax_dp_tensor_uid); }
+  if(amax_dv_tensor_uid) { builder_.add_amax_dv_tensor_uid(*amax_dv_tensor_uid); }
+  if(amax_dk_tensor_uid) { builder_.add_amax_dk_tensor_uid(*amax_dk_tensor_uid); }
+  if(amax_dq_tensor_uid) { builder_.add_amax_dq_tensor_uid(*amax_dq_tensor_uid); }
+  if(scale_dp_tensor_uid) { builder_.add_scale_dp_tensor_uid(*scale_dp_tensor_uid); }
+  if(scale_dv_tensor_uid) { builder_.add_scale_dv_tensor_uid(*scale_dv_tensor_uid); }
+  if(scale_dk_tensor_uid) { builder_.add_scale_dk_tensor_uid(*scale_dk_tensor_uid); }
+  if(scale_dq_tensor_uid) { builder_.add_scale_dq_tensor_uid(*scale_dq_tensor_uid); }
+  if(scale_s_tensor_uid) { builder_.add_scale_s_tensor_uid(*scale_s_tensor_uid); }
+  if(descale_dp_tensor_uid) { builder_.add_descale_dp_tensor_uid(*descale_dp_tensor_uid); }
+  if(descale_s_tensor_uid) { builder_.add_descale_s_tensor_uid(*descale_s_tensor_uid); }
+  if(descale_do_tensor_uid) { builder_.add_descale_do_tensor_uid(*descale_do_tensor_uid); }
+  if(descale_o_tensor_uid) { builder_.add_descale_o_tensor_uid(*descale_o_tensor_uid); }
+  if(descale_v_tensor_uid) { builder_.add_descale_v_tensor_uid(*descale_v_tensor_uid); }
+  if(descale_k_tensor_uid) { builder_.add_descale_k_tensor_uid(*descale_k_tensor_uid); }
+  if(descale_q_tensor_uid) { builder_.add_descale_q_tensor_uid(*descale_q_tensor_uid); }
   if(max_total_seq_len_kv) { builder_.add_max_total_seq_len_kv(*max_total_seq_len_kv); }
   if(max_total_seq_len_q) { builder_.add_max_total_seq_len_q(*max_total_seq_len_q); }
   if(right_bound) { builder_.add_right_bound(*right_bound); }
