@@ -38,7 +38,7 @@ Each row also has both implementations' error against a float64 reference on the
 hold (``rel_err_vs_f64``, ``torch_rel_err_vs_f64``, max abs error over max abs reference); the output's own
 rounding to bf16 is 2^-9 relative, so both sit near 2e-3.
 
-ISA. ``--isa`` (comma-separated: baseline, avx2, avx512; default: the engine's own choice, the widest
+ISA. ``--isa`` (comma-separated: baseline, avx2, avx512, amx; default: the engine's own choice, the widest
 the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
 plans are built; the ISA reported is the one the engine's plan description names (logged at INFO when
 a plan's context is made), not the one asked for.
@@ -86,8 +86,8 @@ Row = dict[str, Any]
 Impls = dict[str, Callable[[], object]]
 
 
-ISAS = ("baseline", "avx2", "avx512")
-LANES = {"baseline": 4, "avx2": 8, "avx512": 16}
+ISAS = ("baseline", "avx2", "avx512", "amx")
+LANES = {"baseline": 4, "avx2": 8, "avx512": 16, "amx": 16}
 
 
 def bf16_np() -> Any:
@@ -118,6 +118,8 @@ PROBE_C = r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+#include <sys/syscall.h>
 static long iters; static int kind; static pthread_barrier_t bar;
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 #define Z(i) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #i "\n"
@@ -125,8 +127,17 @@ static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
 #define B(i) "vdpbf16ps %%zmm30, %%zmm31, %%zmm" #i "\n"
 #define M(i) "mulps %%xmm14, %%xmm" #i "\n"
 #define A(i) "addps %%xmm15, %%xmm" #i "\n"
+#define T(c) "tdpbf16ps %%tmm6, %%tmm4, %%tmm" #c "\n"
 static void loop(long n) {
-  if (kind == 3)
+  if (kind == 4) {  /* AMX-BF16: 4 independent 16x16 accumulators, 16x16x32 bf16 products each */
+    struct { unsigned char palette, start, rsv[14]; unsigned short colsb[16]; unsigned char rows[16]; }
+      __attribute__((aligned(64))) cfg = {0};
+    cfg.palette = 1;
+    for (int i = 0; i < 8; ++i) { cfg.rows[i] = 16; cfg.colsb[i] = 64; }
+    __asm__ volatile("ldtilecfg %1\n tilezero %%tmm0\n tilezero %%tmm1\n tilezero %%tmm2\n tilezero %%tmm3\n"
+      " tilezero %%tmm4\n tilezero %%tmm6\n 1:\n" T(0) T(1) T(2) T(3) T(0) T(1) T(2) T(3)
+      "dec %0\n jnz 1b\n tilerelease\n" : "+r"(n) : "m"(cfg) : "memory");
+  } else if (kind == 3)
     __asm__ volatile("vxorps %%xmm30, %%xmm30, %%xmm30\n vxorps %%xmm31, %%xmm31, %%xmm31\n 1:\n"
       B(0) B(1) B(2) B(3) B(4) B(5) B(6) B(7) B(8) B(9) B(10) B(11)
       B(12) B(13) B(14) B(15) B(16) B(17) B(18) B(19) B(20) B(21) B(22) B(23)
@@ -149,7 +160,8 @@ static void loop(long n) {
 static void* run(void* a) { (void)a; pthread_barrier_wait(&bar); loop(iters); pthread_barrier_wait(&bar); return 0; }
 int main(int argc, char** argv) {
   kind = atoi(argv[1]); int nt = atoi(argv[2]); iters = atol(argv[3]);
-  double per_iter = kind == 3 ? 24 * 64 : kind == 2 ? 24 * 32 : kind == 1 ? 12 * 16 : 28 * 4;
+  double per_iter = kind == 4 ? 8 * 16384.0 : kind == 3 ? 24 * 64 : kind == 2 ? 24 * 32 : kind == 1 ? 12 * 16 : 28 * 4;
+  if (kind == 4 && syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 1;  /* ARCH_REQ_XCOMP_PERM, XTILEDATA */
   pthread_t th[256]; pthread_barrier_init(&bar, 0, nt + 1);
   for (int i = 0; i < nt; ++i) pthread_create(&th[i], 0, run, 0);
   pthread_barrier_wait(&bar); double t0 = now(); pthread_barrier_wait(&bar); double t = now() - t0;
@@ -195,6 +207,8 @@ def measure_peaks(cores: int, flags: set[str]) -> dict[str, dict[str, float]] | 
         # not an engine ISA: the ceiling of a vdpbf16ps kernel (32 bf16 products into 16 fp32 lanes),
         # recorded beside the others (the engine's bf16 SDPA runs fp32 FMAs on widened tiles)
         kinds["bf16_dot"] = 3
+    if {"amx_tile", "amx_bf16"} <= flags:
+        kinds["amx"] = 4  # the tile unit: bf16 rows on an AMX plan are measured against it
     with tempfile.TemporaryDirectory() as tmp:
         src, exe = Path(tmp) / "probe.c", Path(tmp) / "probe"
         src.write_text(PROBE_C)
@@ -234,7 +248,7 @@ def cpu_info(fma_ghz: float, probe: bool) -> Row:
         "peak_gflops_formula": formula,
         "peak_clock_ghz_formula": clock_ghz or None,
         "peak_method": "measured: register-only loops (24 zmm FMA chains; 12 ymm; 14 SSE mulps + 14 addps; "
-        "bf16_dot: 24 zmm vdpbf16ps chains, 64 flops each) on one "
+        "bf16_dot: 24 zmm vdpbf16ps chains, 64 flops each; amx: 4 tile accumulators, tdpbf16ps 16x16x32) on one "
         "core and on every core at once, best of 5; the peak used is cores x the one-core figure"
         if peaks
         else "formula: cores x 2 FMA pipes x fp32 lanes x 2 flops x clock ("
@@ -243,10 +257,13 @@ def cpu_info(fma_ghz: float, probe: bool) -> Row:
     }
 
 
-def peak_for(info: Row, isa: str) -> float | None:
+def peak_for(info: Row, isa: str, bf16: bool = False) -> float | None:
     """The machine's peak for isa: cores x the best one-core figure (on a shared machine the all-cores run
     is the first to lose to other processes, and a peak below the kernel's own speed means nothing). bf16
-    rows use it too: their kernel widens bf16 to fp32 and runs fp32 FMAs."""
+    rows use it too (their kernel widens bf16 to fp32 and runs fp32 FMAs), except on an AMX plan, whose
+    tile kernel serves them: the tile unit's peak; its fp32 rows run the AVX-512 kernels."""
+    if isa == "amx" and not bf16:
+        isa = "avx512"
     measured = info["peak_gflops_measured"]
     if measured and isa in measured:
         return float(info["cores"] * measured[isa]["1_core"])
@@ -667,7 +684,7 @@ def main() -> None:
         help="time only the backward (S = 512, 1024, 2048 unless --seqs); writes bench/results/cpu_sdpa_bwd",
     )
     ap.add_argument("--engine-dir", default=None, help="load the CPU engine from this directory only")
-    ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512)")
+    ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512, amx)")
     ap.add_argument(
         "--dtype",
         choices=("float32", "bfloat16"),
@@ -721,7 +738,7 @@ def main() -> None:
     print(
         "ISA paths: "
         + ", ".join(
-            f"{isa} (peak {peak_for(info, isa) or float('nan'):.0f} GFLOP/s on {info['cores']} cores)"
+            f"{isa} (peak {peak_for(info, isa, bf16) or float('nan'):.0f} GFLOP/s on {info['cores']} cores)"
             for isa in handles
         ),
         flush=True,
@@ -804,7 +821,7 @@ def main() -> None:
                     if f64 is not None:
                         extra["rel_err_vs_f64"] = float(np.abs(mine - f64).max() / float(np.abs(f64).max()))
                         extra["torch_rel_err_vs_f64"] = torch_err64
-                    row = row_of(one, "hipdnn", fl, peak_for(info, isa), {**base, **extra})
+                    row = row_of(one, "hipdnn", fl, peak_for(info, isa, bf16), {**base, **extra})
                     rows.append(row)
                     show("", row)
                 if not args.no_backward:
@@ -827,7 +844,7 @@ def main() -> None:
         },
         "engine_plugins": [p.name for h_ in handles.values() for p in h_.loaded_plugins()][:1],
         "engine_paths": sorted({str(p.path) for h_ in handles.values() for p in h_.loaded_plugins()}),
-        "isa_paths": {isa: {"asked": args.isa_asked[isa], "peak_gflops": peak_for(info, isa)} for isa in handles},
+        "isa_paths": {isa: {"asked": args.isa_asked[isa], "peak_gflops": peak_for(info, isa, bf16)} for isa in handles},
         "dtype": args.dtype,
         "isa_env": {
             k: os.environ[k]
@@ -881,8 +898,8 @@ def main() -> None:
             sel = [r for r in src if r["D"] == d and r["causal"] == causal and r["isa"] == isa]
             xs = [r["S"] for r in sel]
             ax.plot(xs, [r["hipdnn_gflops"] for r in sel], "o-", label=f"hipdnn {isa}")
-            if peak_for(info, isa):
-                ax.axhline(peak_for(info, isa), color="gray", lw=0.8, ls="-.")
+            if peak_for(info, isa, bf16):
+                ax.axhline(peak_for(info, isa, bf16), color="gray", lw=0.8, ls="-.")
         sel = [r for r in src if r["D"] == d and r["causal"] == causal and r["isa"] == next(iter(handles))]
         xs = [r["S"] for r in sel]
         for name, style in (("torch", "s--"), ("numpy", "^:")):

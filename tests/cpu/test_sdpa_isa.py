@@ -27,12 +27,15 @@ import hipdnn
 from tests.cpu import test_sdpa_backward_single_pass as bwd
 from tests.cpu.test_sdpa_modes import BASE, CASES, DT, Case, cases, run_case
 
-ISAS = ("baseline", "avx2", "avx512")
+ISAS = ("baseline", "avx2", "avx512", "amx")
 # What each build needs, as /proc/cpuinfo spells it (the engine asks CPUID for the same).
 NEEDS = {
     "baseline": set(),
     "avx2": {"avx2", "fma", "f16c"},
     "avx512": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw"},
+    # and the OS's leave to use the tiles, which Linux gives wherever it lists amx_tile
+    "amx": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw"}
+    | {"avx512_bf16", "amx_tile", "amx_bf16"},
 }
 
 
@@ -86,12 +89,20 @@ def test_forced_isa_is_the_one_that_runs(
     assert described and all(f"isa {isa}" in m for m in described), described
 
 
-def test_default_isa_is_the_widest() -> None:
-    """Unset, the engine runs the widest build the CPU has."""
-    assert HAVE[-1] == ("avx512" if "avx512" in HAVE else "avx2" if "avx2" in HAVE else "baseline")
+def test_default_isa_is_the_widest(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Unset, the engine runs the widest build the CPU has (HAVE is in order of width)."""
+    monkeypatch.delenv("HIPDNN_CPU_ISA", raising=False)
+    monkeypatch.delenv("HIPDNN_CPU_ENGINE_BASELINE", raising=False)
+    monkeypatch.delenv("HIPDNN_CPU_ENGINE_NO_AVX512", raising=False)
+    with caplog.at_level(logging.INFO, logger="hipdnn"):
+        h = hipdnn.Handle()
+        tiny_sdpa().build(h)
+        h.close()
+    described = [r.getMessage() for r in caplog.records if "execution context" in r.getMessage()]
+    assert described and all(f"isa {HAVE[-1]}" in m for m in described), described
 
 
-@pytest.mark.parametrize("value", ["sse2", "AVX512", "avx-512", "amx"])
+@pytest.mark.parametrize("value", ["sse2", "AVX512", "avx-512", "AMX", "amx-bf16"])
 def test_unknown_isa_name_is_refused(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIPDNN_CPU_ISA", value)
     h = hipdnn.Handle()

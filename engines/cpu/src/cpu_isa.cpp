@@ -9,6 +9,10 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace hipdnn_cpu
 {
@@ -21,6 +25,8 @@ const char* isa_name(Isa isa)
         return "avx2";
     case Isa::Avx512:
         return "avx512";
+    case Isa::Amx:
+        return "amx";
     case Isa::Baseline:
     default:
         return "baseline";
@@ -36,6 +42,26 @@ bool has_f16c()
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
 }
+
+// AMX-TILE and AMX-BF16 (CPUID.7.0:EDX bits 24 and 22), AVX512_BF16 (CPUID.7.1:EAX bit 5), and the
+// kernel's permission to use the tile data state: Linux hands it out per process on request
+// (ARCH_REQ_XCOMP_PERM), and refuses it where the OS does not manage the state or a thread's
+// signal stack is too small for it. Asked once; every thread of the process may then use tiles.
+bool has_amx_bf16()
+{
+#if defined(HIPDNN_CPU_HAVE_AMX) && defined(__linux__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if(__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0 || (d & (1u << 24)) == 0 || (d & (1u << 22)) == 0)
+        return false;
+    if(__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0 || (a & (1u << 5)) == 0)
+        return false;
+    constexpr long kArchReqXcompPerm = 0x1023; // <asm/prctl.h>
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false; // not compiled in (no compiler support for AMX), or not Linux
+#endif
+}
 } // namespace
 #endif
 
@@ -50,7 +76,7 @@ Isa isa_best()
             return Isa::Baseline;
         if(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
            && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-            return Isa::Avx512;
+            return has_amx_bf16() ? Isa::Amx : Isa::Avx512;
         return Isa::Avx2;
     }();
     return best;
@@ -63,7 +89,15 @@ namespace
 {
 const char* needs(Isa isa)
 {
-    return isa == Isa::Avx512 ? "AVX-512 F, DQ, VL and BW" : "AVX2, FMA and F16C";
+    switch(isa)
+    {
+    case Isa::Amx:
+        return "AVX-512 F, DQ, VL, BW and BF16, AMX-TILE and AMX-BF16, and the OS's leave to use the tiles";
+    case Isa::Avx512:
+        return "AVX-512 F, DQ, VL and BW";
+    default:
+        return "AVX2, FMA and F16C";
+    }
 }
 } // namespace
 
@@ -81,13 +115,15 @@ std::string isa_for_plan(Isa& out)
             want = Isa::Avx2;
         else if(std::strcmp(e, "avx512") == 0)
             want = Isa::Avx512;
+        else if(std::strcmp(e, "amx") == 0)
+            want = Isa::Amx;
         else
         {
             std::string shown(e, strnlen(e, 40));
             for(char& c : shown)
                 if(c < 0x20 || c > 0x7e)
                     c = '?';
-            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512 (unset: the widest this CPU has, "
+            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, amx (unset: the widest this CPU has, "
                    + isa_name(best) + ")";
         }
         if(static_cast<int>(want) > static_cast<int>(best))
@@ -99,7 +135,7 @@ std::string isa_for_plan(Isa& out)
     // The switches from before HIPDNN_CPU_ISA, still honoured.
     if(std::getenv("HIPDNN_CPU_ENGINE_BASELINE") != nullptr)
         out = Isa::Baseline;
-    else if(std::getenv("HIPDNN_CPU_ENGINE_NO_AVX512") != nullptr && best == Isa::Avx512)
+    else if(std::getenv("HIPDNN_CPU_ENGINE_NO_AVX512") != nullptr && isa_has_avx512(best))
         out = Isa::Avx2;
     return "";
 }

@@ -3,7 +3,7 @@
 //
 // The hot per-tile routines are written once and built per ISA: the matmul
 // tile here as a template (baseline, and AVX2+FMA on x86-64), the SDPA
-// forward kernels in sdpa_fwd.inl (baseline, AVX2, AVX-512). The plan's ISA
+// forward kernels in sdpa_fwd.inl (baseline, AVX2, AVX-512, AMX). The plan's ISA
 // (cpu_isa.cpp) picks the build; the OpenMP loops stay in baseline code and
 // call the chosen per-tile routine.
 //
@@ -416,16 +416,53 @@ void pw_run(const PointwiseProblem& p, int nthreads, F f)
 
 // ================================================================ public ====
 
+namespace
+{
+// The AMX panel kernel's slots, in floats (sdpa_fwd.inl, amx_item): per panel the queries in the
+// tiles' pair layout (bf16, d padded to 32) and the output transposed (fp32, dv padded to 16); one
+// tile's scores (fp32) and probabilities in pair layout (bf16, keys padded to 32 past the tile);
+// one tile of K rows (bf16, 16 rows of room past the tile) and of V rows and V transposed (bf16,
+// keys padded to 32 past the tile).
+int64_t amx_layout(SdpaRun& run)
+{
+    const int64_t bk = kSdpaBk, qw = kSdpaAmxQw;
+    run.dpa = (run.d + 31) / 32 * 32;
+    run.dva = (run.dv + 15) / 16 * 16;
+    int64_t o = 0;
+    run.off_qt = o;
+    o += round16(run.panels * run.dpa * qw / 2);
+    run.off_ot = o;
+    o += round16(run.panels * run.dva * qw);
+    run.off_st = o;
+    o += round16(bk * qw);
+    run.off_pb = o;
+    o += round16((bk + 32) / 2 * qw);
+    run.off_m = o;
+    o += round16(run.panels * qw);
+    run.off_l = o;
+    o += round16(run.panels * qw);
+    run.off_kb = o;
+    o += round16((bk + 16) * run.dpa / 2);
+    run.off_vb = o;
+    o += round16((bk + 32) * run.dva / 2);
+    run.off_vt = o; // and a dva x 32 copy of a ragged last step's columns after it
+    o += round16(run.dva * (bk + 32) / 2 + run.dva * 16);
+    return o;
+}
+} // namespace
+
 int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 {
     // Panels of 3 vectors of queries, or of 2 where they leave fewer lanes empty (S = 64: one block
-    // of 2 x 32 rather than 2 x 48).
+    // of 2 x 32 rather than 2 x 48). The AMX kernel's panels are two tiles wide.
     const int64_t w3 = sdpa_qw(run.lanes), w2 = 2 * run.lanes;
-    if(qw == 0)
+    if(run.amx)
+        qw = kSdpaAmxQw;
+    else if(qw == 0)
         qw = run.sq > 0 && (run.sq + w2 - 1) / w2 * w2 < (run.sq + w3 - 1) / w3 * w3 ? w2 : w3;
     run.qw = qw;
     const int64_t need = (run.sq + qw - 1) / qw;
-    run.panels = std::max<int64_t>(1, std::min(sdpa_panels(run.lanes, run.widens), need));
+    run.panels = std::max<int64_t>(1, std::min(run.amx ? kSdpaAmxPanels : sdpa_panels(run.lanes, run.widens), need));
     run.nqb = (run.sq + run.panels * qw - 1) / (run.panels * qw);
     const int64_t bk = kSdpaBk;
     int64_t o = 0;
@@ -468,7 +505,7 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
     o += round16(bk * run.dvp);
     run.off_part = o;
     o += round16(rb * (run.dvp + 2));
-    run.total = std::max(panel_total, o);
+    run.total = std::max(run.amx ? amx_layout(run) : panel_total, o);
     return run.total;
 }
 
@@ -491,6 +528,14 @@ size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
                 run.widens = widens;
                 most = std::max(most, sdpa_plan_layout(run, vectors * lanes));
             }
+    SdpaRun amx; // the AMX build's tile kernel
+    amx.sq = sq;
+    amx.d = d;
+    amx.dv = dv;
+    amx.lanes = 16;
+    amx.widens = true;
+    amx.amx = true;
+    most = std::max(most, sdpa_plan_layout(amx, 0));
     return align_up(static_cast<size_t>(most) * sizeof(float));
 }
 
@@ -519,6 +564,8 @@ SdpaIsa sdpa_isa(Isa isa)
 {
     switch(isa)
     {
+    case Isa::Amx:
+        return {sdpa_amx::run_item, sdpa_amx::run_rows_item, sdpa_amx::rows_merge, 16};
     case Isa::Avx512:
         return {sdpa_avx512::run_item, sdpa_avx512::run_rows_item, sdpa_avx512::rows_merge, 16};
     case Isa::Avx2:
@@ -553,6 +600,9 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     run.group = run.hq / run.hk;
     run.lanes = k.lanes;
     run.widens = p.kt != DType::F32 || p.vt != DType::F32;
+    // bf16 q, k and v on an AMX plan: the tile kernel (the rows kernel still serves few queries).
+    run.amx = isa == Isa::Amx && run.sq > kSdpaRowsMaxSq && p.qt == DType::BF16 && p.kt == DType::BF16
+              && p.vt == DType::BF16;
     if(static_cast<size_t>(sdpa_plan_layout(run, 0)) * sizeof(float) > per_thread)
         return false;
     if(run.b == 0 || run.hq == 0 || run.sq == 0)

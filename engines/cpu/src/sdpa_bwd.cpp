@@ -1024,9 +1024,10 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
 SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
                            size_t* alloc_bytes)
 {
-    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512, else 8 (AVX2 or the baseline).
+    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512 (and AMX, whose tiles only the forward
+    // uses), else 8 (AVX2 or the baseline).
     const Isa which = HIPDNN_BWD_X86 ? isa : Isa::Baseline;
-    const int w = which == Isa::Avx512 ? 16 : 8;
+    const int w = isa_has_avx512(which) ? 16 : 8;
     Run r;
     r.p = &p;
     r.b = p.fwd.qs.dims[0];
@@ -1101,7 +1102,7 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
 
     void (*fn)(const Run&, int64_t, float*) = item_base;
 #if HIPDNN_BWD_X86
-    if(which == Isa::Avx512)
+    if(isa_has_avx512(which))
         fn = item_avx512;
     else if(which == Isa::Avx2)
         fn = item_avx2;

@@ -2,8 +2,10 @@
 //
 // The kernel source is compiled once per ISA, into its own namespace:
 // sdpa_base (the library's baseline ISA, 4-lane vectors), and on x86-64
-// sdpa_avx2 (-mavx2 -mfma -mf16c, 8 lanes) and sdpa_avx512 (-mavx512f/dq/vl/bw,
-// 16 lanes); each runs only when the CPU has its instructions (cpu_isa.cpp).
+// sdpa_avx2 (-mavx2 -mfma -mf16c, 8 lanes), sdpa_avx512 (-mavx512f/dq/vl/bw,
+// 16 lanes) and sdpa_amx (the AVX-512 build plus AMX-BF16 tiles for bf16 q, k
+// and v: see amx_item); each runs only when the CPU has its instructions
+// (cpu_isa.cpp).
 // cpu_kernels.cpp owns the thread loop and calls the plan's build.
 //
 // Two kernels per build:
@@ -27,6 +29,8 @@ namespace hipdnn_cpu
 constexpr int64_t kSdpaBk = 64;     // keys per tile
 constexpr int64_t kSdpaRowsMax = 16; // query rows per rows-kernel item
 constexpr int64_t kSdpaRowsMaxSq = 16; // the rows kernel serves Sq up to this
+constexpr int64_t kSdpaAmxQw = 32;     // queries per panel of the AMX kernel (two 16-column tiles)
+constexpr int64_t kSdpaAmxPanels = 4;  // panels per work item of the AMX kernel
 
 // Widest panel (queries) and panels per work item of each vector width. An item widens every K and
 // V tile it reads when they are fp16 / bf16: more panels share that work.
@@ -46,6 +50,7 @@ struct SdpaRun
     int64_t b = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0, group = 1;
     int lanes = 8; // vector width of the build that runs (4, 8 or 16)
     bool widens = false; // K or V is not fp32 (the panel kernel widens their tiles)
+    bool amx = false;    // the AMX build's tile kernel serves the panels (bf16 q, k, v; qw = kSdpaAmxQw)
     // Panel kernel.
     int64_t qw = 24;    // queries per panel: 3 or 2 vectors
     int64_t panels = 1; // panels per work item at this call's shapes
@@ -64,6 +69,9 @@ struct SdpaRun
     // slice's, written by whichever thread runs that item):
     int64_t off_rq = 0, off_ro = 0, off_rs = 0, off_rm = 0, off_rl = 0, off_ra = 0, off_rk = 0, off_rv = 0;
     int64_t off_part = 0;
+    // AMX panel kernel (off_qt .. off_vb hold its bf16 Q, K and V copies; see sdpa_plan_layout):
+    int64_t dpa = 0, dva = 0;        // head dims padded to whole tiles (32 for d, 16 for dv)
+    int64_t off_pb = 0, off_vt = 0;  // P in the tiles' pair layout; V transposed
     int64_t total = 0;
 };
 
@@ -83,6 +91,7 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw);
 HIPDNN_SDPA_DECLARE(sdpa_base)
 HIPDNN_SDPA_DECLARE(sdpa_avx2)
 HIPDNN_SDPA_DECLARE(sdpa_avx512)
+HIPDNN_SDPA_DECLARE(sdpa_amx)
 #undef HIPDNN_SDPA_DECLARE
 
 } // namespace hipdnn_cpu

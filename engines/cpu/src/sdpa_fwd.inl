@@ -673,6 +673,121 @@ inline void pv_rows(int64_t nr, int64_t nk, const float* vt, int64_t vrs, const 
     }
 }
 
+// What the scores get before the softmax, besides the band (one panel of one (batch, head)).
+struct ScoreMods
+{
+    bool has_bias;
+    int64_t bias_off; // the bias's offset at (batch, head)
+    float alibi2;     // the head's ALiBi slope in log2 units (0: off)
+    Cap cap;
+};
+
+// One panel's scores s[r][0..QW) of key rows j0 + r (r < rows) for queries pq0 + lane, in log2 units:
+// softcapping, bias, ALiBi and the band applied (none when plain), then the online softmax update:
+// s becomes exp2(s - m), m (mp) and l (lp) move on, alpha is the factor the panel's output takes.
+// mnew holds the running max on entry (with the rows' max already in it when plain).
+template <int NV>
+inline void panel_softmax(const SdpaProblem& p,
+                          const ScoreMods& mods,
+                          float* s,
+                          int64_t rows,
+                          int64_t j0,
+                          int64_t pq0,
+                          int64_t pq1,
+                          int64_t lo,
+                          int64_t hi,
+                          bool band_free,
+                          bool plain,
+                          float* mp,
+                          float* lp,
+                          V* mnew,
+                          V* alpha)
+{
+    constexpr int QW = NV * W;
+    const bool has_bias = mods.has_bias;
+    const int64_t bias_off = mods.bias_off;
+    const float alibi2 = mods.alibi2;
+    const Cap& cap = mods.cap;
+    V mold[NV], muse[NV], sum[NV];
+    for(int v = 0; v < NV; ++v)
+        mold[v] = vload(mp + v * W);
+
+    if(!plain)
+    {
+        V lane;
+        for(int i = 0; i < W; ++i)
+            lane[i] = static_cast<float>(i);
+        V qv[NV];
+        for(int v = 0; v < NV; ++v)
+            qv[v] = lane + static_cast<float>(pq0 + v * W);
+
+        // Softcapping comes first: the bias, ALiBi and the masks apply to the capped scores.
+        if(cap.on)
+            cap_scores(s, rows * QW, cap);
+        if(has_bias)
+        {
+            for(int64_t i = 0; i < pq1 - pq0; ++i)
+            {
+                const int64_t brow = bias_off + (pq0 + i) * p.bias_st[2];
+                for(int64_t r = 0; r < rows; ++r)
+                    s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * p.bias_st[3], p.bias_t) * kLog2e;
+            }
+        }
+        if(p.alibi)
+        {
+            const V sl = vset(alibi2);
+            for(int64_t r = 0; r < rows; ++r)
+            {
+                const V jj = vset(static_cast<float>(j0 + r));
+                for(int v = 0; v < NV; ++v)
+                    vstore(s + r * QW + v * W, vload(s + r * QW + v * W) + sl * (jj - qv[v]));
+            }
+        }
+        if(!band_free)
+        {
+            // Rows not visible to every live query of the panel get -inf
+            // where masked: visible iff j - hi <= i <= j - lo.
+            const V ninf = vset(-kInf);
+            for(int64_t r = 0; r < rows; ++r)
+            {
+                const int64_t j = j0 + r;
+                if(j <= pq0 + hi && j >= pq1 - 1 + lo)
+                    continue;
+                const V ilo = vset(static_cast<float>(imax(j - hi, -(int64_t(1) << 24))));
+                const V ihi = vset(static_cast<float>(imin(j - lo, int64_t(1) << 24)));
+                for(int v = 0; v < NV; ++v)
+                {
+                    const V x = vload(s + r * QW + v * W);
+                    vstore(s + r * QW + v * W, (qv[v] >= ilo && qv[v] <= ihi) ? x : ninf);
+                }
+            }
+        }
+        for(int64_t r = 0; r < rows; ++r)
+            for(int v = 0; v < NV; ++v)
+                mnew[v] = vmax(mnew[v], vload(s + r * QW + v * W));
+    }
+
+    // Online softmax down the key rows.
+    for(int v = 0; v < NV; ++v)
+    {
+        muse[v] = mnew[v] == vset(-kInf) ? V{} : mnew[v];
+        sum[v] = V{};
+    }
+    for(int64_t r = 0; r < rows; ++r)
+        for(int v = 0; v < NV; ++v)
+        {
+            const V e = exp2_nonpos(vload(s + r * QW + v * W) - muse[v]);
+            vstore(s + r * QW + v * W, e);
+            sum[v] += e;
+        }
+    for(int v = 0; v < NV; ++v)
+    {
+        alpha[v] = exp2_nonpos(mold[v] - muse[v]);
+        vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
+        vstore(mp + v * W, mnew[v]);
+    }
+}
+
 // ============================================================ panel kernel ====
 template <int NV>
 void panel_item(const SdpaRun& run, int64_t w, float* ws)
@@ -806,89 +921,13 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 
             float* mp = mrow + pn * QW;
             float* lp = lrow + pn * QW;
-            V mold[NV], mnew[NV], muse[NV], sum[NV], alpha[NV];
+            V mnew[NV], alpha[NV];
             for(int v = 0; v < NV; ++v)
-            {
-                mold[v] = vload(mp + v * W);
-                mnew[v] = mold[v];
-            }
+                mnew[v] = vload(mp + v * W);
             // Scores; with nothing to add or mask, the new max comes from the product's registers.
             panel_gemm<NV>(rows, d, kt + (j0 - k0) * krs, krs, kcs, qt + pn * d * QW, s, nullptr, plain ? mnew : nullptr);
-
-            if(!plain)
-            {
-                V lane;
-                for(int i = 0; i < W; ++i)
-                    lane[i] = static_cast<float>(i);
-                V qv[NV];
-                for(int v = 0; v < NV; ++v)
-                    qv[v] = lane + static_cast<float>(pq0 + v * W);
-
-                // Softcapping comes first: the bias, ALiBi and the masks apply to the capped scores.
-                if(cap.on)
-                    cap_scores(s, rows * QW, cap);
-                if(has_bias)
-                {
-                    for(int64_t i = 0; i < pq1 - pq0; ++i)
-                    {
-                        const int64_t brow = bias_off + (pq0 + i) * p.bias_st[2];
-                        for(int64_t r = 0; r < rows; ++r)
-                            s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * p.bias_st[3], p.bias_t) * kLog2e;
-                    }
-                }
-                if(p.alibi)
-                {
-                    const V sl = vset(alibi2);
-                    for(int64_t r = 0; r < rows; ++r)
-                    {
-                        const V jj = vset(static_cast<float>(j0 + r));
-                        for(int v = 0; v < NV; ++v)
-                            vstore(s + r * QW + v * W, vload(s + r * QW + v * W) + sl * (jj - qv[v]));
-                    }
-                }
-                if(!band_free)
-                {
-                    // Rows not visible to every live query of the panel get -inf
-                    // where masked: visible iff j - hi <= i <= j - lo.
-                    const V ninf = vset(-kInf);
-                    for(int64_t r = 0; r < rows; ++r)
-                    {
-                        const int64_t j = j0 + r;
-                        if(j <= pq0 + hi && j >= pq1 - 1 + lo)
-                            continue;
-                        const V ilo = vset(static_cast<float>(imax(j - hi, -(int64_t(1) << 24))));
-                        const V ihi = vset(static_cast<float>(imin(j - lo, int64_t(1) << 24)));
-                        for(int v = 0; v < NV; ++v)
-                        {
-                            const V x = vload(s + r * QW + v * W);
-                            vstore(s + r * QW + v * W, (qv[v] >= ilo && qv[v] <= ihi) ? x : ninf);
-                        }
-                    }
-                }
-                for(int64_t r = 0; r < rows; ++r)
-                    for(int v = 0; v < NV; ++v)
-                        mnew[v] = vmax(mnew[v], vload(s + r * QW + v * W));
-            }
-
-            // Online softmax down the key rows.
-            for(int v = 0; v < NV; ++v)
-            {
-                muse[v] = mnew[v] == vset(-kInf) ? V{} : mnew[v];
-                sum[v] = V{};
-            }
-            for(int64_t r = 0; r < rows; ++r)
-                for(int v = 0; v < NV; ++v)
-                {
-                    const V e = exp2_nonpos(vload(s + r * QW + v * W) - muse[v]);
-                    vstore(s + r * QW + v * W, e);
-                    sum[v] += e;
-                }
-            for(int v = 0; v < NV; ++v)
-            {
-                alpha[v] = exp2_nonpos(mold[v] - muse[v]);
-                vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
-                vstore(mp + v * W, mnew[v]);
-            }
+            const ScoreMods mods{has_bias, bias_off, alibi2, cap};
+            panel_softmax<NV>(p, mods, s, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
             // Ot = Ot * alpha + V^T . P
             panel_gemm<NV>(dv, rows, vt + (j0 - k0) * vrs, vcs, vrs, s, ot + pn * dv * QW, alpha, nullptr);
         }
@@ -904,11 +943,435 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     }
 }
 
+#if defined(HIPDNN_SDPA_AMX)
+// ============================================================== AMX kernel ====
+// The panel kernel for bf16 q, k and v on AMX-BF16 tiles: both products on the tile unit, exact
+// bf16 products summed in fp32; the softmax, masks, bias, ALiBi and softcapping are the panel
+// kernel's own (panel_softmax, 16-lane AVX-512) on scores kept in the same transposed layout. A
+// work item is (batch, head, block of up to kSdpaAmxPanels panels of 32 queries). Per item:
+//   Qp [d/2][32][2]  each panel's queries in the tiles' pair layout (B operand), bf16 as given
+// per 64-key tile (copied once per item, shared by its panels):
+//   Kb [keys][d]     K rows, bf16, zero-padded to d % 32 == 0 (A operand: 16 keys x 32 dims)
+//   Vt [dv][keys]    V transposed, bf16, zero-padded (A operand: 16 dims x 32 keys)
+// and per (tile, panel):
+//   St [keys][32] = Kb . Qp        (scores transposed, as the panel kernel's: C = 16 keys x 16 queries)
+//   scaled to log2 units, panel_softmax
+//   Pp [keys/2][32][2] = bf16(St)  (probabilities rounded to bf16 in pair layout, B operand)
+//   Ot [dv][32] = Ot alpha + Vt . Pp  (C = 16 dims x 16 queries, loaded, accumulated, stored)
+// P is rounded to bf16 for its product as flash attention does (the running sums l stay fp32).
+// All eight tiles are 16 rows x 64 bytes; tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B.
+
+struct alignas(64) AmxTileConfig
+{
+    uint8_t palette_id;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+
+inline void amx_configure()
+{
+    AmxTileConfig c;
+    std::memset(&c, 0, sizeof(c));
+    c.palette_id = 1;
+    for(int t = 0; t < 8; ++t)
+    {
+        c.rows[t] = 16;
+        c.colsb[t] = 64;
+    }
+    _tile_loadconfig(&c);
+}
+
+constexpr int64_t AQ = kSdpaAmxQw; // queries per panel
+static_assert(AQ == 32 && W == 16, "two 16-lane vectors (two tile columns) per panel");
+constexpr int64_t kVtCols = BK + 32; // keys per row of Vt (room for a 32-key step past the tile)
+
+// 16 x 16 transpose of 32-bit elements: r[i] holds row i on entry, column i on return. (The maskz
+// forms with every lane on: GCC 12 warns that the plain forms' undefined source may be used.)
+inline void transpose16x16(__m512i* r)
+{
+    __m512i t[16];
+    for(int i = 0; i < 16; i += 2)
+    {
+        t[i] = _mm512_maskz_unpacklo_epi32(0xffff, r[i], r[i + 1]);
+        t[i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[i], r[i + 1]);
+    }
+    for(int i = 0; i < 16; i += 4)
+    {
+        r[i] = _mm512_maskz_unpacklo_epi64(0xff, t[i], t[i + 2]);
+        r[i + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[i], t[i + 2]);
+        r[i + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[i + 1], t[i + 3]);
+    }
+    // r[4g + c] lane L now holds column 4L + c of rows 4g .. 4g + 3
+    for(int c = 0; c < 4; ++c)
+    {
+        t[c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0x88);
+        t[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0xdd);
+        t[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0xdd);
+    }
+    for(int c = 0; c < 4; ++c)
+    {
+        r[c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0x88);
+        r[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0x88);
+        r[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0xdd);
+        r[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0xdd);
+    }
+}
+
+// n bf16 elements of a row (offset off, stride cs) into dst, then zeros up to n_pad.
+inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, int64_t n_pad, uint16_t* dst)
+{
+    const uint16_t* src = static_cast<const uint16_t*>(base) + off;
+    if(cs == 1)
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t));
+    else
+        for(int64_t e = 0; e < n; ++e)
+            dst[e] = src[e * cs];
+    std::memset(dst + n, 0, static_cast<size_t>(n_pad - n) * sizeof(uint16_t));
+}
+
+// Vt[e][j] = vb[j][e] for e < dva, j < kVtCols, from vb's kVtCols rows of dva bf16 (pairs of key
+// rows interleaved into 32-bit elements, then 16 x 16 transposes of those).
+inline void amx_transpose_v(const uint16_t* vb, int64_t dva, uint16_t* vt)
+{
+    __m512i lo_idx, hi_idx; // pair row: key 2p's element e, then key 2p + 1's
+    {
+        alignas(64) uint16_t a[32], b[32];
+        for(int i = 0; i < 16; ++i)
+        {
+            a[2 * i] = static_cast<uint16_t>(i);
+            a[2 * i + 1] = static_cast<uint16_t>(32 + i);
+            b[2 * i] = static_cast<uint16_t>(16 + i);
+            b[2 * i + 1] = static_cast<uint16_t>(48 + i);
+        }
+        lo_idx = _mm512_load_si512(a);
+        hi_idx = _mm512_load_si512(b);
+    }
+    const int64_t vt_row = kVtCols / 2; // 32-bit elements per row of Vt
+    uint32_t* vt32 = reinterpret_cast<uint32_t*>(vt);
+    for(int64_t p0 = 0; p0 < kVtCols / 2; p0 += 16)   // 16 key pairs
+        for(int64_t e0 = 0; e0 < dva; e0 += 32)        // 32 dims: two blocks of 16
+        {
+            __m512i r0[16], r1[16];
+            for(int i = 0; i < 16; ++i)
+            {
+                const uint16_t* ra = vb + (2 * (p0 + i)) * dva + e0;
+                const __mmask32 m = e0 + 32 <= dva ? ~__mmask32(0) : __mmask32((1u << (dva - e0)) - 1u);
+                const __m512i a = _mm512_maskz_loadu_epi16(m, ra);
+                const __m512i b = _mm512_maskz_loadu_epi16(m, ra + dva);
+                r0[i] = _mm512_permutex2var_epi16(a, lo_idx, b); // dims e0 .. e0 + 15
+                r1[i] = _mm512_permutex2var_epi16(a, hi_idx, b); // dims e0 + 16 .. e0 + 31
+            }
+            transpose16x16(r0);
+            for(int i = 0; i < 16; ++i)
+                _mm512_storeu_si512(vt32 + (e0 + i) * vt_row + p0, r0[i]);
+            if(e0 + 16 < dva)
+            {
+                transpose16x16(r1);
+                for(int i = 0; i < 16; ++i)
+                    _mm512_storeu_si512(vt32 + (e0 + 16 + i) * vt_row + p0, r1[i]);
+            }
+        }
+}
+
+// St[r][0..32) = sum_e Kb[r][e] Qp[e][..] for r < 16 nrt: key rows from kb (dpa bf16 each, 16 nrt
+// of them readable), the panel's queries from qp.
+inline void amx_scores(const uint16_t* kb, int64_t nrt, int64_t dpa, const uint16_t* qp, float* st)
+{
+    const int64_t ks = dpa * 2;
+    int64_t t = 0;
+    for(; t + 2 <= nrt; t += 2)
+    {
+        const uint16_t* k0 = kb + t * 16 * dpa;
+        const uint16_t* k1 = k0 + 16 * dpa;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for(int64_t e = 0; e < dpa; e += 32)
+        {
+            _tile_loadd(4, k0 + e, ks);
+            _tile_loadd(5, k1 + e, ks);
+            _tile_loadd(6, qp + e * AQ, AQ * 4);
+            _tile_loadd(7, qp + e * AQ + 32, AQ * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, st + t * 16 * AQ, AQ * 4);
+        _tile_stored(1, st + t * 16 * AQ + 16, AQ * 4);
+        _tile_stored(2, st + (t + 1) * 16 * AQ, AQ * 4);
+        _tile_stored(3, st + (t + 1) * 16 * AQ + 16, AQ * 4);
+    }
+    if(t < nrt)
+    {
+        const uint16_t* k0 = kb + t * 16 * dpa;
+        _tile_zero(0);
+        _tile_zero(1);
+        for(int64_t e = 0; e < dpa; e += 32)
+        {
+            _tile_loadd(4, k0 + e, ks);
+            _tile_loadd(6, qp + e * AQ, AQ * 4);
+            _tile_loadd(7, qp + e * AQ + 32, AQ * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+        _tile_stored(0, st + t * 16 * AQ, AQ * 4);
+        _tile_stored(1, st + t * 16 * AQ + 16, AQ * 4);
+    }
+}
+
+// Pp[r/2][i][r%2] = bf16(St[r][i]) for r < 2 npairs, rows from `rows` on as 0 (round to nearest even).
+inline void amx_pack_p(const float* st, int64_t rows, int64_t npairs, uint16_t* pp)
+{
+    alignas(64) uint16_t ix[32];
+    for(int i = 0; i < 16; ++i)
+    {
+        ix[2 * i] = static_cast<uint16_t>(i);
+        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
+    }
+    const __m512i idx = _mm512_load_si512(ix);
+    for(int64_t q = 0; q < npairs; ++q)
+        for(int64_t c = 0; c < 2; ++c)
+        {
+            const __m512 a = 2 * q < rows ? _mm512_loadu_ps(st + 2 * q * AQ + c * 16) : _mm512_setzero_ps();
+            const __m512 b = 2 * q + 1 < rows ? _mm512_loadu_ps(st + (2 * q + 1) * AQ + c * 16) : _mm512_setzero_ps();
+            const __m512bh h = _mm512_cvtne2ps_pbh(b, a); // a's 16 in the low half
+            _mm512_storeu_si512(pp + q * 2 * AQ + c * 32, _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+        }
+}
+
+// Ot[e][0..32) += sum_j Vt[e][koff + j] Pp[j] for e < dva, j < rows (in 32-key steps, nkc of them).
+// Keys from rows to the end of the last step get zeros in a copy of that step's columns (tail,
+// dva x 32): Pp is 0 there, but 0 times an infinite V element would be NaN, and those keys are not
+// the panel's (the panel kernel's products stop at rows as well).
+inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, int64_t dva, const uint16_t* pp,
+                   uint16_t* tail, float* ot)
+{
+    constexpr int64_t vs = kVtCols * 2;
+    const int64_t last = rows - (nkc - 1) * 32; // keys of the last step (1 .. 32)
+    const bool ragged = last < 32;
+    if(ragged)
+    {
+        const __mmask32 m = static_cast<__mmask32>((1u << last) - 1u);
+        for(int64_t e = 0; e < dva; ++e)
+            _mm512_storeu_si512(tail + e * 32,
+                                _mm512_maskz_loadu_epi16(m, vt + e * kVtCols + koff + (nkc - 1) * 32));
+    }
+    // A operand of step c for dims e .. e + 15: the tail's copy for a ragged last step.
+    const auto a_at = [&](int64_t c, int64_t e) -> const uint16_t* {
+        return ragged && c == nkc - 1 ? tail + e * 32 : vt + e * kVtCols + koff + c * 32;
+    };
+    const auto a_stride = [&](int64_t c) -> int { return ragged && c == nkc - 1 ? 64 : static_cast<int>(vs); };
+    int64_t e = 0;
+    for(; e + 32 <= dva; e += 32)
+    {
+        float* o0 = ot + e * AQ;
+        float* o1 = o0 + 16 * AQ;
+        _tile_loadd(0, o0, AQ * 4);
+        _tile_loadd(1, o0 + 16, AQ * 4);
+        _tile_loadd(2, o1, AQ * 4);
+        _tile_loadd(3, o1 + 16, AQ * 4);
+        for(int64_t c = 0; c < nkc; ++c)
+        {
+            _tile_loadd(4, a_at(c, e), a_stride(c));
+            _tile_loadd(5, a_at(c, e + 16), a_stride(c));
+            _tile_loadd(6, pp + c * 32 * AQ, AQ * 4);
+            _tile_loadd(7, pp + c * 32 * AQ + 32, AQ * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, o0, AQ * 4);
+        _tile_stored(1, o0 + 16, AQ * 4);
+        _tile_stored(2, o1, AQ * 4);
+        _tile_stored(3, o1 + 16, AQ * 4);
+    }
+    if(e < dva)
+    {
+        float* o0 = ot + e * AQ;
+        _tile_loadd(0, o0, AQ * 4);
+        _tile_loadd(1, o0 + 16, AQ * 4);
+        for(int64_t c = 0; c < nkc; ++c)
+        {
+            _tile_loadd(4, a_at(c, e), a_stride(c));
+            _tile_loadd(6, pp + c * 32 * AQ, AQ * 4);
+            _tile_loadd(7, pp + c * 32 * AQ + 32, AQ * 4);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_dpbf16ps(1, 4, 7);
+        }
+        _tile_stored(0, o0, AQ * 4);
+        _tile_stored(1, o0 + 16, AQ * 4);
+    }
+}
+
+void amx_item(const SdpaRun& run, int64_t w, float* ws)
+{
+    constexpr int NV = 2;
+    const SdpaProblem& p = *run.p;
+    const int64_t qb = run.nqb - 1 - (w % run.nqb); // later (heavier under causal) blocks first
+    const int64_t bh = w / run.nqb;
+    const int64_t h = bh % run.hq;
+    const int64_t b = bh / run.hq;
+    const int64_t hk = h / run.group;
+    const int64_t d = run.d, dv = run.dv, dpa = run.dpa, dva = run.dva;
+
+    const Band band = batch_band(p, run, b);
+    const int64_t lo = band.lo, hi = band.hi;
+    const bool banded = hi < kFar || lo > -kFar;
+
+    const int64_t q0 = qb * run.panels * AQ;
+    const int64_t nq = imax(0, imin(run.panels * AQ, band.sq - q0)); // live queries of the block
+    const int64_t nq_all = imin(run.panels * AQ, run.sq - q0);       // rows of the block to write
+    const int64_t npan = (nq + AQ - 1) / AQ;
+
+    uint16_t* qp = reinterpret_cast<uint16_t*>(ws + run.off_qt);
+    float* ot = ws + run.off_ot;
+    float* st = ws + run.off_st;
+    uint16_t* pp = reinterpret_cast<uint16_t*>(ws + run.off_pb);
+    float* mrow = ws + run.off_m;
+    float* lrow = ws + run.off_l;
+    uint16_t* kb = reinterpret_cast<uint16_t*>(ws + run.off_kb);
+    uint16_t* vb = reinterpret_cast<uint16_t*>(ws + run.off_vb);
+    uint16_t* vt = reinterpret_cast<uint16_t*>(ws + run.off_vt);
+    uint16_t* vtail = vt + dva * kVtCols;
+
+    const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
+    const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
+    const uint16_t* qsrc = static_cast<const uint16_t*>(p.q);
+
+    // Queries in pair layout: Qp[e / 2][i][e % 2] = q[i][e] (bf16 bits as given; 0 past d and for
+    // queries that are not live).
+    for(int64_t pn = 0; pn < npan; ++pn)
+    {
+        uint16_t* qpp = qp + pn * dpa * AQ;
+        std::memset(qpp, 0, static_cast<size_t>(dpa * AQ) * sizeof(uint16_t));
+        const int64_t n = imin(AQ, q0 + nq - (q0 + pn * AQ));
+        for(int64_t i = 0; i < n; ++i)
+        {
+            const int64_t row = qoff + (q0 + pn * AQ + i) * p.qs.strides[2];
+            for(int64_t e = 0; e < d; ++e)
+                qpp[(e / 2) * 2 * AQ + 2 * i + (e & 1)] = qsrc[row + e * p.qs.strides[3]];
+        }
+        std::memset(ot + pn * dva * AQ, 0, static_cast<size_t>(dva * AQ) * sizeof(float));
+        for(int64_t i = 0; i < AQ; ++i)
+        {
+            mrow[pn * AQ + i] = -kInf;
+            lrow[pn * AQ + i] = 0.0f;
+        }
+    }
+
+    // Keys any live query of the block can see.
+    int64_t kbeg = 0, kend = band.skv;
+    if(nq > 0)
+    {
+        kbeg = imax(kbeg, q0 + lo);
+        kend = imin(kend, q0 + nq - 1 + hi + 1);
+    }
+    else
+        kend = 0;
+
+    const float qscale = p.scale * kLog2e;
+    const ScoreMods mods{p.bias != nullptr, p.bias != nullptr ? b * p.bias_st[0] + h * p.bias_st[1] : 0,
+                         p.alibi ? alibi_slope(h, run.hq) * kLog2e : 0.0f, cap_of(p)};
+
+    if(kbeg < kend)
+        amx_configure();
+    for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
+    {
+        const int64_t nk = imin(BK, kend - k0);
+        // K rows (16 rows of zeros past the tile: a 16-row step may start at its last key), V rows
+        // (zeros up to kVtCols keys), then V transposed.
+        for(int64_t j = 0; j < BK + 16; ++j)
+            if(j < nk)
+                copy_bf16_row(p.k, koff + (k0 + j) * p.ks.strides[2], p.ks.strides[3], d, dpa, kb + j * dpa);
+            else
+                std::memset(kb + j * dpa, 0, static_cast<size_t>(dpa) * sizeof(uint16_t));
+        for(int64_t j = 0; j < kVtCols; ++j)
+            if(j < nk)
+                copy_bf16_row(p.v, voff + (k0 + j) * p.vs.strides[2], p.vs.strides[3], dv, dva, vb + j * dva);
+            else
+                std::memset(vb + j * dva, 0, static_cast<size_t>(dva) * sizeof(uint16_t));
+        amx_transpose_v(vb, dva, vt);
+
+        for(int64_t pn = 0; pn < npan; ++pn)
+        {
+            const int64_t pq0 = q0 + pn * AQ;
+            const int64_t pq1 = imin(pq0 + AQ, q0 + nq); // live queries [pq0, pq1)
+            const int64_t j0 = imax(k0, pq0 + lo);
+            const int64_t j1 = imin(k0 + nk, pq1 - 1 + hi + 1);
+            if(j0 >= j1)
+                continue;
+            const int64_t rows = j1 - j0;
+            const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
+            const bool plain = band_free && !mods.has_bias && !p.alibi && !mods.cap.on;
+
+            amx_scores(kb + (j0 - k0) * dpa, (rows + 15) / 16, dpa, qp + pn * dpa * AQ, st);
+
+            float* mp = mrow + pn * AQ;
+            float* lp = lrow + pn * AQ;
+            V mnew[NV], alpha[NV];
+            for(int v = 0; v < NV; ++v)
+                mnew[v] = vload(mp + v * W);
+            // To log2 units (the products are of q and k as given); the max as it goes when plain.
+            const V sc = vset(qscale);
+            for(int64_t r = 0; r < rows; ++r)
+                for(int v = 0; v < NV; ++v)
+                {
+                    const V x = vload(st + r * AQ + v * W) * sc;
+                    vstore(st + r * AQ + v * W, x);
+                    if(plain)
+                        mnew[v] = vmax(mnew[v], x);
+                }
+            panel_softmax<NV>(p, mods, st, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
+
+            // Ot = Ot alpha (skipped while the max stands) + Vt . Pp
+            float* op = ot + pn * dva * AQ;
+            const __m512 one = _mm512_set1_ps(1.0f);
+            const bool rescale = _mm512_cmp_ps_mask(static_cast<__m512>(alpha[0]), one, _CMP_EQ_OQ) != 0xffff
+                                 || _mm512_cmp_ps_mask(static_cast<__m512>(alpha[1]), one, _CMP_EQ_OQ) != 0xffff;
+            if(rescale)
+                for(int64_t e = 0; e < dva; ++e)
+                    for(int v = 0; v < NV; ++v)
+                        vstore(op + e * AQ + v * W, vload(op + e * AQ + v * W) * alpha[v]);
+            const int64_t nkc = (rows + 31) / 32;
+            amx_pack_p(st, rows, nkc * 16, pp);
+            amx_pv(vt, j0 - k0, rows, nkc, dva, pp, vtail, op);
+        }
+    }
+    if(kbeg < kend)
+        _tile_release();
+
+    // Normalise and write out; rows beyond the live queries (padding) get 0.
+    for(int64_t i = 0; i < nq_all; ++i)
+    {
+        const int64_t pn = i / AQ, lane = i % AQ;
+        const bool live = i < nq;
+        write_row(p, b, h, q0 + i, dv, live ? ot + pn * dva * AQ + lane : nullptr, AQ, live ? mrow[pn * AQ + lane] : 0.0f,
+                  live ? lrow[pn * AQ + lane] : 0.0f);
+    }
+}
+#endif // HIPDNN_SDPA_AMX
+
 } // namespace
 
-// Panels of 3 vectors of queries, or 2 where that wastes fewer lanes (sdpa_plan_layout picks).
+// Panels of 3 vectors of queries, or 2 where that wastes fewer lanes (sdpa_plan_layout picks); the
+// AMX build's tile kernel for bf16 q, k and v (run.amx).
 void run_item(const SdpaRun& run, int64_t w, float* ws)
 {
+#if defined(HIPDNN_SDPA_AMX)
+    if(run.amx)
+    {
+        amx_item(run, w, ws);
+        return;
+    }
+#endif
     if(run.qw == 2 * W)
         panel_item<2>(run, w, ws);
     else

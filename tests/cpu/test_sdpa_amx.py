@@ -1,0 +1,237 @@
+"""The CPU engine's AMX tile kernel: bf16 attention forward (q, k, v in bf16, more than 16 queries)
+with both products on AMX-BF16 tiles (engines/cpu/src/sdpa_fwd.inl, amx_item).
+
+Run where the CPU has AMX-BF16 (and Linux lets the process use the tiles); skipped elsewhere. Every
+case goes through ``test_sdpa_modes.run_case`` (float64 reference, NaN-filled outputs with guard
+bands checked after, stats) on a handle whose plans are built with ``HIPDNN_CPU_ISA=amx``: the
+tiles' edges (head dims not a multiple of 32 or 16, key counts around the 16-, 32- and 64-key steps,
+query panels of 32), every mask, bias, ALiBi, padding with empty sequences, GQA and strided layouts.
+Beside them: proof that the tile kernel is what ran (its P is rounded to bf16 for the second product,
+so its output differs from the AVX-512 kernel's while both stay accurate), that keys a panel does not
+see never reach its output even when their V holds infinities, and its accuracy at larger sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hipdnn
+from tests.cpu.test_sdpa_isa import HAVE
+from tests.cpu.test_sdpa_modes import BASE, BF16, DT, Case, bf16_bits, bf16_value, reference, run_case
+
+pytestmark = pytest.mark.skipif("amx" not in HAVE, reason="this CPU has no AMX-BF16 (or the OS keeps the tiles)")
+
+
+def make_handle(isa: str, mp: pytest.MonkeyPatch) -> hipdnn.Handle:
+    mp.setenv("HIPDNN_CPU_ISA", isa)
+    h = hipdnn.Handle()
+    if not any(p.name == "hipdnn_cpu_engine" for p in h.loaded_plugins()):
+        pytest.fail(f"the CPU engine did not load: {h.skipped_plugins()}")
+    return h
+
+
+@pytest.fixture(scope="module")
+def amx() -> Iterator[hipdnn.Handle]:
+    with pytest.MonkeyPatch.context() as mp:
+        h = make_handle("amx", mp)
+        yield h
+        h.close()
+
+
+B16 = replace(BASE, dt=DT.BFLOAT16)
+CASES = {
+    # head dims: 32-dim steps of the scores, 16-dim tiles of the output, padding inside both
+    "d8_dv8": replace(B16, sq=40, skv=70, d=8, dv=8),
+    "d24_dv40": replace(B16, sq=33, skv=65, d=24, dv=40),
+    "d32_dv16": replace(B16, sq=64, skv=64, d=32, dv=16),
+    "d72_dv72": replace(B16, sq=100, skv=129, d=72, dv=72),
+    "d128_dv64": replace(B16, sq=129, skv=200, d=128, dv=64),
+    "d136_dv136": replace(B16, sq=50, skv=90, d=136, dv=136),
+    "d256_dv256": replace(B16, hq=1, hk=1, sq=70, skv=150, d=256, dv=256),
+    "d1_dv3": replace(B16, sq=17, skv=5, d=1, dv=3),
+    # key counts around the 16-, 32- and 64-key steps
+    "skv1": replace(B16, sq=17, skv=1, d=64, dv=64),
+    "skv15": replace(B16, sq=31, skv=15, d=64, dv=64),
+    "skv17": replace(B16, sq=32, skv=17, d=64, dv=64),
+    "skv63": replace(B16, sq=33, skv=63, d=64, dv=64),
+    "skv65": replace(B16, sq=47, skv=65, d=64, dv=64),
+    "skv95": replace(B16, sq=129, skv=95, d=64, dv=64),
+    "skv300": replace(B16, sq=200, skv=300, d=64, dv=64),
+    # masks, both alignments, windows
+    "causal_tl": replace(B16, sq=129, skv=129, d=64, dv=64, causal=True),
+    "causal_br_long_kv": replace(B16, sq=37, skv=300, d=64, dv=64, causal=True, bottom_right=True),
+    "causal_tl_short_kv": replace(B16, sq=300, skv=37, d=64, dv=64, causal=True),
+    "window_left": replace(B16, sq=200, skv=200, d=64, dv=64, left=40, right=0),
+    "window_both_br": replace(B16, sq=90, skv=150, d=32, dv=32, left=20, right=5, bottom_right=True),
+    # bias in every broadcast, ALiBi, tensor scale
+    "bias_full": replace(B16, b=2, sq=70, skv=90, d=64, dv=64, bias="full"),
+    "bias_b1_alibi": replace(B16, sq=129, skv=129, d=128, dv=128, bias="b1", alibi=True),
+    "bias_h1_causal": replace(B16, hq=4, hk=2, sq=65, skv=65, d=64, dv=64, bias="h1", causal=True),
+    "bias_11_scale_tensor": replace(B16, sq=40, skv=40, d=40, dv=40, bias="11", scale_tensor=True),
+    "alibi_gqa": replace(B16, hq=6, hk=2, sq=100, skv=100, d=64, dv=64, alibi=True),
+    # padding, empty sequences
+    "padding_empty": replace(
+        B16, b=4, sq=70, skv=90, d=64, dv=64, padding=True, seq_q=[70, 0, 33, 17], seq_kv=[90, 40, 0, 65]
+    ),
+    "padding_causal_br": replace(
+        B16,
+        b=2,
+        sq=100,
+        skv=100,
+        d=64,
+        dv=64,
+        padding=True,
+        seq_q=[37, 100],
+        seq_kv=[99, 18],
+        causal=True,
+        bottom_right=True,
+    ),
+    # GQA, MQA, layouts with gaps, head dim not unit-stride
+    "mqa_bshd": replace(B16, b=2, hq=8, hk=1, sq=70, skv=70, d=64, dv=64, layout="bshd"),
+    "gqa_padded": replace(B16, hq=4, hk=2, sq=129, skv=37, d=72, dv=40, layout="padded"),
+    "dstride": replace(B16, hq=2, hk=1, sq=37, skv=129, d=24, dv=24, layout="dstride"),
+    "no_stats": replace(B16, sq=60, skv=60, d=64, dv=64, stats=False),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_forward(amx: hipdnn.Handle, name: str) -> None:
+    run_case(amx, CASES[name], seed=len(name))
+
+
+@st.composite
+def bf16_cases(draw: st.DrawFn) -> Case:
+    b = draw(st.integers(1, 2))
+    hk = draw(st.integers(1, 2))
+    hq = hk * draw(st.integers(1, 3))
+    sq = draw(st.integers(17, 160))  # the rows kernel serves 16 and fewer
+    skv = draw(st.integers(1, 200))
+    d = draw(st.sampled_from([8, 16, 24, 32, 40, 48, 64, 72, 96, 104, 128, 160]))
+    dv = draw(st.sampled_from([d, 16, 40, 64]))
+    padding = draw(st.booleans())
+    return Case(
+        b=b,
+        hq=hq,
+        hk=hk,
+        sq=sq,
+        skv=skv,
+        d=d,
+        dv=dv,
+        dt=DT.BFLOAT16,
+        layout=draw(st.sampled_from(["bhsd", "bshd", "padded", "dstride"])),
+        causal=draw(st.booleans()),
+        bottom_right=draw(st.booleans()),
+        left=draw(st.one_of(st.none(), st.integers(1, 150))),
+        right=draw(st.one_of(st.none(), st.integers(0, 30))),
+        padding=padding,
+        seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
+        seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
+        alibi=draw(st.booleans()),
+        scale_tensor=draw(st.booleans()),
+        stats=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=bf16_cases(), seed=st.integers(0, 2**16))
+def test_forward_generated(amx: hipdnn.Handle, c: Case, seed: int) -> None:
+    run_case(amx, c, seed)
+
+
+def bf16_sdpa(
+    h: hipdnn.Handle,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    causal: bool = False,
+) -> np.ndarray:
+    """o (as float32) of a bf16 SDPA graph over these bf16 arrays, through h's CPU engine."""
+    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
+    o, _ = g.sdpa(tq, tk, tv, attn_scale=scale, use_causal_mask=causal)
+    o.set_output(True)
+    g.build(h)
+    out = np.full(q.shape[:3] + v.shape[3:], np.nan, np.float32).astype(BF16)
+    g.execute(h, {tq: q, tk: k, tv: v, o: out}, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    return bf16_value(out)
+
+
+def rand_bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+    return bf16_bits(rng.standard_normal(shape).astype(np.float32))
+
+
+def test_the_tile_kernel_is_what_runs(amx: hipdnn.Handle) -> None:
+    """Its P is rounded to bf16 for the P V product: outputs differ from the AVX-512 kernel's (fp32 P)
+    in some elements, while both stay within the bf16 output's own rounding of the float64 result."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rand_bf16(rng, (1, 2, 96, 64)) for _ in range(3))
+    got = bf16_sdpa(amx, q, k, v, 0.125)
+    with pytest.MonkeyPatch.context() as mp:
+        h = make_handle("avx512", mp)
+        fp32_p = bf16_sdpa(h, q, k, v, 0.125)
+        h.close()
+    want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), 0.125)[0]
+    scale = float(np.abs(want).max())
+    assert float(np.abs(got - want).max()) < 8e-3 * scale
+    assert float(np.abs(fp32_p - want).max()) < 8e-3 * scale
+    assert np.count_nonzero(got != fp32_p) > 0, "the AMX plan computed exactly what the fp32 kernel does"
+
+
+def test_unseen_keys_never_reach_the_output(amx: hipdnn.Handle) -> None:
+    """The second product runs in 32-key steps: keys past the last one a 32-query panel sees, inside
+    its last step, get zeros in V's copy, not just P = 0 (0 x inf is NaN). Bottom-right causal with
+    Skv = Sq + 5: queries 0-31 (the first panel) see keys up to 36, so an infinite V from key 37 on
+    leaves them finite and equal to attention over keys 0-36 alone."""
+    rng = np.random.default_rng(3)
+    sq, skv, d, seen = 64, 69, 64, 37
+    q, k = rand_bf16(rng, (1, 1, sq, d)), rand_bf16(rng, (1, 1, skv, d))
+    v = bf16_value(rand_bf16(rng, (1, 1, skv, d)))
+    v[0, 0, seen:, :] = np.inf
+    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
+    o, _ = g.sdpa(tq, tk, tv, attn_scale=0.125, use_causal_mask_bottom_right=True)
+    o.set_output(True)
+    g.build(amx)
+    out = np.full((1, 1, sq, d), np.nan, np.float32).astype(BF16)
+    g.execute(amx, {tq: q, tk: k, tv: bf16_bits(v), o: out}, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    got = bf16_value(out)[0, 0, :32]
+    assert np.isfinite(got).all(), np.argwhere(~np.isfinite(got))[:5]
+    want = reference(
+        bf16_value(q).astype(np.float64)[:, :, :32],
+        bf16_value(k).astype(np.float64)[:, :, :seen],
+        v.astype(np.float64)[:, :, :seen],
+        0.125,
+        causal=True,
+        bottom_right=True,
+        seq_q=[32],
+        seq_kv=[seen],
+    )[0][0, 0]
+    assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
+
+
+@pytest.mark.parametrize(("s", "d", "causal"), [(512, 64, False), (700, 128, True), (333, 256, False)])
+def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> None:
+    """Error against float64 at prefill sizes: the largest within a few bf16 roundings of max |o|; the
+    mean at most twice the AVX-512 kernel's, whose P stays fp32 (rounding P to bf16 for its product,
+    as flash attention and torch's bf16 CPU kernel do, adds about half the output's own rounding:
+    1.45-1.5x here)."""
+    rng = np.random.default_rng(s + d)
+    q, k, v = (rand_bf16(rng, (1, 2, s, d)) for _ in range(3))
+    scale = 1.0 / np.sqrt(d)
+    got = bf16_sdpa(amx, q, k, v, scale, causal=causal)
+    with pytest.MonkeyPatch.context() as mp:
+        h = make_handle("avx512", mp)
+        fp32_p = bf16_sdpa(h, q, k, v, scale, causal=causal)
+        h.close()
+    want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), scale, causal=causal)[0]
+    err, err_fp32_p = np.abs(got - want), np.abs(fp32_p - want)
+    assert float(err.max()) < 8e-3 * float(np.abs(want).max())
+    assert float(err.mean()) < 2.0 * float(err_fp32_p.mean()), (float(err.mean()), float(err_fp32_p.mean()))
