@@ -425,7 +425,7 @@ namespace
 // keys padded to 32 past the tile).
 int64_t amx_layout(SdpaRun& run)
 {
-    const int64_t bk = kSdpaBk, qw = kSdpaAmxQw;
+    const int64_t bk = kSdpaAmxBk, qw = kSdpaAmxQw;
     run.dpa = (run.d + 31) / 32 * 32;
     run.dva = (run.dv + 15) / 16 * 16;
     int64_t o = 0;

@@ -985,7 +985,8 @@ inline void amx_configure()
 
 constexpr int64_t AQ = kSdpaAmxQw; // queries per panel
 static_assert(AQ == 32 && W == 16, "two 16-lane vectors (two tile columns) per panel");
-constexpr int64_t kVtCols = BK + 32; // keys per row of Vt (room for a 32-key step past the tile)
+constexpr int64_t ABK = kSdpaAmxBk;   // keys per tile of the AMX kernel
+constexpr int64_t kVtCols = ABK + 32; // keys per row of Vt (room for a 32-key step past the tile)
 
 // 16 x 16 transpose of 32-bit elements: r[i] holds row i on entry, column i on return. (The maskz
 // forms with every lane on: GCC 12 warns that the plain forms' undefined source may be used.)
@@ -1033,9 +1034,11 @@ inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, 
     std::memset(dst + n, 0, static_cast<size_t>(n_pad - n) * sizeof(uint16_t));
 }
 
-// Vt[e][j] = vb[j][e] for e < dva, j < kVtCols, from vb's kVtCols rows of dva bf16 (pairs of key
-// rows interleaved into 32-bit elements, then 16 x 16 transposes of those).
-inline void amx_transpose_v(const uint16_t* vb, int64_t dva, uint16_t* vt)
+// Vt[e][j] = v[j][e] for e < dva and j < nk rounded up to 32 (keys past nk give 0), from nk rows
+// of v (row stride rs elements, dims at unit stride; dims past dv read as 0): pairs of key rows
+// interleaved into 32-bit elements, then 16 x 16 transposes of those. Columns from there to
+// kVtCols are left as they are: amx_pv never reads them unmasked.
+inline void amx_transpose_v(const uint16_t* v, int64_t rs, int64_t nk, int64_t dv, int64_t dva, uint16_t* vt)
 {
     __m512i lo_idx, hi_idx; // pair row: key 2p's element e, then key 2p + 1's
     {
@@ -1052,16 +1055,19 @@ inline void amx_transpose_v(const uint16_t* vb, int64_t dva, uint16_t* vt)
     }
     const int64_t vt_row = kVtCols / 2; // 32-bit elements per row of Vt
     uint32_t* vt32 = reinterpret_cast<uint32_t*>(vt);
-    for(int64_t p0 = 0; p0 < kVtCols / 2; p0 += 16)   // 16 key pairs
-        for(int64_t e0 = 0; e0 < dva; e0 += 32)        // 32 dims: two blocks of 16
+    const int64_t npairs = (nk + 31) / 32 * 16;
+    for(int64_t p0 = 0; p0 < npairs; p0 += 16) // 16 key pairs
+        for(int64_t e0 = 0; e0 < dva; e0 += 32) // 32 dims: two blocks of 16
         {
+            const int64_t live = imin(32, dv - e0);
+            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
             __m512i r0[16], r1[16];
             for(int i = 0; i < 16; ++i)
             {
-                const uint16_t* ra = vb + (2 * (p0 + i)) * dva + e0;
-                const __mmask32 m = e0 + 32 <= dva ? ~__mmask32(0) : __mmask32((1u << (dva - e0)) - 1u);
-                const __m512i a = _mm512_maskz_loadu_epi16(m, ra);
-                const __m512i b = _mm512_maskz_loadu_epi16(m, ra + dva);
+                const int64_t ka = 2 * (p0 + i);
+                const uint16_t* ra = v + ka * rs + e0;
+                const __m512i a = ka < nk ? _mm512_maskz_loadu_epi16(m, ra) : _mm512_setzero_si512();
+                const __m512i b = ka + 1 < nk ? _mm512_maskz_loadu_epi16(m, ra + rs) : _mm512_setzero_si512();
                 r0[i] = _mm512_permutex2var_epi16(a, lo_idx, b); // dims e0 .. e0 + 15
                 r1[i] = _mm512_permutex2var_epi16(a, hi_idx, b); // dims e0 + 16 .. e0 + 31
             }
@@ -1077,16 +1083,35 @@ inline void amx_transpose_v(const uint16_t* vb, int64_t dva, uint16_t* vt)
         }
 }
 
-// St[r][0..32) = sum_e Kb[r][e] Qp[e][..] for r < 16 nrt: key rows from kb (dpa bf16 each, 16 nrt
-// of them readable), the panel's queries from qp.
-inline void amx_scores(const uint16_t* kb, int64_t nrt, int64_t dpa, const uint16_t* qp, float* st)
+// Qp[e / 2][i][e % 2] = q[i][e] for the n queries of a panel (rows q + i rs, dims at unit stride), 0
+// past d and for i >= n: 16 x 16 transposes of the rows' 32-bit pairs.
+inline void amx_pack_q(const uint16_t* q, int64_t rs, int64_t n, int64_t d, int64_t dpa, uint16_t* qp)
 {
-    const int64_t ks = dpa * 2;
+    uint32_t* qp32 = reinterpret_cast<uint32_t*>(qp); // [dpa / 2][AQ]
+    for(int64_t c0 = 0; c0 < AQ; c0 += 16)
+        for(int64_t e0 = 0; e0 < dpa; e0 += 32) // 16 pairs of dims
+        {
+            const int64_t live = imin(32, d - e0);
+            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi16(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
+            transpose16x16(r); // r[j]: dim pair e0 / 2 + j of queries c0 .. c0 + 15
+            for(int j = 0; j < 16; ++j)
+                _mm512_storeu_si512(qp32 + (e0 / 2 + j) * AQ + c0, r[j]);
+        }
+}
+
+// St[r][0..32) = sum_e K[r][e] Qp[e][..] for r < 16 nrt: key rows from k (row stride ks elements,
+// dpa bf16 each, 16 nrt of them readable), the panel's queries from qp.
+inline void amx_scores(const uint16_t* kb, int64_t kstride, int64_t nrt, int64_t dpa, const uint16_t* qp, float* st)
+{
+    const int64_t ks = kstride * 2;
     int64_t t = 0;
     for(; t + 2 <= nrt; t += 2)
     {
-        const uint16_t* k0 = kb + t * 16 * dpa;
-        const uint16_t* k1 = k0 + 16 * dpa;
+        const uint16_t* k0 = kb + t * 16 * kstride;
+        const uint16_t* k1 = k0 + 16 * kstride;
         _tile_zero(0);
         _tile_zero(1);
         _tile_zero(2);
@@ -1109,7 +1134,7 @@ inline void amx_scores(const uint16_t* kb, int64_t nrt, int64_t dpa, const uint1
     }
     if(t < nrt)
     {
-        const uint16_t* k0 = kb + t * 16 * dpa;
+        const uint16_t* k0 = kb + t * 16 * kstride;
         _tile_zero(0);
         _tile_zero(1);
         for(int64_t e = 0; e < dpa; e += 32)
@@ -1210,6 +1235,106 @@ inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, 
     }
 }
 
+// A plain tile of one panel (nothing adds to or masks its scores): the panel's running max m is
+// kept unless this tile's max passes it by more than kAmxLazy (log2 units: P then stays below 2^8,
+// far from fp32's or bf16's range), so most tiles leave Ot alone (alpha = 1); then one pass makes
+// P = exp2(s scale - m), its row sums and its pair layout for the tiles, from St as the tile unit
+// wrote it (the scale is applied here, in the exponent's FMA). Rows from `rows` on are zeros of Pp.
+constexpr float kAmxLazy = 8.0f;
+
+inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, float qscale, float* mp, float* lp,
+                              V* alpha, uint16_t* pp)
+{
+    const V sc = vset(qscale), ninf = vset(-kInf);
+    V mx[2] = {ninf, ninf};
+    for(int64_t r = 0; r < rows; ++r)
+        for(int v = 0; v < 2; ++v)
+            mx[v] = vmax(mx[v], vload(st + r * AQ + v * W) * sc);
+    V nmu[2]; // minus the max the exponents use (0 for a row that has seen only -inf so far)
+    for(int v = 0; v < 2; ++v)
+    {
+        const V m = vload(mp + v * W);
+        // keep m unless the tile's max passes it by the margin, is NaN, or is the first finite one
+        const V mu = mx[v] <= m + kAmxLazy ? m : mx[v];
+        const V mu_exp = mu == ninf ? V{} : mu;
+        alpha[v] = exp2_nonpos(m - mu_exp);
+        vstore(mp + v * W, mu);
+        nmu[v] = -mu_exp;
+    }
+    alignas(64) uint16_t ix[32];
+    for(int i = 0; i < 16; ++i)
+    {
+        ix[2 * i] = static_cast<uint16_t>(i);
+        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
+    }
+    const __m512i idx = _mm512_load_si512(ix);
+    V sum[2] = {V{}, V{}};
+    for(int64_t q = 0; q < npairs; ++q)
+        for(int v = 0; v < 2; ++v)
+        {
+            const int64_t r0 = 2 * q, r1 = 2 * q + 1;
+            V e0 = V{}, e1 = V{};
+            if(r0 < rows)
+                e0 = exp2_nonpos((V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
+            if(r1 < rows)
+                e1 = exp2_nonpos((V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
+            sum[v] += e0 + e1;
+            const __m512bh h = _mm512_cvtne2ps_pbh((__m512)e1, (__m512)e0);
+            _mm512_storeu_si512(pp + q * 2 * AQ + v * 32,
+                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+        }
+    for(int v = 0; v < 2; ++v)
+        vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
+}
+
+// Writes the block's rows from Ot (transposed, 32 queries a panel) when o is bf16 with unit head-dim
+// stride: 16 x 16 transposes back to query rows, o = acc / l rounded to bf16 (vcvtneps2bf16: round to
+// nearest even), 16 dims a store; write_row's rules otherwise (dead or empty rows 0 with stats -inf,
+// a NaN l a NaN row). Returns false (nothing written) for any other output.
+inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                           int64_t nq_all, const float* ot, const float* mrow, const float* lrow)
+{
+    if(p.ot != DType::BF16 || p.os.strides[3] != 1)
+        return false;
+    const int64_t dv = run.dv, dva = run.dva;
+    uint16_t* o = static_cast<uint16_t*>(p.o);
+    for(int64_t c0 = 0; c0 < nq_all; c0 += 16)
+    {
+        const int64_t pn = c0 / AQ, lane0 = c0 % AQ;
+        const int64_t n = imin(16, nq_all - c0);
+        alignas(64) float inv[16];
+        for(int64_t i = 0; i < 16; ++i)
+        {
+            const int64_t qi = c0 + i;
+            const float l = i < n && qi < nq ? lrow[pn * AQ + lane0 + i] : 0.0f;
+            const bool live = i < n && qi < nq && !(l <= 0.0f);
+            inv[i] = live ? 1.0f / l : 0.0f;
+            if(i < n && p.stats != nullptr)
+                p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + (q0 + qi) * p.ss.strides[2]] =
+                    live ? (mrow[pn * AQ + lane0 + i] + std::log2(l)) * kLn2 : -kInf;
+        }
+        const float* src = ot + pn * dva * AQ + lane0;
+        for(int64_t e0 = 0; e0 < dva; e0 += 16)
+        {
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = _mm512_loadu_si512(src + (e0 + i) * AQ);
+            transpose16x16(r); // r[i]: query c0 + i, dims e0 .. e0 + 15
+            const __mmask16 m = e0 + 16 <= dv ? __mmask16(0xffff) : __mmask16((1u << (dv - e0)) - 1u);
+            for(int64_t i = 0; i < n; ++i)
+            {
+                // a dead row is 0, never 0 x whatever its accumulator holds
+                const __m512 x = inv[i] == 0.0f ? _mm512_setzero_ps()
+                                                : _mm512_mul_ps(_mm512_castsi512_ps(r[i]), _mm512_set1_ps(inv[i]));
+                const __m256bh y = _mm512_cvtneps_pbh(x);
+                uint16_t* dst = o + b * p.os.strides[0] + h * p.os.strides[1] + (q0 + c0 + i) * p.os.strides[2] + e0;
+                _mm256_mask_storeu_epi16(dst, m, reinterpret_cast<__m256i>(y));
+            }
+        }
+    }
+    return true;
+}
+
 void amx_item(const SdpaRun& run, int64_t w, float* ws)
 {
     constexpr int NV = 2;
@@ -1247,17 +1372,19 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
     const uint16_t* qsrc = static_cast<const uint16_t*>(p.q);
 
     // Queries in pair layout: Qp[e / 2][i][e % 2] = q[i][e] (bf16 bits as given; 0 past d and for
-    // queries that are not live).
+    // queries that are not live). Rows with strided dims go through Kb's buffer first.
     for(int64_t pn = 0; pn < npan; ++pn)
     {
         uint16_t* qpp = qp + pn * dpa * AQ;
-        std::memset(qpp, 0, static_cast<size_t>(dpa * AQ) * sizeof(uint16_t));
         const int64_t n = imin(AQ, q0 + nq - (q0 + pn * AQ));
-        for(int64_t i = 0; i < n; ++i)
+        const uint16_t* rows0 = qsrc + qoff + (q0 + pn * AQ) * p.qs.strides[2];
+        if(p.qs.strides[3] == 1)
+            amx_pack_q(rows0, p.qs.strides[2], n, d, dpa, qpp);
+        else
         {
-            const int64_t row = qoff + (q0 + pn * AQ + i) * p.qs.strides[2];
-            for(int64_t e = 0; e < d; ++e)
-                qpp[(e / 2) * 2 * AQ + 2 * i + (e & 1)] = qsrc[row + e * p.qs.strides[3]];
+            for(int64_t i = 0; i < n; ++i)
+                copy_bf16_row(p.q, qoff + (q0 + pn * AQ + i) * p.qs.strides[2], p.qs.strides[3], d, dpa, kb + i * dpa);
+            amx_pack_q(kb, dpa, n, d, dpa, qpp);
         }
         std::memset(ot + pn * dva * AQ, 0, static_cast<size_t>(dva * AQ) * sizeof(float));
         for(int64_t i = 0; i < AQ; ++i)
@@ -1283,22 +1410,26 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
 
     if(kbeg < kend)
         amx_configure();
-    for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
+    // K is read in place where its rows hold whole 32-dim steps at unit stride, else copied per tile
+    // into Kb (rows past the tile's keys are left as they are: their scores are never read).
+    const bool k_direct = p.ks.strides[3] == 1 && d == dpa;
+    const uint16_t* ksrc = static_cast<const uint16_t*>(p.k) + koff;
+    const uint16_t* vsrc = static_cast<const uint16_t*>(p.v) + voff;
+    for(int64_t k0 = kbeg; k0 < kend; k0 += ABK)
     {
-        const int64_t nk = imin(BK, kend - k0);
-        // K rows (16 rows of zeros past the tile: a 16-row step may start at its last key), V rows
-        // (zeros up to kVtCols keys), then V transposed.
-        for(int64_t j = 0; j < BK + 16; ++j)
-            if(j < nk)
+        const int64_t nk = imin(ABK, kend - k0);
+        if(!k_direct)
+            for(int64_t j = 0; j < nk; ++j)
                 copy_bf16_row(p.k, koff + (k0 + j) * p.ks.strides[2], p.ks.strides[3], d, dpa, kb + j * dpa);
-            else
-                std::memset(kb + j * dpa, 0, static_cast<size_t>(dpa) * sizeof(uint16_t));
-        for(int64_t j = 0; j < kVtCols; ++j)
-            if(j < nk)
+        // V transposed, read in place where its dims are at unit stride
+        if(p.vs.strides[3] == 1)
+            amx_transpose_v(vsrc + k0 * p.vs.strides[2], p.vs.strides[2], nk, dv, dva, vt);
+        else
+        {
+            for(int64_t j = 0; j < nk; ++j)
                 copy_bf16_row(p.v, voff + (k0 + j) * p.vs.strides[2], p.vs.strides[3], dv, dva, vb + j * dva);
-            else
-                std::memset(vb + j * dva, 0, static_cast<size_t>(dva) * sizeof(uint16_t));
-        amx_transpose_v(vb, dva, vt);
+            amx_transpose_v(vb, dva, nk, dv, dva, vt);
+        }
 
         for(int64_t pn = 0; pn < npan; ++pn)
         {
@@ -1312,24 +1443,37 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
             const bool plain = band_free && !mods.has_bias && !p.alibi && !mods.cap.on;
 
-            amx_scores(kb + (j0 - k0) * dpa, (rows + 15) / 16, dpa, qp + pn * dpa * AQ, st);
+            // (in place only where the 16-row steps stay inside K's rows)
+            const int64_t nrt = (rows + 15) / 16;
+            if(k_direct && j0 + 16 * nrt <= run.skv)
+                amx_scores(ksrc + j0 * p.ks.strides[2], p.ks.strides[2], nrt, dpa, qp + pn * dpa * AQ, st);
+            else
+            {
+                if(k_direct) // this tile's rows into Kb after all
+                    for(int64_t j = j0 - k0; j < nk; ++j)
+                        std::memcpy(kb + j * dpa, ksrc + (k0 + j) * p.ks.strides[2], static_cast<size_t>(dpa) * 2);
+                amx_scores(kb + (j0 - k0) * dpa, dpa, nrt, dpa, qp + pn * dpa * AQ, st);
+            }
 
             float* mp = mrow + pn * AQ;
             float* lp = lrow + pn * AQ;
-            V mnew[NV], alpha[NV];
-            for(int v = 0; v < NV; ++v)
-                mnew[v] = vload(mp + v * W);
-            // To log2 units (the products are of q and k as given); the max as it goes when plain.
-            const V sc = vset(qscale);
-            for(int64_t r = 0; r < rows; ++r)
+            V alpha[NV];
+            const int64_t nkc = (rows + 31) / 32;
+            if(plain)
+                amx_softmax_plain(st, rows, nkc * 16, qscale, mp, lp, alpha, pp);
+            else
+            {
+                // To log2 units (the products are of q and k as given), then the panel kernel's rules.
+                const V sc = vset(qscale);
+                for(int64_t r = 0; r < rows; ++r)
+                    for(int v = 0; v < NV; ++v)
+                        vstore(st + r * AQ + v * W, vload(st + r * AQ + v * W) * sc);
+                V mnew[NV];
                 for(int v = 0; v < NV; ++v)
-                {
-                    const V x = vload(st + r * AQ + v * W) * sc;
-                    vstore(st + r * AQ + v * W, x);
-                    if(plain)
-                        mnew[v] = vmax(mnew[v], x);
-                }
-            panel_softmax<NV>(p, mods, st, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
+                    mnew[v] = vload(mp + v * W);
+                panel_softmax<NV>(p, mods, st, rows, j0, pq0, pq1, lo, hi, band_free, false, mp, lp, mnew, alpha);
+                amx_pack_p(st, rows, nkc * 16, pp);
+            }
 
             // Ot = Ot alpha (skipped while the max stands) + Vt . Pp
             float* op = ot + pn * dva * AQ;
@@ -1340,8 +1484,6 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                 for(int64_t e = 0; e < dva; ++e)
                     for(int v = 0; v < NV; ++v)
                         vstore(op + e * AQ + v * W, vload(op + e * AQ + v * W) * alpha[v]);
-            const int64_t nkc = (rows + 31) / 32;
-            amx_pack_p(st, rows, nkc * 16, pp);
             amx_pv(vt, j0 - k0, rows, nkc, dva, pp, vtail, op);
         }
     }
@@ -1349,6 +1491,8 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
         _tile_release();
 
     // Normalise and write out; rows beyond the live queries (padding) get 0.
+    if(amx_write_rows(p, run, b, h, q0, nq, nq_all, ot, mrow, lrow))
+        return;
     for(int64_t i = 0; i < nq_all; ++i)
     {
         const int64_t pn = i / AQ, lane = i % AQ;
