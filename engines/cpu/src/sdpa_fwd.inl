@@ -1263,11 +1263,74 @@ inline V exp2_amx(V x)
     return (V)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xv, lo, _CMP_NLT_UQ), r);
 }
 
+// P = exp2(s scale + nmu) for rows < rows (0 past them), its row sums added to sum and its pair
+// layout written to pp; with Track, xmax also takes the largest exponent (NaN-propagating).
+template <bool Track>
+inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, V* sum, V* xmax,
+                         uint16_t* pp)
+{
+    alignas(64) uint16_t ix[32];
+    for(int i = 0; i < 16; ++i)
+    {
+        ix[2 * i] = static_cast<uint16_t>(i);
+        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
+    }
+    const __m512i idx = _mm512_load_si512(ix);
+    for(int64_t q = 0; q < npairs; ++q)
+        for(int v = 0; v < 2; ++v)
+        {
+            const int64_t r0 = 2 * q, r1 = 2 * q + 1;
+            V e0 = V{}, e1 = V{};
+            if(r0 < rows)
+            {
+                const V x = (V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
+                if(Track)
+                    xmax[v] = vmax(xmax[v], x);
+                e0 = exp2_amx(x);
+            }
+            if(r1 < rows)
+            {
+                const V x = (V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
+                if(Track)
+                    xmax[v] = vmax(xmax[v], x);
+                e1 = exp2_amx(x);
+            }
+            sum[v] += e0 + e1;
+            const __m512bh h = _mm512_cvtne2ps_pbh((__m512)e1, (__m512)e0);
+            _mm512_storeu_si512(pp + q * 2 * AQ + v * 32,
+                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+        }
+}
+
 inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, float qscale, float* mp, float* lp,
                               V* alpha, uint16_t* pp)
 {
     const V sc = vset(qscale), ninf = vset(-kInf);
-    // the max of s scale: of s for a positive scale, of -s for a negative one, scaled once after
+    V m[2] = {vload(mp), vload(mp + W)};
+    // Once every lane's max is finite, first try the exponentials against it as it stands: when no
+    // exponent passes the lazy margin (the common case after a sequence's first tiles) that is the
+    // one pass over St, and m, alpha = 1 and Ot stay.
+    const __m512 inf = _mm512_set1_ps(kInf);
+    const bool finite = _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[0]), inf, _CMP_LT_OQ) == 0xffff
+                        && _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[1]), inf, _CMP_LT_OQ) == 0xffff;
+    if(finite)
+    {
+        const V nmu[2] = {-m[0], -m[1]};
+        V sum[2] = {V{}, V{}}, xmax[2] = {ninf, ninf};
+        amx_exp_pack<true>(st, rows, npairs, sc, nmu, sum, xmax, pp);
+        const __m512 lazy = _mm512_set1_ps(kAmxLazy);
+        if(_mm512_cmp_ps_mask((__m512)xmax[0], lazy, _CMP_LE_OQ) == 0xffff
+           && _mm512_cmp_ps_mask((__m512)xmax[1], lazy, _CMP_LE_OQ) == 0xffff)
+        {
+            for(int v = 0; v < 2; ++v)
+            {
+                alpha[v] = vset(1.0f);
+                vstore(lp + v * W, vload(lp + v * W) + sum[v]);
+            }
+            return;
+        }
+    }
+    // The tile's max first: of s for a positive scale, of -s for a negative one, scaled once after.
     const V sgn = vset(qscale < 0.0f ? -1.0f : 1.0f);
     V mx[2] = {ninf, ninf};
     if(qscale >= 0.0f)
@@ -1283,36 +1346,15 @@ inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, flo
     V nmu[2]; // minus the max the exponents use (0 for a row that has seen only -inf so far)
     for(int v = 0; v < 2; ++v)
     {
-        const V m = vload(mp + v * W);
         // keep m unless the tile's max passes it by the margin, is NaN, or is the first finite one
-        const V mu = mx[v] <= m + kAmxLazy ? m : mx[v];
+        const V mu = mx[v] <= m[v] + kAmxLazy ? m[v] : mx[v];
         const V mu_exp = mu == ninf ? V{} : mu;
-        alpha[v] = exp2_nonpos(m - mu_exp);
+        alpha[v] = exp2_nonpos(m[v] - mu_exp);
         vstore(mp + v * W, mu);
         nmu[v] = -mu_exp;
     }
-    alignas(64) uint16_t ix[32];
-    for(int i = 0; i < 16; ++i)
-    {
-        ix[2 * i] = static_cast<uint16_t>(i);
-        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
-    }
-    const __m512i idx = _mm512_load_si512(ix);
     V sum[2] = {V{}, V{}};
-    for(int64_t q = 0; q < npairs; ++q)
-        for(int v = 0; v < 2; ++v)
-        {
-            const int64_t r0 = 2 * q, r1 = 2 * q + 1;
-            V e0 = V{}, e1 = V{};
-            if(r0 < rows)
-                e0 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
-            if(r1 < rows)
-                e1 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
-            sum[v] += e0 + e1;
-            const __m512bh h = _mm512_cvtne2ps_pbh((__m512)e1, (__m512)e0);
-            _mm512_storeu_si512(pp + q * 2 * AQ + v * 32,
-                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
-        }
+    amx_exp_pack<false>(st, rows, npairs, sc, nmu, sum, nullptr, pp);
     for(int v = 0; v < 2; ++v)
         vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
 }
