@@ -235,3 +235,14 @@ def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> N
     err, err_fp32_p = np.abs(got - want), np.abs(fp32_p - want)
     assert float(err.max()) < 8e-3 * float(np.abs(want).max())
     assert float(err.mean()) < 2.0 * float(err_fp32_p.mean()), (float(err.mean()), float(err_fp32_p.mean()))
+
+
+@pytest.mark.parametrize("scale", [-0.2, 0.0, 3.0])
+def test_any_scale(amx: hipdnn.Handle, scale: float) -> None:
+    """The plain tiles' max is taken on the raw scores and scaled after (of -s for a negative scale);
+    a zero scale makes every score 0; a large one makes the running max jump past the lazy margin."""
+    rng = np.random.default_rng(int(scale * 10) + 50)
+    q, k, v = (rand_bf16(rng, (1, 2, 300, 64)) for _ in range(3))
+    got = bf16_sdpa(amx, q, k, v, scale)
+    want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), scale)[0]
+    assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
