@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import hipdnn
 from tests.cpu.test_sdpa_isa import HAVE
-from tests.cpu.test_sdpa_modes import BASE, BF16, DT, Case, bf16_bits, bf16_value, reference, run_case
+from tests.cpu.test_sdpa_modes import BASE, BF16, DT, Case, bf16_bits, bf16_value, cases, reference, run_case
 
 pytestmark = pytest.mark.skipif("amx" not in HAVE, reason="this CPU has no AMX-BF16 (or the OS keeps the tiles)")
 
@@ -105,42 +105,20 @@ def test_forward(amx: hipdnn.Handle, name: str) -> None:
     run_case(amx, CASES[name], seed=len(name))
 
 
-@st.composite
-def bf16_cases(draw: st.DrawFn) -> Case:
-    b = draw(st.integers(1, 2))
-    hk = draw(st.integers(1, 2))
-    hq = hk * draw(st.integers(1, 3))
-    sq = draw(st.integers(17, 160))  # the rows kernel serves 16 and fewer
-    skv = draw(st.integers(1, 200))
-    d = draw(st.sampled_from([8, 16, 24, 32, 40, 48, 64, 72, 96, 104, 128, 160]))
-    dv = draw(st.sampled_from([d, 16, 40, 64]))
-    padding = draw(st.booleans())
-    return Case(
-        b=b,
-        hq=hq,
-        hk=hk,
-        sq=sq,
-        skv=skv,
-        d=d,
-        dv=dv,
-        dt=DT.BFLOAT16,
-        layout=draw(st.sampled_from(["bhsd", "bshd", "padded", "dstride"])),
-        causal=draw(st.booleans()),
-        bottom_right=draw(st.booleans()),
-        left=draw(st.one_of(st.none(), st.integers(1, 150))),
-        right=draw(st.one_of(st.none(), st.integers(0, 30))),
-        padding=padding,
-        seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
-        seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
-        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
-        alibi=draw(st.booleans()),
-        scale_tensor=draw(st.booleans()),
-        stats=draw(st.booleans()),
-    )
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(c=bf16_cases(), seed=st.integers(0, 2**16))
+@given(
+    c=cases(
+        dts=(DT.BFLOAT16,),
+        sq=(17, 160),  # the rows kernel serves 16 and fewer
+        skv=(1, 200),
+        ds=(8, 16, 24, 32, 40, 48, 64, 72, 96, 104, 128, 160),
+        dvs=(16, 40, 64),
+        heads=2,
+        left_max=150,
+        right_max=30,
+    ),
+    seed=st.integers(0, 2**16),
+)
 def test_forward_generated(amx: hipdnn.Handle, c: Case, seed: int) -> None:
     run_case(amx, c, seed)
 

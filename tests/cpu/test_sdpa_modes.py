@@ -357,32 +357,44 @@ def test_sdpa_mode(handle: hipdnn.Handle, name: str) -> None:
 
 
 @st.composite
-def cases(draw: st.DrawFn) -> Case:
+def cases(
+    draw: st.DrawFn,
+    *,
+    dts: tuple[DT, ...] = (DT.FLOAT, DT.FLOAT, DT.HALF, DT.BFLOAT16),
+    sq: tuple[int, int] = (1, 80),
+    skv: tuple[int, int] = (1, 80),
+    ds: tuple[int, ...] = (1, 4, 8, 13, 32, 64),
+    dvs: tuple[int, ...] = (8, 19),
+    heads: int = 3,
+    left_max: int = 90,
+    right_max: int = 20,
+) -> Case:
+    """Any SDPA forward case: sizes from these ranges (dv is d or one of dvs), every option drawn."""
     b = draw(st.integers(1, 3))
-    hk = draw(st.integers(1, 3))
+    hk = draw(st.integers(1, heads))
     hq = hk * draw(st.integers(1, 3))
-    sq = draw(st.integers(1, 80))
-    skv = draw(st.integers(1, 80))
-    d = draw(st.sampled_from([1, 4, 8, 13, 32, 64]))
-    dv = draw(st.sampled_from([d, 8, 19]))
+    n_q = draw(st.integers(*sq))
+    n_kv = draw(st.integers(*skv))
+    d = draw(st.sampled_from(ds))
+    dv = draw(st.sampled_from((d, *dvs)))
     padding = draw(st.booleans())
     return Case(
         b=b,
         hq=hq,
         hk=hk,
-        sq=sq,
-        skv=skv,
+        sq=n_q,
+        skv=n_kv,
         d=d,
         dv=dv,
-        dt=draw(st.sampled_from([DT.FLOAT, DT.FLOAT, DT.HALF, DT.BFLOAT16])),
+        dt=draw(st.sampled_from(dts)),
         layout=draw(st.sampled_from(["bhsd", "bshd", "padded", "dstride"])),
         causal=draw(st.booleans()),
         bottom_right=draw(st.booleans()),
-        left=draw(st.one_of(st.none(), st.integers(1, 90))),
-        right=draw(st.one_of(st.none(), st.integers(0, 20))),
+        left=draw(st.one_of(st.none(), st.integers(1, left_max))),
+        right=draw(st.one_of(st.none(), st.integers(0, right_max))),
         padding=padding,
-        seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
-        seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
+        seq_q=[draw(st.integers(0, n_q)) for _ in range(b)] if padding else [],
+        seq_kv=[draw(st.integers(0, n_kv)) for _ in range(b)] if padding else [],
         bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
         alibi=draw(st.booleans()),
         scale_tensor=draw(st.booleans()),
