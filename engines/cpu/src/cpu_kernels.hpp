@@ -107,7 +107,7 @@ struct SdpaProblem
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.
 // Monotonic in every argument, so the size computed at the declared shapes
 // covers every smaller shape of an override call; and capped in the sequence
-// lengths (a few panels of queries, one 64-key tile; skv is unused), so a
+// lengths (a few panels of queries, one tile of keys; skv is unused), so a
 // wildcard length of a dynamic tensor is sized by passing any large value. The
 // size covers every ISA's kernel, so a plan's workspace never depends on it.
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv);
