@@ -10,6 +10,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="hipdnn.torch needs PyTorch (pip install 'hipdnn[torch]')")
 
 
+def rand(*shape: int, seed: int = 0) -> Any:
+    """Standard normal float32 of this shape, from its own seeded generator."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
+
+
 def visible(
     sq: int,
     skv: int,

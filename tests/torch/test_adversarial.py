@@ -8,12 +8,11 @@ raise a clear ``HipdnnError``."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.torch.support import close, reference
+from tests.torch.support import close, rand, reference
 
 torch = pytest.importorskip("torch", reason="hipdnn.torch needs PyTorch (pip install 'hipdnn[torch]')")
 import torch.nn.functional as F  # noqa: E402
@@ -23,18 +22,6 @@ import hipdnn.torch as ht  # noqa: E402
 from hipdnn.torch import plans  # noqa: E402
 
 ATOL = 5e-6
-
-
-@pytest.fixture
-def cache() -> Iterator[ht.PlanCache]:
-    c = ht.plan_cache()
-    c.clear()
-    yield c
-    c.clear()
-
-
-def rand(*shape: int, seed: int = 0) -> Any:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def torch64(q: Any, k: Any, v: Any, **kw: Any) -> Any:

@@ -5,29 +5,15 @@ next capacity step (one build per step, counted), and kinds are told apart by wh
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.torch.support import close, reference, visible
+from tests.torch.support import close, rand, reference, visible
 
 torch = pytest.importorskip("torch", reason="hipdnn.torch needs PyTorch (pip install 'hipdnn[torch]')")
 
 import hipdnn.torch as ht  # noqa: E402
 from hipdnn.torch.plans import compact_in_order, next_capacity, order_code  # noqa: E402
-
-
-@pytest.fixture
-def cache() -> Iterator[ht.PlanCache]:
-    c = ht.plan_cache()
-    c.clear()
-    yield c
-    c.clear()
-
-
-def rand(*shape: int, seed: int = 0) -> Any:
-    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def test_next_capacity_and_layout_helpers() -> None:

@@ -421,8 +421,8 @@ namespace
 // The AMX panel kernel's slots, in floats (sdpa_fwd.inl, amx_item): per panel the queries in the
 // tiles' pair layout (bf16, d padded to 32) and the output transposed (fp32, dv padded to 16); one
 // tile's scores (fp32) and probabilities in pair layout (bf16, keys padded to 32 past the tile);
-// one tile of K rows (bf16, 16 rows of room past the tile) and of V rows and V transposed (bf16,
-// keys padded to 32 past the tile).
+// one tile of K rows (bf16, 16 rows of room past the tile), of V rows (bf16, copied only when V's
+// dims are strided) and of V transposed (bf16, keys padded to 32 past the tile).
 int64_t amx_layout(SdpaRun& run)
 {
     const int64_t bk = kSdpaAmxBk, qw = kSdpaAmxQw;
@@ -444,7 +444,7 @@ int64_t amx_layout(SdpaRun& run)
     run.off_kb = o;
     o += round16((bk + 16) * run.dpa / 2);
     run.off_vb = o;
-    o += round16((bk + 32) * run.dva / 2);
+    o += round16(bk * run.dva / 2);
     run.off_vt = o; // and a dva x 32 copy of a ragged last step's columns after it
     o += round16(run.dva * (bk + 32) / 2 + run.dva * 16);
     return o;

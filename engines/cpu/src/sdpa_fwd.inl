@@ -988,6 +988,35 @@ static_assert(AQ == 32 && W == 16, "two 16-lane vectors (two tile columns) per p
 constexpr int64_t ABK = kSdpaAmxBk;   // keys per tile of the AMX kernel
 constexpr int64_t kVtCols = ABK + 32; // keys per row of Vt (room for a 32-key step past the tile)
 
+// vpermw / vpermt2w indices that interleave two runs of 16 elements: (x[a], x[b], x[a + 1],
+// x[b + 1], ...), the tiles' pair layout.
+struct PairIndex
+{
+    alignas(64) uint16_t lane[32];
+};
+constexpr PairIndex pair_index(int a, int b)
+{
+    PairIndex r{};
+    for(int i = 0; i < 16; ++i)
+    {
+        r.lane[2 * i] = static_cast<uint16_t>(a + i);
+        r.lane[2 * i + 1] = static_cast<uint16_t>(b + i);
+    }
+    return r;
+}
+constexpr PairIndex kPackPairs = pair_index(0, 16); // the two halves of one vector
+constexpr PairIndex kVPairsLo = pair_index(0, 32);  // elements 0-15 of two vectors
+constexpr PairIndex kVPairsHi = pair_index(16, 48); // elements 16-31 of two vectors
+
+// Two rows of P (16 queries each: keys 2p and 2p + 1) rounded to bf16 (nearest even) and stored in
+// the pair layout: dst[2 i] from e0, dst[2 i + 1] from e1.
+inline void store_pair(__m512 e0, __m512 e1, uint16_t* dst)
+{
+    const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
+    _mm512_storeu_si512(dst, _mm512_maskz_permutexvar_epi16(~__mmask32(0), _mm512_load_si512(kPackPairs.lane),
+                                                             reinterpret_cast<__m512i>(h)));
+}
+
 // 16 x 16 transpose of 32-bit elements: r[i] holds row i on entry, column i on return. (The maskz
 // forms with every lane on: GCC 12 warns that the plain forms' undefined source may be used.)
 inline void transpose16x16(__m512i* r)
@@ -1040,19 +1069,8 @@ inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, 
 // kVtCols are left as they are: amx_pv never reads them unmasked.
 inline void amx_transpose_v(const uint16_t* v, int64_t rs, int64_t nk, int64_t dv, int64_t dva, uint16_t* vt)
 {
-    __m512i lo_idx, hi_idx; // pair row: key 2p's element e, then key 2p + 1's
-    {
-        alignas(64) uint16_t a[32], b[32];
-        for(int i = 0; i < 16; ++i)
-        {
-            a[2 * i] = static_cast<uint16_t>(i);
-            a[2 * i + 1] = static_cast<uint16_t>(32 + i);
-            b[2 * i] = static_cast<uint16_t>(16 + i);
-            b[2 * i + 1] = static_cast<uint16_t>(48 + i);
-        }
-        lo_idx = _mm512_load_si512(a);
-        hi_idx = _mm512_load_si512(b);
-    }
+    // pair row: key 2p's element e, then key 2p + 1's
+    const __m512i lo_idx = _mm512_load_si512(kVPairsLo.lane), hi_idx = _mm512_load_si512(kVPairsHi.lane);
     const int64_t vt_row = kVtCols / 2; // 32-bit elements per row of Vt
     uint32_t* vt32 = reinterpret_cast<uint32_t*>(vt);
     const int64_t npairs = (nk + 31) / 32 * 16;
@@ -1153,20 +1171,12 @@ inline void amx_scores(const uint16_t* kb, int64_t kstride, int64_t nrt, int64_t
 // Pp[r/2][i][r%2] = bf16(St[r][i]) for r < 2 npairs, rows from `rows` on as 0 (round to nearest even).
 inline void amx_pack_p(const float* st, int64_t rows, int64_t npairs, uint16_t* pp)
 {
-    alignas(64) uint16_t ix[32];
-    for(int i = 0; i < 16; ++i)
-    {
-        ix[2 * i] = static_cast<uint16_t>(i);
-        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
-    }
-    const __m512i idx = _mm512_load_si512(ix);
     for(int64_t q = 0; q < npairs; ++q)
         for(int64_t c = 0; c < 2; ++c)
         {
             const __m512 a = 2 * q < rows ? _mm512_loadu_ps(st + 2 * q * AQ + c * 16) : _mm512_setzero_ps();
             const __m512 b = 2 * q + 1 < rows ? _mm512_loadu_ps(st + (2 * q + 1) * AQ + c * 16) : _mm512_setzero_ps();
-            const __m512bh h = _mm512_cvtne2ps_pbh(b, a); // a's 16 in the low half
-            _mm512_storeu_si512(pp + q * 2 * AQ + c * 32, _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+            store_pair(a, b, pp + q * 2 * AQ + c * 32);
         }
 }
 
@@ -1269,13 +1279,6 @@ template <bool Track>
 inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, V* sum, V* xmax,
                          uint16_t* pp)
 {
-    alignas(64) uint16_t ix[32];
-    for(int i = 0; i < 16; ++i)
-    {
-        ix[2 * i] = static_cast<uint16_t>(i);
-        ix[2 * i + 1] = static_cast<uint16_t>(16 + i);
-    }
-    const __m512i idx = _mm512_load_si512(ix);
     for(int64_t q = 0; q < npairs; ++q)
         for(int v = 0; v < 2; ++v)
         {
@@ -1296,9 +1299,7 @@ inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, co
                 e1 = exp2_amx(x);
             }
             sum[v] += e0 + e1;
-            const __m512bh h = _mm512_cvtne2ps_pbh((__m512)e1, (__m512)e0);
-            _mm512_storeu_si512(pp + q * 2 * AQ + v * 32,
-                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+            store_pair((__m512)e0, (__m512)e1, pp + q * 2 * AQ + v * 32);
         }
 }
 
