@@ -453,10 +453,10 @@ int64_t amx_layout(SdpaRun& run)
 
 int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 {
-    // Panels of 3 vectors of queries (their micro kernel loads fewer operands per FMA: 5-8 % faster
-    // at S = 1024-2048 on a Xeon with AVX-512), or of 2 where those leave clearly fewer lanes empty
-    // (S = 64: one block of 2 x 32 rather than 2 x 48; not S = 2048, 2048 against 2064 rows). The
-    // AMX kernel's panels are two tiles wide.
+    // Panels of 3 vectors of queries (their micro kernel loads fewer operands per FMA: about 6 %
+    // faster at D = 128, S = 2048 on a Xeon with AVX-512), or of 2 where those leave clearly fewer
+    // lanes empty (S = 64: one block of 2 x 32 rather than 2 x 48; not S = 2048, 2048 against 2064
+    // rows). The AMX kernel's panels are two tiles wide.
     const int64_t w3 = sdpa_qw(run.lanes), w2 = 2 * run.lanes;
     if(run.amx)
         qw = kSdpaAmxQw;
