@@ -14,7 +14,7 @@ import logging
 import math
 import platform
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -102,7 +102,7 @@ def test_default_isa_is_the_widest(monkeypatch: pytest.MonkeyPatch, caplog: pyte
     assert described and all(f"isa {HAVE[-1]}" in m for m in described), described
 
 
-@pytest.mark.parametrize("value", ["sse2", "AVX512", "avx-512", "AMX", "amx-bf16"])
+@pytest.mark.parametrize("value", ["sse2", "avx-512", "amx-bf16", "avx 2", "avx512x"])
 def test_unknown_isa_name_is_refused(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIPDNN_CPU_ISA", value)
     h = hipdnn.Handle()
@@ -111,6 +111,30 @@ def test_unknown_isa_name_is_refused(value: str, monkeypatch: pytest.MonkeyPatch
     assert e.value.code == hipdnn.ErrorCode.GRAPH_NOT_SUPPORTED
     assert f"HIPDNN_CPU_ISA='{value}' is not one of baseline, avx2, avx512" in str(e.value)
     h.close()
+
+
+SPELLINGS: dict[str, Callable[[str], str]] = {
+    "upper": str.upper,
+    "title": str.title,
+    "newline": lambda n: f" {n}\n",
+    "tabs": lambda n: f"\t{n.upper()}  ",
+}
+
+
+@pytest.mark.parametrize("spelling", list(SPELLINGS))
+@pytest.mark.parametrize("isa", HAVE)
+def test_isa_name_ignores_case_and_blanks(
+    isa: str, spelling: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HIPDNN_CPU_ISA=AVX512, or amx with a newline from a shell file, names the same build as avx512 / amx."""
+    value = SPELLINGS[spelling](isa)
+    monkeypatch.setenv("HIPDNN_CPU_ISA", value)
+    with caplog.at_level(logging.INFO, logger="hipdnn"):
+        h = hipdnn.Handle()
+        tiny_sdpa().build(h)
+        h.close()
+    described = [r.getMessage() for r in caplog.records if "execution context" in r.getMessage()]
+    assert described and all(f"isa {isa}" in m for m in described), (value, described)
 
 
 @pytest.mark.parametrize("isa", LACK or [pytest.param("none", marks=pytest.mark.skip("this CPU has every ISA"))])

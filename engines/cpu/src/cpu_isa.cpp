@@ -3,6 +3,7 @@
 
 #include "cpu_kernels.hpp"
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
@@ -108,14 +109,21 @@ std::string isa_for_plan(Isa& out)
     const char* e = std::getenv("HIPDNN_CPU_ISA");
     if(e != nullptr && e[0] != '\0')
     {
+        // Matched without regard to case or surrounding blanks ("AVX512", "amx\n" from a shell file): a
+        // value a user would read as the same name is the same name.
+        std::string name(e, strnlen(e, 64));
+        const size_t first = name.find_first_not_of(" \t\r\n");
+        name = first == std::string::npos ? std::string() : name.substr(first, name.find_last_not_of(" \t\r\n") - first + 1);
+        for(char& c : name)
+            c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         Isa want;
-        if(std::strcmp(e, "baseline") == 0)
+        if(name == "baseline")
             want = Isa::Baseline;
-        else if(std::strcmp(e, "avx2") == 0)
+        else if(name == "avx2")
             want = Isa::Avx2;
-        else if(std::strcmp(e, "avx512") == 0)
+        else if(name == "avx512")
             want = Isa::Avx512;
-        else if(std::strcmp(e, "amx") == 0)
+        else if(name == "amx")
             want = Isa::Amx;
         else
         {
