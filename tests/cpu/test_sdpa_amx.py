@@ -97,6 +97,17 @@ CASES = {
     "gqa_padded": replace(B16, hq=4, hk=2, sq=129, skv=37, d=72, dv=40, layout="padded"),
     "dstride": replace(B16, hq=2, hk=1, sq=37, skv=129, d=24, dv=24, layout="dstride"),
     "no_stats": replace(B16, sq=60, skv=60, d=64, dv=64, stats=False),
+    # several of the kernel's 256-key tiles, the last one ragged: masks, windows, bias and padding
+    # that cross tile boundaries, and the running max carried from tile to tile
+    "tiles3": replace(B16, hq=1, hk=1, sq=70, skv=600, d=64, dv=64),
+    "tiles_causal_tl": replace(B16, hq=1, hk=1, sq=530, skv=530, d=128, dv=128, causal=True),
+    "tiles_causal_br": replace(B16, hq=1, hk=1, sq=300, skv=777, d=72, dv=40, causal=True, bottom_right=True),
+    "tiles_window": replace(B16, hq=1, hk=1, sq=520, skv=600, d=64, dv=64, left=300, right=17),
+    "tiles_bias_alibi": replace(B16, hq=2, hk=1, sq=100, skv=520, d=64, dv=64, bias="full", alibi=True),
+    "tiles_padding": replace(
+        B16, b=3, hq=1, hk=1, sq=260, skv=600, d=64, dv=64, padding=True, seq_q=[260, 1, 99], seq_kv=[600, 257, 255]
+    ),
+    "tiles_gqa_bshd": replace(B16, hq=4, hk=2, sq=64, skv=520, d=64, dv=64, layout="bshd"),
 }
 
 
@@ -110,7 +121,7 @@ def test_forward(amx: hipdnn.Handle, name: str) -> None:
     c=cases(
         dts=(DT.BFLOAT16,),
         sq=(17, 160),  # the rows kernel serves 16 and fewer
-        skv=(1, 200),
+        skv=(1, 600),  # up to three 256-key tiles
         ds=(8, 16, 24, 32, 40, 48, 64, 72, 96, 104, 128, 160),
         dvs=(16, 40, 64),
         heads=2,
@@ -213,6 +224,24 @@ def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> N
     err, err_fp32_p = np.abs(got - want), np.abs(fp32_p - want)
     assert float(err.max()) < 8e-3 * float(np.abs(want).max())
     assert float(err.mean()) < 2.0 * float(err_fp32_p.mean()), (float(err.mean()), float(err_fp32_p.mean()))
+
+
+@pytest.mark.parametrize("rising", [True, False])
+def test_running_max_across_tiles(amx: hipdnn.Handle, rising: bool) -> None:
+    """Scores that climb (or fall) by far more than the lazy margin from one 256-key tile to the next:
+    each new tile's max replaces the running one and rescales Ot and l (rising), or never does
+    (falling); either way the result is the float64 softmax's."""
+    rng = np.random.default_rng(7 if rising else 8)
+    s, d = 900, 64
+    q = rand_bf16(rng, (1, 1, 64, d))
+    ramp = np.linspace(0.0, 8.0, s) if rising else np.linspace(8.0, 0.0, s)
+    k = bf16_bits((np.abs(rng.standard_normal((1, 1, s, d))) * ramp[None, None, :, None]).astype(np.float32))
+    q = bf16_bits(np.abs(bf16_value(q)))
+    v = rand_bf16(rng, (1, 1, s, d))
+    got = bf16_sdpa(amx, q, k, v, 0.125)
+    want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), 0.125)[0]
+    assert np.isfinite(got).all()
+    assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
 
 
 @pytest.mark.parametrize("scale", [-0.2, 0.0, 3.0])

@@ -31,7 +31,7 @@ constexpr int64_t kSdpaRowsMax = 16; // query rows per rows-kernel item
 constexpr int64_t kSdpaRowsMaxSq = 16; // the rows kernel serves Sq up to this
 constexpr int64_t kSdpaAmxQw = 32;     // queries per panel of the AMX kernel (two 16-column tiles)
 constexpr int64_t kSdpaAmxPanels = 8;  // panels per work item of the AMX kernel
-constexpr int64_t kSdpaAmxBk = 128;    // keys per tile of the AMX kernel
+constexpr int64_t kSdpaAmxBk = 256;    // keys per tile of the AMX kernel
 
 // Widest panel (queries) and panels per work item of each vector width. An item widens every K and
 // V tile it reads when they are fp16 / bf16: more panels share that work.

@@ -950,7 +950,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 // kernel's own (panel_softmax, 16-lane AVX-512) on scores kept in the same transposed layout. A
 // work item is (batch, head, block of up to kSdpaAmxPanels panels of 32 queries). Per item:
 //   Qp [d/2][32][2]  each panel's queries in the tiles' pair layout (B operand), bf16 as given
-// per 64-key tile (copied once per item, shared by its panels):
+// per key tile of ABK = 256 (copied once per item, shared by its panels):
 //   Kb [keys][d]     K rows, bf16, zero-padded to d % 32 == 0 (A operand: 16 keys x 32 dims)
 //   Vt [dv][keys]    V transposed, bf16, zero-padded (A operand: 16 dims x 32 keys)
 // and per (tile, panel):
@@ -1246,38 +1246,40 @@ inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, 
 }
 
 // A plain tile of one panel (nothing adds to or masks its scores): the panel's running max m is
-// kept unless this tile's max passes it by more than kAmxLazy (log2 units: P then stays below 2^8,
-// far from fp32's or bf16's range), so most tiles leave Ot alone (alpha = 1); then one pass makes
-// P = exp2(s scale - m), its row sums and its pair layout for the tiles, from St as the tile unit
-// wrote it (the scale is applied here, in the exponent's FMA). Rows from `rows` on are zeros of Pp.
+// kept unless this tile's exponents pass it by more than kAmxLazy (log2 units), so most tiles leave
+// Ot alone (alpha = 1); then one pass makes P = exp2(s scale - m), its row sums and its pair layout
+// for the tiles, from St as the tile unit wrote it (the scale is applied here, in the exponent's
+// FMA). That pass tests the sums, not a max (kAmxSumBound): P then stays below ABK 2^kAmxLazy =
+// 2^16, far from fp32's or bf16's range. Rows from `rows` on are zeros of Pp.
 constexpr float kAmxLazy = 8.0f;
+constexpr float kAmxSumBound = static_cast<float>(ABK) * static_cast<float>(1 << static_cast<int>(kAmxLazy));
 
-// 2^x as exp2_nonpos gives it (x = -inf gives 0, NaN stays NaN, below -125 flushes to 0), with a
-// degree-5 polynomial fitted for relative error (1.4e-7 over |f| <= 1/2; degree 7 there): P is
-// rounded to bf16 for its product, and its row sums need no more. x may reach kAmxLazy.
+// 2^x for the plain tiles' P, in 8 vector operations: x = n + f with n = floor(x) and f in [0, 1)
+// (vreduceps), 2^f by a degree-5 polynomial fitted for relative error (1.6e-7 after fp32 Horner),
+// then vscalefps multiplies by 2^n (it takes the floor of x itself, so n is never formed). x is
+// first raised to -160, where 2^f 2^-160 rounds to exactly 0: a -inf score gives 0; NaN stays NaN
+// (vmaxps returns its second operand). Scores between -160 and -126 give subnormals or 0: those keys
+// weigh below 2^-126 of the row's max. P is rounded to bf16 for its product, and its row sums need
+// no more accuracy. x may reach kAmxLazy.
 inline V exp2_amx(V x)
 {
-    const __m512 xv = (__m512)x;
-    const __m512 lo = _mm512_set1_ps(-125.0f);
+    // (mask forms throughout: GCC 12 warns that the plain forms' merge source may be uninitialised)
     const __mmask16 all = 0xffff;
-    const __m512 xc = _mm512_mask_max_ps(lo, all, lo, xv);
-    const __m512 n = _mm512_mask_roundscale_ps(xc, all, xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(xc, n);
-    __m512 p = _mm512_set1_ps(0.0013266970636323094f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009675459936261177f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05550742521882057f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24022121727466583f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931469440460205f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000001192092896f));
-    const __m512 r = _mm512_mask_scalef_ps(p, all, p, n);
-    return (V)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xv, lo, _CMP_NLT_UQ), r);
+    const __m512 lo = _mm512_set1_ps(-160.0f);
+    const __m512 xc = _mm512_mask_max_ps(lo, all, lo, (__m512)x);
+    const __m512 f = _mm512_maskz_reduce_ps(all, xc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 p = _mm512_set1_ps(0.0018775727367028594f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.008989344350993633f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05582631751894951f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24015361070632935f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931530833244324f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.9999999403953552f));
+    return (V)_mm512_mask_scalef_ps(p, all, p, xc);
 }
 
 // P = exp2(s scale + nmu) for rows < rows (0 past them), its row sums added to sum and its pair
-// layout written to pp; with Track, xmax also takes the largest exponent (NaN-propagating).
-template <bool Track>
-inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, V* sum, V* xmax,
-                         uint16_t* pp)
+// layout written to pp.
+inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, V* sum, uint16_t* pp)
 {
     for(int64_t q = 0; q < npairs; ++q)
         for(int v = 0; v < 2; ++v)
@@ -1285,19 +1287,9 @@ inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, co
             const int64_t r0 = 2 * q, r1 = 2 * q + 1;
             V e0 = V{}, e1 = V{};
             if(r0 < rows)
-            {
-                const V x = (V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
-                if(Track)
-                    xmax[v] = vmax(xmax[v], x);
-                e0 = exp2_amx(x);
-            }
+                e0 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
             if(r1 < rows)
-            {
-                const V x = (V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
-                if(Track)
-                    xmax[v] = vmax(xmax[v], x);
-                e1 = exp2_amx(x);
-            }
+                e1 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
             sum[v] += e0 + e1;
             store_pair((__m512)e0, (__m512)e1, pp + q * 2 * AQ + v * 32);
         }
@@ -1317,11 +1309,15 @@ inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, flo
     if(finite)
     {
         const V nmu[2] = {-m[0], -m[1]};
-        V sum[2] = {V{}, V{}}, xmax[2] = {ninf, ninf};
-        amx_exp_pack<true>(st, rows, npairs, sc, nmu, sum, xmax, pp);
-        const __m512 lazy = _mm512_set1_ps(kAmxLazy);
-        if(_mm512_cmp_ps_mask((__m512)xmax[0], lazy, _CMP_LE_OQ) == 0xffff
-           && _mm512_cmp_ps_mask((__m512)xmax[1], lazy, _CMP_LE_OQ) == 0xffff)
+        V sum[2] = {V{}, V{}};
+        amx_exp_pack(st, rows, npairs, sc, nmu, sum, pp);
+        // The tile's sums tell whether its exponents stayed in range, with no max taken: exponents
+        // all within the margin give sums of at most kAmxSumBound, and a sum within that bound
+        // holds no term above it (no exponent above kAmxLazy + log2 ABK). A NaN fails the test;
+        // the tile then takes the exact path below.
+        const __m512 bound = _mm512_set1_ps(kAmxSumBound);
+        if(_mm512_cmp_ps_mask((__m512)sum[0], bound, _CMP_LE_OQ) == 0xffff
+           && _mm512_cmp_ps_mask((__m512)sum[1], bound, _CMP_LE_OQ) == 0xffff)
         {
             for(int v = 0; v < 2; ++v)
             {
@@ -1355,7 +1351,7 @@ inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, flo
         nmu[v] = -mu_exp;
     }
     V sum[2] = {V{}, V{}};
-    amx_exp_pack<false>(st, rows, npairs, sc, nmu, sum, nullptr, pp);
+    amx_exp_pack(st, rows, npairs, sc, nmu, sum, pp);
     for(int v = 0; v < 2; ++v)
         vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
 }
