@@ -226,6 +226,19 @@ def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> N
     assert float(err.mean()) < 2.0 * float(err_fp32_p.mean()), (float(err.mean()), float(err_fp32_p.mean()))
 
 
+def test_callers_float_state_is_left_alone(amx: hipdnn.Handle) -> None:
+    """The tile kernel runs its items with flush-to-zero (so exponentials that underflow cost no
+    microcode assist) and restores the thread's MXCSR after: subnormal arithmetic on the calling
+    thread still gives subnormals, not 0."""
+    tiny = np.float32(2.0**-140)
+    before = tiny * np.float32(0.5)
+    assert before != 0
+    rng = np.random.default_rng(3)
+    q, k, v = (rand_bf16(rng, (1, 2, 300, 64)) for _ in range(3))
+    bf16_sdpa(amx, q, k, v, 0.125, causal=True)
+    assert tiny * np.float32(0.5) == before
+
+
 @pytest.mark.parametrize("rising", [True, False])
 def test_running_max_across_tiles(amx: hipdnn.Handle, rising: bool) -> None:
     """Scores that climb (or fall) by far more than the lazy margin from one 256-key tile to the next:

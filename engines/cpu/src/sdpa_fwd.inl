@@ -1277,32 +1277,60 @@ inline V exp2_amx(V x)
     return (V)_mm512_mask_scalef_ps(p, all, p, xc);
 }
 
-// P = exp2(s scale + nmu) for rows < rows (0 past them), its row sums added to sum and its pair
-// layout written to pp.
-inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, V* sum, uint16_t* pp)
+// The band (causal masks, sliding windows) of one panel inside a key tile: rows r of the tile (key
+// j0 + r) outside [in0, in1) are on its edge, where query pq0 + 16 v + i sees key j iff
+// j - hi <= query <= j - lo; the rows in between are seen by every live query of the panel.
+struct AmxBand
 {
+    int64_t j0, pq0, lo, hi;
+    int64_t in0, in1;
+    // The lanes of vector v that see row r's key (every lane inside the band).
+    __mmask16 lanes(int64_t r, int v) const
+    {
+        if(r >= in0 && r < in1)
+            return 0xffff;
+        const int64_t j = j0 + r, q = pq0 + v * W;
+        const int64_t first = imax(0, imin(W, j - hi - q));
+        const int64_t end = imax(0, imin(W, j - lo - q + 1));
+        if(first >= end)
+            return 0;
+        return static_cast<__mmask16>(((1u << end) - 1u) & ~((1u << first) - 1u));
+    }
+};
+
+// P = exp2(s scale + nmu) for rows < rows (0 past them and where the band masks a key), its row
+// sums added to sum and its pair layout written to pp.
+inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, const V* nmu, const AmxBand& band, V* sum,
+                         uint16_t* pp)
+{
+    const __m512 ninf = _mm512_set1_ps(-kInf);
+    const auto exp_row = [&](int64_t r, int v) -> __m512 {
+        __m512 x = _mm512_fmadd_ps((__m512)vload(st + r * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
+        if(r < band.in0 || r >= band.in1)
+            x = _mm512_mask_mov_ps(ninf, band.lanes(r, v), x);
+        return (__m512)exp2_amx((V)x);
+    };
     for(int64_t q = 0; q < npairs; ++q)
         for(int v = 0; v < 2; ++v)
         {
             const int64_t r0 = 2 * q, r1 = 2 * q + 1;
-            V e0 = V{}, e1 = V{};
-            if(r0 < rows)
-                e0 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r0 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
-            if(r1 < rows)
-                e1 = exp2_amx((V)_mm512_fmadd_ps((__m512)vload(st + r1 * AQ + v * W), (__m512)sc, (__m512)nmu[v]));
-            sum[v] += e0 + e1;
-            store_pair((__m512)e0, (__m512)e1, pp + q * 2 * AQ + v * 32);
+            const __m512 e0 = r0 < rows ? exp_row(r0, v) : _mm512_setzero_ps();
+            const __m512 e1 = r1 < rows ? exp_row(r1, v) : _mm512_setzero_ps();
+            sum[v] += (V)e0 + (V)e1;
+            store_pair(e0, e1, pp + q * 2 * AQ + v * 32);
         }
 }
 
-inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, float qscale, float* mp, float* lp,
-                              V* alpha, uint16_t* pp)
+// One panel's softmax over a tile with nothing added to its scores (no bias, ALiBi or cap; the band
+// may mask its edge rows), in one pass where the running max stands (see kAmxLazy).
+inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, float qscale, const AmxBand& band, float* mp,
+                             float* lp, V* alpha, uint16_t* pp)
 {
     const V sc = vset(qscale), ninf = vset(-kInf);
     V m[2] = {vload(mp), vload(mp + W)};
-    // Once every lane's max is finite, first try the exponentials against it as it stands: when no
-    // exponent passes the lazy margin (the common case after a sequence's first tiles) that is the
-    // one pass over St, and m, alpha = 1 and Ot stay.
+    // Once every lane's max is finite, first try the exponentials against it as it stands: when the
+    // sums show no exponent past the lazy margin (the common case after a sequence's first tiles)
+    // that is the one pass over St, and m, alpha = 1 and Ot stay.
     const __m512 inf = _mm512_set1_ps(kInf);
     const bool finite = _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[0]), inf, _CMP_LT_OQ) == 0xffff
                         && _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[1]), inf, _CMP_LT_OQ) == 0xffff;
@@ -1310,7 +1338,7 @@ inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, flo
     {
         const V nmu[2] = {-m[0], -m[1]};
         V sum[2] = {V{}, V{}};
-        amx_exp_pack(st, rows, npairs, sc, nmu, sum, pp);
+        amx_exp_pack(st, rows, npairs, sc, nmu, band, sum, pp);
         // The tile's sums tell whether its exponents stayed in range, with no max taken: exponents
         // all within the margin give sums of at most kAmxSumBound, and a sum within that bound
         // holds no term above it (no exponent above kAmxLazy + log2 ABK). A NaN fails the test;
@@ -1327,31 +1355,29 @@ inline void amx_softmax_plain(const float* st, int64_t rows, int64_t npairs, flo
             return;
         }
     }
-    // The tile's max first: of s for a positive scale, of -s for a negative one, scaled once after.
-    const V sgn = vset(qscale < 0.0f ? -1.0f : 1.0f);
-    V mx[2] = {ninf, ninf};
-    if(qscale >= 0.0f)
-        for(int64_t r = 0; r < rows; ++r)
-            for(int v = 0; v < 2; ++v)
-                mx[v] = vmax(mx[v], vload(st + r * AQ + v * W));
-    else
-        for(int64_t r = 0; r < rows; ++r)
-            for(int v = 0; v < 2; ++v)
-                mx[v] = vmax(mx[v], -vload(st + r * AQ + v * W));
-    for(int v = 0; v < 2; ++v)
-        mx[v] = mx[v] * (sc * sgn);
-    V nmu[2]; // minus the max the exponents use (0 for a row that has seen only -inf so far)
+    // The tile's max over the keys each lane sees: of s for a positive scale, of -s for a negative
+    // one, scaled once after.
+    const __m512 sgn = _mm512_set1_ps(qscale < 0.0f ? -1.0f : 1.0f);
+    __m512 mx[2] = {(__m512)ninf, (__m512)ninf};
+    for(int64_t r = 0; r < rows; ++r)
+        for(int v = 0; v < 2; ++v)
+        {
+            const V x = vload(st + r * AQ + v * W) * (V)sgn;
+            mx[v] = (__m512)vmax((V)mx[v], (V)_mm512_mask_mov_ps((__m512)ninf, band.lanes(r, v), (__m512)x));
+        }
+    V nmu[2]; // minus the max the exponents use (0 for a lane that has seen only -inf so far)
     for(int v = 0; v < 2; ++v)
     {
+        const V tmax = (V)mx[v] * (sc * (V)sgn);
         // keep m unless the tile's max passes it by the margin, is NaN, or is the first finite one
-        const V mu = mx[v] <= m[v] + kAmxLazy ? m[v] : mx[v];
+        const V mu = tmax <= m[v] + kAmxLazy ? m[v] : tmax;
         const V mu_exp = mu == ninf ? V{} : mu;
         alpha[v] = exp2_nonpos(m[v] - mu_exp);
         vstore(mp + v * W, mu);
         nmu[v] = -mu_exp;
     }
     V sum[2] = {V{}, V{}};
-    amx_exp_pack(st, rows, npairs, sc, nmu, sum, pp);
+    amx_exp_pack(st, rows, npairs, sc, nmu, band, sum, pp);
     for(int v = 0; v < 2; ++v)
         vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
 }
@@ -1404,8 +1430,27 @@ inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, 
     return true;
 }
 
+// Flush-to-zero for the item (the thread's MXCSR is restored after): exp2_amx's underflow to 0 for
+// far-below-max and masked scores then costs no microcode assist. Only results below 2^-126 change,
+// to 0; the tile unit and the bf16 conversions flush those anyway.
+struct FlushToZero
+{
+    unsigned saved = _mm_getcsr();
+    FlushToZero()
+    {
+        _mm_setcsr(saved | _MM_FLUSH_ZERO_ON);
+    }
+    ~FlushToZero()
+    {
+        _mm_setcsr(saved);
+    }
+    FlushToZero(const FlushToZero&) = delete;
+    FlushToZero& operator=(const FlushToZero&) = delete;
+};
+
 void amx_item(const SdpaRun& run, int64_t w, float* ws)
 {
+    const FlushToZero ftz;
     constexpr int NV = 2;
     const SdpaProblem& p = *run.p;
     const int64_t qb = run.nqb - 1 - (w % run.nqb); // later (heavier under causal) blocks first
@@ -1510,7 +1555,8 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                 continue;
             const int64_t rows = j1 - j0;
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
-            const bool plain = band_free && !mods.has_bias && !p.alibi && !mods.cap.on;
+            // Nothing added to the scores: the lazy one-pass softmax, masking the band's edge rows.
+            const bool lazy = !mods.has_bias && !p.alibi && !mods.cap.on;
 
             // (in place only where the 16-row steps stay inside K's rows)
             const int64_t nrt = (rows + 15) / 16;
@@ -1528,8 +1574,16 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             float* lp = lrow + pn * AQ;
             V alpha[NV];
             const int64_t nkc = (rows + 31) / 32;
-            if(plain)
-                amx_softmax_plain(st, rows, nkc * 16, qscale, mp, lp, alpha, pp);
+            if(lazy)
+            {
+                AmxBand bd{j0, pq0, lo, hi, 0, rows};
+                if(!band_free)
+                {
+                    bd.in0 = imin(rows, imax(0, pq1 - 1 + lo - j0));
+                    bd.in1 = imax(bd.in0, imin(rows, pq0 + hi - j0 + 1));
+                }
+                amx_softmax_lazy(st, rows, nkc * 16, qscale, bd, mp, lp, alpha, pp);
+            }
             else
             {
                 // To log2 units (the products are of q and k as given), then the panel kernel's rules.
