@@ -108,6 +108,13 @@ CASES = {
         B16, b=3, hq=1, hk=1, sq=260, skv=600, d=64, dv=64, padding=True, seq_q=[260, 1, 99], seq_kv=[600, 257, 255]
     ),
     "tiles_gqa_bshd": replace(B16, hq=4, hk=2, sq=64, skv=520, d=64, dv=64, layout="bshd"),
+    # narrow bands: lanes of a panel that see no key of a tile, under zero, negative and large scales
+    "band_narrow_scale0": replace(B16, hq=1, hk=1, sq=300, skv=300, d=64, dv=64, left=5, right=0, scale=0.0),
+    "band_narrow_negative": replace(B16, hq=1, hk=1, sq=300, skv=310, d=64, dv=64, left=3, right=2, scale=-0.3),
+    "band_narrow_large": replace(B16, hq=1, hk=1, sq=280, skv=600, d=32, dv=32, left=1, right=40, scale=4.0),
+    "causal_br_short_kv_scale0": replace(
+        B16, hq=1, hk=1, sq=300, skv=270, d=64, dv=64, causal=True, bottom_right=True, scale=0.0
+    ),
 }
 
 
@@ -129,9 +136,10 @@ def test_forward(amx: hipdnn.Handle, name: str) -> None:
         right_max=30,
     ),
     seed=st.integers(0, 2**16),
+    scale=st.sampled_from([None, None, 0.0, -0.3, 3.0]),  # None: drawn from [0.05, 0.4)
 )
-def test_forward_generated(amx: hipdnn.Handle, c: Case, seed: int) -> None:
-    run_case(amx, c, seed)
+def test_forward_generated(amx: hipdnn.Handle, c: Case, seed: int, scale: float | None) -> None:
+    run_case(amx, replace(c, scale=scale), seed)
 
 
 def bf16_sdpa(

@@ -205,6 +205,7 @@ class Case:
     alibi: bool = False
     scale_tensor: bool = False
     stats: bool = True
+    scale: float | None = None  # attn_scale; None: drawn from [0.05, 0.4)
 
 
 def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
@@ -216,7 +217,8 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
     tq = g.tensor(name="q", dim=qd, stride=qs, data_type=c.dt)
     tk = g.tensor(name="k", dim=kd, stride=ks, data_type=c.dt)
     tv = g.tensor(name="v", dim=vd, stride=vs, data_type=c.dt)
-    scale = float(rng.uniform(0.05, 0.4))
+    drawn = float(rng.uniform(0.05, 0.4))  # drawn either way: the data's random stream stays the same
+    scale = drawn if c.scale is None else c.scale
     extra: dict = {}
     pack: dict = {}
     if c.scale_tensor:

@@ -1368,7 +1368,8 @@ inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, floa
     V nmu[2]; // minus the max the exponents use (0 for a lane that has seen only -inf so far)
     for(int v = 0; v < 2; ++v)
     {
-        const V tmax = (V)mx[v] * (sc * (V)sgn);
+        // (a lane that sees no key of this tile keeps -inf: with a zero scale, -inf * 0 would be NaN)
+        const V tmax = (V)mx[v] == ninf ? ninf : (V)mx[v] * (sc * (V)sgn);
         // keep m unless the tile's max passes it by the margin, is NaN, or is the first finite one
         const V mu = tmax <= m[v] + kAmxLazy ? m[v] : tmax;
         const V mu_exp = mu == ninf ? V{} : mu;
