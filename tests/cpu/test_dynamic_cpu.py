@@ -250,7 +250,7 @@ def test_dynamic_sdpa_gqa(handle: hipdnn.Handle, h: int, hk: int) -> None:
 
 def test_dynamic_sdpa_workspace_does_not_grow_with_length(handle: hipdnn.Handle) -> None:
     """The scratch is per-thread tiles of at most 256 queries (8 panels of 32 in the AMX kernel; 4
-    panels of 48 on AVX-512, where fp16 / bf16 tiles are widened; sized for every ISA) and 64-128
+    panels of 48 on AVX-512, where fp16 / bf16 tiles are widened; sized for every ISA) and 64-256
     keys: the dynamic plan's workspace equals a static plan's at S=256 and at S=4096."""
     g, _ = dyn_sdpa(2, 2, 16, BHSD)
     g.build(handle)
