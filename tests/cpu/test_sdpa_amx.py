@@ -247,6 +247,35 @@ def test_callers_float_state_is_left_alone(amx: hipdnn.Handle) -> None:
     assert tiny * np.float32(0.5) == before
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_huge_scores_and_non_finite_inputs(amx: hipdnn.Handle, causal: bool) -> None:
+    """Scores near 1e31 (one query row at 1e30) still give the softmax of their max key, as the
+    float64 definition does (the max's own exponent must come out 0, not the product's rounding
+    error); NaN and infinities in q, k and v give NaN and inf in the same elements as the AVX-512
+    kernel (rows whose softmax sum is NaN are written NaN there)."""
+    rng = np.random.default_rng(5)
+    q, k, v = (bf16_value(rand_bf16(rng, (1, 2, 300, 64))) for _ in range(3))
+    q[0, 1, 290, :] = 1e30
+    q[0, 0, 5, 3] = np.nan
+    k[0, 0, 100, 7] = np.inf
+    k[0, 1, 280, 0] = -np.inf
+    v[0, 1, 17, 2] = np.inf
+    qb, kb, vb = (bf16_bits(x.astype(np.float32)) for x in (q, k, v))
+    got = bf16_sdpa(amx, qb, kb, vb, 0.125, causal=causal)
+    with pytest.MonkeyPatch.context() as mp:
+        h = make_handle("avx512", mp)
+        fp32_p = bf16_sdpa(h, qb, kb, vb, 0.125, causal=causal)
+        h.close()
+    assert (np.isnan(got) == np.isnan(fp32_p)).all()
+    assert (np.isinf(got) == np.isinf(fp32_p)).all()
+    with np.errstate(invalid="ignore"):
+        want = reference(*(bf16_value(x).astype(np.float64) for x in (qb, kb, vb)), 0.125, causal=causal)[0]
+    both = np.isfinite(got) & np.isfinite(want)
+    assert float(np.abs(got[both] - want[both]).max()) < 8e-3 * float(np.abs(want[both]).max())
+    row = (0, 1, 290)  # the softmax of one key: that key's v row
+    assert both[row].sum() >= 60 and float(np.abs(got[row] - want[row])[both[row]].max()) < 2e-2
+
+
 @pytest.mark.parametrize("rising", [True, False])
 def test_running_max_across_tiles(amx: hipdnn.Handle, rising: bool) -> None:
     """Scores that climb (or fall) by far more than the lazy margin from one 256-key tile to the next:

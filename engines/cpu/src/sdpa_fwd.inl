@@ -1305,7 +1305,11 @@ inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, co
 {
     const __m512 ninf = _mm512_set1_ps(-kInf);
     const auto exp_row = [&](int64_t r, int v) -> __m512 {
-        __m512 x = _mm512_fmadd_ps((__m512)vload(st + r * AQ + v * W), (__m512)sc, (__m512)nmu[v]);
+        // Scaled, rounded, then the max taken off, as the max itself was formed (a fused
+        // multiply-add would leave the product's rounding error, up to 2^-24 |m|, in the max's own
+        // exponent: at scores of 1e30 that is 2^(+-1e23))
+        __m512 x = _mm512_maskz_add_ps(0xffff, _mm512_maskz_mul_ps(0xffff, (__m512)vload(st + r * AQ + v * W), (__m512)sc),
+                                       (__m512)nmu[v]);
         if(r < band.in0 || r >= band.in1)
             x = _mm512_mask_mov_ps(ninf, band.lanes(r, v), x);
         return (__m512)exp2_amx((V)x);
