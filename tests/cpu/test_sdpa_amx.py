@@ -108,6 +108,9 @@ CASES = {
         B16, b=3, hq=1, hk=1, sq=260, skv=600, d=64, dv=64, padding=True, seq_q=[260, 1, 99], seq_kv=[600, 257, 255]
     ),
     "tiles_gqa_bshd": replace(B16, hq=4, hk=2, sq=64, skv=520, d=64, dv=64, layout="bshd"),
+    "tiles_bias_full_causal": replace(B16, hq=2, hk=1, sq=290, skv=300, d=64, dv=64, bias="full", causal=True),
+    "tiles_bias_kt": replace(B16, hq=1, hk=1, sq=45, skv=530, d=64, dv=64, bias="kt"),
+    "bias_full_odd": replace(B16, hq=1, hk=1, sq=77, skv=83, d=40, dv=40, bias="full"),
     # narrow bands: lanes of a panel that see no key of a tile, under zero, negative and large scales
     "band_narrow_scale0": replace(B16, hq=1, hk=1, sq=300, skv=300, d=64, dv=64, left=5, right=0, scale=0.0),
     "band_narrow_negative": replace(B16, hq=1, hk=1, sq=300, skv=310, d=64, dv=64, left=3, right=2, scale=-0.3),

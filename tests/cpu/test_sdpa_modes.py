@@ -201,7 +201,9 @@ class Case:
     padding: bool = False
     seq_q: list[int] = field(default_factory=list)
     seq_kv: list[int] = field(default_factory=list)
-    bias: str | None = None  # None, "full", "b1", "h1", "11"
+    # None; "full", "b1", "h1", "11": [B|1, H|1, Sq, Skv], keys contiguous; "kt": [B, H, Sq, Skv] stored
+    # queries-fastest
+    bias: str | None = None
     alibi: bool = False
     scale_tensor: bool = False
     stats: bool = True
@@ -236,10 +238,15 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
         extra.update(use_padding_mask=True, seq_len_q=tsq, seq_len_kv=tskv)
     bias64 = None
     if c.bias is not None:
-        bd = {"full": [c.b, c.hq], "b1": [1, c.hq], "h1": [c.b, 1], "11": [1, 1]}[c.bias] + [c.sq, c.skv]
-        tb = g.tensor(name="bias", dim=bd, stride=layout_strides("bhsd", bd), data_type=c.dt)
+        lead = {"full": [c.b, c.hq], "b1": [1, c.hq], "h1": [c.b, 1], "11": [1, 1], "kt": [c.b, c.hq]}
+        bd = lead[c.bias] + [c.sq, c.skv]
         bias_vals = decode(encode(rng.standard_normal(bd).astype(np.float32), c.dt), c.dt)
-        pack[tb] = encode(bias_vals.astype(np.float32), c.dt)
+        stored = encode(bias_vals.astype(np.float32), c.dt)
+        if c.bias == "kt":  # the same values, the query axis contiguous
+            stored = np.ascontiguousarray(stored.swapaxes(2, 3)).swapaxes(2, 3)
+        bstride = [x // stored.itemsize for x in stored.strides]
+        tb = g.tensor(name="bias", dim=bd, stride=bstride, data_type=c.dt)
+        pack[tb] = stored
         bias64 = bias_vals
         extra["bias"] = tb
     o, stats = g.sdpa(
@@ -325,6 +332,11 @@ CASES = {
     "fp32_bias_b1": replace(BASE, b=2, bias="b1", causal=True),
     "fp32_bias_h1": replace(BASE, b=2, hq=4, hk=2, bias="h1"),
     "fp32_bias_11": replace(BASE, b=2, bias="11", sq=90, skv=130),
+    "fp32_bias_full_gqa_odd": replace(BASE, b=2, hq=3, hk=1, bias="full", sq=37, skv=70),
+    "fp32_bias_kt_causal": replace(BASE, b=2, bias="kt", sq=53, skv=91, causal=True, bottom_right=True),
+    "bf16_bias_kt_window": replace(BASE, dt=DT.BFLOAT16, bias="kt", sq=70, skv=129, left=20, right=3),
+    "fp16_bias_kt": replace(BASE, dt=DT.HALF, bias="kt", sq=33, skv=47),
+    "fp16_bias_full_odd": replace(BASE, dt=DT.HALF, bias="full", sq=49, skv=131),
     "fp32_alibi": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
     "fp32_alibi_pow2": replace(BASE, hq=8, hk=8, alibi=True),
     "fp32_scale_tensor": replace(BASE, scale_tensor=True, causal=True),
@@ -397,7 +409,7 @@ def cases(
         padding=padding,
         seq_q=[draw(st.integers(0, n_q)) for _ in range(b)] if padding else [],
         seq_kv=[draw(st.integers(0, n_kv)) for _ in range(b)] if padding else [],
-        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11", "kt"])),
         alibi=draw(st.booleans()),
         scale_tensor=draw(st.booleans()),
         stats=draw(st.booleans()),

@@ -673,6 +673,91 @@ inline void pv_rows(int64_t nr, int64_t nk, const float* vt, int64_t vrs, const 
     }
 }
 
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+// 16 x 16 transpose of 32-bit elements: r[i] holds row i on entry, column i on return. (The maskz
+// forms with every lane on: GCC 12 warns that the plain forms' undefined source may be used.)
+inline void transpose16x16(__m512i* r)
+{
+    __m512i t[16];
+    for(int i = 0; i < 16; i += 2)
+    {
+        t[i] = _mm512_maskz_unpacklo_epi32(0xffff, r[i], r[i + 1]);
+        t[i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[i], r[i + 1]);
+    }
+    for(int i = 0; i < 16; i += 4)
+    {
+        r[i] = _mm512_maskz_unpacklo_epi64(0xff, t[i], t[i + 2]);
+        r[i + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[i], t[i + 2]);
+        r[i + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[i + 1], t[i + 3]);
+    }
+    // r[4g + c] lane L now holds column 4L + c of rows 4g .. 4g + 3
+    for(int c = 0; c < 4; ++c)
+    {
+        t[c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0x88);
+        t[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0xdd);
+        t[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0xdd);
+    }
+    for(int c = 0; c < 4; ++c)
+    {
+        r[c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0x88);
+        r[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0x88);
+        r[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0xdd);
+        r[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0xdd);
+    }
+}
+#endif
+
+// s[r][i] += bias[query pq0 + i][key j0 + r] * log2(e) for the panel's live queries (i < pq1 - pq0)
+// and rows r < rows (bias_off: the (batch, head)'s offset).
+template <int NV>
+inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t rows, int64_t j0, int64_t pq0, int64_t pq1)
+{
+    constexpr int QW = NV * W;
+    const int64_t nq = pq1 - pq0, qs = p.bias_st[2], ks = p.bias_st[3];
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+    if(ks == 1)
+    {
+        // Keys contiguous in each query's bias row: 16 queries x 16 keys at a time, each query's
+        // keys widened as a vector, then transposed to the tile's key rows.
+        const V l2e = vset(kLog2e);
+        for(int64_t i0 = 0; i0 < nq; i0 += 16)
+        {
+            const int64_t ni = imin(16, nq - i0);
+            for(int64_t r0 = 0; r0 < rows; r0 += 16)
+            {
+                const int64_t nr = imin(16, rows - r0);
+                alignas(64) float blk[16][16];
+                for(int64_t i = 0; i < 16; ++i)
+                {
+                    if(i < ni)
+                        widen_row(p.bias, bias_off + (pq0 + i0 + i) * qs + (j0 + r0), 1, p.bias_t, nr, blk[i]);
+                    for(int64_t r = i < ni ? nr : 0; r < 16; ++r)
+                        blk[i][r] = 0.0f;
+                }
+                __m512i t[16];
+                for(int i = 0; i < 16; ++i)
+                    t[i] = _mm512_load_si512(blk[i]);
+                transpose16x16(t); // t[r] lane i = bias of query i0 + i, key j0 + r0 + r
+                for(int64_t r = 0; r < nr; ++r)
+                {
+                    float* row = s + (r0 + r) * QW + i0;
+                    vstore(row, vload(row) + (V)t[r] * l2e);
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for(int64_t i = 0; i < nq; ++i)
+    {
+        const int64_t brow = bias_off + (pq0 + i) * qs;
+        for(int64_t r = 0; r < rows; ++r)
+            s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * ks, p.bias_t) * kLog2e;
+    }
+}
+
 // What the scores get before the softmax, besides the band (one panel of one (batch, head)).
 struct ScoreMods
 {
@@ -725,14 +810,7 @@ inline void panel_softmax(const SdpaProblem& p,
         if(cap.on)
             cap_scores(s, rows * QW, cap);
         if(has_bias)
-        {
-            for(int64_t i = 0; i < pq1 - pq0; ++i)
-            {
-                const int64_t brow = bias_off + (pq0 + i) * p.bias_st[2];
-                for(int64_t r = 0; r < rows; ++r)
-                    s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * p.bias_st[3], p.bias_t) * kLog2e;
-            }
-        }
+            add_bias<NV>(p, bias_off, s, rows, j0, pq0, pq1);
         if(p.alibi)
         {
             const V sl = vset(alibi2);
@@ -1015,40 +1093,6 @@ inline void store_pair(__m512 e0, __m512 e1, uint16_t* dst)
     const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
     _mm512_storeu_si512(dst, _mm512_maskz_permutexvar_epi16(~__mmask32(0), _mm512_load_si512(kPackPairs.lane),
                                                              reinterpret_cast<__m512i>(h)));
-}
-
-// 16 x 16 transpose of 32-bit elements: r[i] holds row i on entry, column i on return. (The maskz
-// forms with every lane on: GCC 12 warns that the plain forms' undefined source may be used.)
-inline void transpose16x16(__m512i* r)
-{
-    __m512i t[16];
-    for(int i = 0; i < 16; i += 2)
-    {
-        t[i] = _mm512_maskz_unpacklo_epi32(0xffff, r[i], r[i + 1]);
-        t[i + 1] = _mm512_maskz_unpackhi_epi32(0xffff, r[i], r[i + 1]);
-    }
-    for(int i = 0; i < 16; i += 4)
-    {
-        r[i] = _mm512_maskz_unpacklo_epi64(0xff, t[i], t[i + 2]);
-        r[i + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[i], t[i + 2]);
-        r[i + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[i + 1], t[i + 3]);
-        r[i + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[i + 1], t[i + 3]);
-    }
-    // r[4g + c] lane L now holds column 4L + c of rows 4g .. 4g + 3
-    for(int c = 0; c < 4; ++c)
-    {
-        t[c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0x88);
-        t[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[c], r[4 + c], 0xdd);
-        t[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0x88);
-        t[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, r[8 + c], r[12 + c], 0xdd);
-    }
-    for(int c = 0; c < 4; ++c)
-    {
-        r[c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0x88);
-        r[4 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0x88);
-        r[8 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[c], t[8 + c], 0xdd);
-        r[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0xdd);
-    }
 }
 
 // n bf16 elements of a row (offset off, stride cs) into dst, then zeros up to n_pad.
