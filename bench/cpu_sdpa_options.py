@@ -1,0 +1,131 @@
+"""What each SDPA option costs on the CPU engine: every option's call time over the same call without it,
+one dtype and ISA build per run, and the plain call's time cold (after a settle sleep, as
+bench/cpu_sdpa.py times every call) beside its time back to back.
+
+    python bench/cpu_sdpa_options.py                                   # fp32, the default ISA
+    python bench/cpu_sdpa_options.py --dtype bfloat16 --isa amx --out bench/results/cpu_sdpa_options_bf16_amx
+
+B = 1, H = 8, S = 2048, D = 128 unless --s / --d; scale 1/sqrt(D); standard normal inputs. Options:
+causal, a sliding window (256 keys back), ALiBi, softcap 30, and a full [B, H, S, S] bias (keys
+contiguous; random values). Times: best of --calls back-to-back calls after one warm-up; cold: best of
+--calls calls, each after a --settle sleep. Writes <out>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import hipdnn  # noqa: E402
+from bench.cpu_sdpa import BF16_NP, to_bf16  # noqa: E402
+
+DT = hipdnn.DataType
+OPTIONS: dict[str, dict[str, Any]] = {
+    "none": {},
+    "causal": {"use_causal_mask": True},
+    "window_256": {"diagonal_band_left_bound": 256, "diagonal_band_right_bound": 0},
+    "alibi": {"use_alibi_mask": True},
+    "softcap_30": {"softcap": 30.0},
+    "bias_full": {"bias": True},
+}
+
+
+class Call:
+    """One SDPA graph with the given options, built once, executed on fixed inputs."""
+
+    def __init__(self, h: hipdnn.Handle, qkv: list[np.ndarray], bf16: bool, options: dict[str, Any]) -> None:
+        io = DT.BFLOAT16 if bf16 else DT.FLOAT
+        b, hh, s, d = qkv[0].shape
+        g = hipdnn.Graph(name="options", io_data_type=io, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+        t = [g.tensor(name=n, dim=[b, hh, s, d], data_type=io) for n in "qkv"]
+        kw = dict(options)
+        self.pack: dict[Any, np.ndarray] = dict(zip(t, qkv))
+        if kw.pop("bias", False):
+            tb = g.tensor(name="bias", dim=[b, hh, s, s], data_type=io)
+            vals = np.random.default_rng(1).standard_normal((b, hh, s, s), dtype=np.float32)
+            self.pack[tb] = to_bf16(vals) if bf16 else vals
+            kw["bias"] = tb
+        o, _ = g.sdpa(t[0], t[1], t[2], attn_scale=1.0 / math.sqrt(d), **kw)
+        o.set_output(True)
+        g.build(h)
+        self.pack[o] = np.empty((b, hh, s, d), BF16_NP if bf16 else np.float32)
+        self.g, self.h = g, h
+        self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+
+    def best_ms(self, calls: int, settle: float = 0.0) -> float:
+        self.g.execute(self.h, self.pack, self.ws)
+        best = math.inf
+        for _ in range(calls):
+            if settle:
+                time.sleep(settle)
+            t0 = time.perf_counter()
+            self.g.execute(self.h, self.pack, self.ws)
+            best = min(best, time.perf_counter() - t0)
+        return best * 1e3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    ap.add_argument("--isa", default=None, help="HIPDNN_CPU_ISA for the plans (default: the widest)")
+    ap.add_argument("--s", type=int, default=2048)
+    ap.add_argument("--d", type=int, default=128)
+    ap.add_argument("--calls", type=int, default=8)
+    ap.add_argument("--settle", type=float, default=0.15)
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa_options"))
+    args = ap.parse_args()
+    bf16 = args.dtype == "bfloat16"
+    if bf16 and BF16_NP is None:
+        sys.exit("bfloat16 needs ml_dtypes")
+    if args.isa:
+        os.environ["HIPDNN_CPU_ISA"] = args.isa
+    rng = np.random.default_rng(0)
+    qkv = [rng.standard_normal((1, 8, args.s, args.d), dtype=np.float32) for _ in range(3)]
+    if bf16:
+        qkv = [to_bf16(x) for x in qkv]
+    h = hipdnn.Handle()
+    rows = []
+    base_ms = math.nan
+    for name, options in OPTIONS.items():
+        call = Call(h, qkv, bf16, options)
+        ms = call.best_ms(args.calls)
+        row: dict[str, Any] = {"option": name, "ms": round(ms, 3)}
+        if name == "none":
+            base_ms = ms
+            flops = 4.0 * 8 * args.s * args.s * args.d
+            row["gflops"] = round(flops / ms / 1e6, 1)
+            cold = call.best_ms(args.calls, args.settle)
+            row["cold_ms"] = round(cold, 3)
+            row["cold_gflops"] = round(flops / cold / 1e6, 1)
+        row["over_none"] = round(ms / base_ms, 3)
+        rows.append(row)
+        print(json.dumps(row))
+    h.close()
+    out = {
+        "command": "python bench/cpu_sdpa_options.py " + " ".join(sys.argv[1:]),
+        "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
+        "dtype": args.dtype,
+        "isa_env": args.isa,
+        "shape": {"B": 1, "H": 8, "S": args.s, "D": args.d},
+        "method": f"best of {args.calls} back-to-back calls after a warm-up; cold: best of {args.calls}, "
+        f"each after a {args.settle} s sleep",
+        "rows": rows,
+    }
+    Path(args.out + ".json").write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}.json")
+
+
+if __name__ == "__main__":
+    main()
