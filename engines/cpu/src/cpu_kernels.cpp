@@ -464,7 +464,10 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
         qw = run.sq > 0 && 100 * ((run.sq + w2 - 1) / w2 * w2) < 92 * ((run.sq + w3 - 1) / w3 * w3) ? w2 : w3;
     run.qw = qw;
     const int64_t need = (run.sq + qw - 1) / qw;
-    run.panels = std::max<int64_t>(1, std::min(run.amx ? kSdpaAmxPanels : sdpa_panels(run.lanes, run.widens), need));
+    int64_t cap = run.amx ? kSdpaAmxPanels : sdpa_panels(run.lanes, run.widens);
+    if(run.max_panels > 0)
+        cap = std::min(cap, run.max_panels);
+    run.panels = std::max<int64_t>(1, std::min(cap, need));
     run.nqb = (run.sq + run.panels * qw - 1) / (run.panels * qw);
     const int64_t bk = kSdpaBk;
     int64_t o = 0;
@@ -623,6 +626,12 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     run.rows = run.sq <= kSdpaRowsMaxSq;
     if(!run.rows)
     {
+        // The AMX kernel's items: fewer panels each where there would be under two per thread.
+        while(run.amx && run.b * run.hq * run.nqb < 2 * nt && run.panels > kSdpaAmxMinPanels)
+        {
+            run.max_panels = run.panels / 2;
+            sdpa_plan_layout(run, 0);
+        }
         const int64_t total = run.b * run.hq * run.nqb;
         nt = static_cast<int>(std::min<int64_t>(nt, total));
         sdpa_parallel(total, nt, wake, [&](int64_t w, int tid) {

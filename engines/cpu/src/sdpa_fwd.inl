@@ -1229,8 +1229,26 @@ inline void amx_pack_p(const float* st, int64_t rows, int64_t npairs, uint16_t* 
 // dva x 32): Pp is 0 there, but 0 times an infinite V element would be NaN, and those keys are not
 // the panel's (the panel kernel's products stop at rows as well).
 inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, int64_t dva, const uint16_t* pp,
-                   uint16_t* tail, float* ot)
+                   uint16_t* tail, float* ot, bool fresh)
 {
+    // Ot's tiles: zeros for the panel's first tile of keys (Ot is not cleared beforehand), else Ot.
+    const auto start = [&](float* o0, float* o1) {
+        if(fresh)
+        {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            return;
+        }
+        _tile_loadd(0, o0, AQ * 4);
+        _tile_loadd(1, o0 + 16, AQ * 4);
+        if(o1 != nullptr)
+        {
+            _tile_loadd(2, o1, AQ * 4);
+            _tile_loadd(3, o1 + 16, AQ * 4);
+        }
+    };
     constexpr int64_t vs = kVtCols * 2;
     const int64_t last = rows - (nkc - 1) * 32; // keys of the last step (1 .. 32)
     const bool ragged = last < 32;
@@ -1251,10 +1269,7 @@ inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, 
     {
         float* o0 = ot + e * AQ;
         float* o1 = o0 + 16 * AQ;
-        _tile_loadd(0, o0, AQ * 4);
-        _tile_loadd(1, o0 + 16, AQ * 4);
-        _tile_loadd(2, o1, AQ * 4);
-        _tile_loadd(3, o1 + 16, AQ * 4);
+        start(o0, o1);
         for(int64_t c = 0; c < nkc; ++c)
         {
             _tile_loadd(4, a_at(c, e), a_stride(c));
@@ -1274,8 +1289,7 @@ inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, 
     if(e < dva)
     {
         float* o0 = ot + e * AQ;
-        _tile_loadd(0, o0, AQ * 4);
-        _tile_loadd(1, o0 + 16, AQ * 4);
+        start(o0, nullptr);
         for(int64_t c = 0; c < nkc; ++c)
         {
             _tile_loadd(4, a_at(c, e), a_stride(c));
@@ -1440,7 +1454,9 @@ inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, 
     if(p.ot != DType::BF16 || p.os.strides[3] != 1)
         return false;
     const int64_t dv = run.dv, dva = run.dva;
-    uint16_t* o = static_cast<uint16_t*>(p.o);
+    // (locals: the stores below could alias p's fields for all the compiler knows)
+    uint16_t* const o = static_cast<uint16_t*>(p.o) + b * p.os.strides[0] + h * p.os.strides[1] + q0 * p.os.strides[2];
+    const int64_t ors = p.os.strides[2];
     for(int64_t c0 = 0; c0 < nq_all; c0 += 16)
     {
         const int64_t pn = c0 / AQ, lane0 = c0 % AQ;
@@ -1470,7 +1486,7 @@ inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, 
                 const __m512 x = inv[i] == 0.0f ? _mm512_setzero_ps()
                                                 : _mm512_mul_ps(_mm512_castsi512_ps(r[i]), _mm512_set1_ps(inv[i]));
                 const __m256bh y = _mm512_cvtneps_pbh(x);
-                uint16_t* dst = o + b * p.os.strides[0] + h * p.os.strides[1] + (q0 + c0 + i) * p.os.strides[2] + e0;
+                uint16_t* dst = o + (c0 + i) * ors + e0;
                 _mm256_mask_storeu_epi16(dst, m, reinterpret_cast<__m256i>(y));
             }
         }
@@ -1548,7 +1564,6 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                 copy_bf16_row(p.q, qoff + (q0 + pn * AQ + i) * p.qs.strides[2], p.qs.strides[3], d, dpa, kb + i * dpa);
             amx_pack_q(kb, dpa, n, d, dpa, qpp);
         }
-        std::memset(ot + pn * dva * AQ, 0, static_cast<size_t>(dva * AQ) * sizeof(float));
         for(int64_t i = 0; i < AQ; ++i)
         {
             mrow[pn * AQ + i] = -kInf;
@@ -1570,6 +1585,9 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
     const ScoreMods mods{p.bias != nullptr, p.bias != nullptr ? b * p.bias_st[0] + h * p.bias_st[1] : 0,
                          p.alibi ? alibi_slope(h, run.hq) * kLog2e : 0.0f, cap_of(p)};
 
+    // Panels whose Ot holds a sum (the first tile of keys a panel sees starts it from zeros).
+    static_assert(kSdpaAmxPanels <= 64, "one bit per panel");
+    uint64_t started = 0;
     if(kbeg < kend)
         amx_configure();
     // K is read in place where its rows hold whole 32-dim steps at unit stride, else copied per tile
@@ -1646,16 +1664,20 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                 amx_pack_p(st, rows, nkc * 16, pp);
             }
 
-            // Ot = Ot alpha (skipped while the max stands) + Vt . Pp
+            // Ot = Ot alpha (skipped while the max stands) + Vt . Pp; Ot = Vt . Pp on the panel's first
+            // tile (its alpha is 0: nothing to keep)
             float* op = ot + pn * dva * AQ;
+            const bool fresh = (started >> pn & 1u) == 0;
+            started |= uint64_t(1) << pn;
             const __m512 one = _mm512_set1_ps(1.0f);
-            const bool rescale = _mm512_cmp_ps_mask(static_cast<__m512>(alpha[0]), one, _CMP_EQ_OQ) != 0xffff
-                                 || _mm512_cmp_ps_mask(static_cast<__m512>(alpha[1]), one, _CMP_EQ_OQ) != 0xffff;
+            const bool rescale = !fresh
+                                 && (_mm512_cmp_ps_mask(static_cast<__m512>(alpha[0]), one, _CMP_EQ_OQ) != 0xffff
+                                     || _mm512_cmp_ps_mask(static_cast<__m512>(alpha[1]), one, _CMP_EQ_OQ) != 0xffff);
             if(rescale)
                 for(int64_t e = 0; e < dva; ++e)
                     for(int v = 0; v < NV; ++v)
                         vstore(op + e * AQ + v * W, vload(op + e * AQ + v * W) * alpha[v]);
-            amx_pv(vt, j0 - k0, rows, nkc, dva, pp, vtail, op);
+            amx_pv(vt, j0 - k0, rows, nkc, dva, pp, vtail, op, fresh);
         }
     }
     if(kbeg < kend)
