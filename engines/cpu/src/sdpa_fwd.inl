@@ -1312,26 +1312,24 @@ inline void amx_pv(const uint16_t* vt, int64_t koff, int64_t rows, int64_t nkc, 
 constexpr float kAmxLazy = 8.0f;
 constexpr float kAmxSumBound = static_cast<float>(ABK) * static_cast<float>(1 << static_cast<int>(kAmxLazy));
 
-// 2^x for the lazy tiles' P, in 7 vector operations: x = n + f with n = floor(x) and f in [0, 1)
+// 2^x for the lazy tiles' P, in 6 vector operations: x = n + f with n = floor(x) and f in [0, 1)
 // (vreduceps), 2^f by a degree-4 polynomial fitted for relative error (2.7e-6 after fp32 Horner,
 // against the 2^-9 of P's rounding to bf16; the stats move by ~1e-6), then vscalefps multiplies by
-// 2^n (it floors x itself, so n is never formed). x is first raised to -160, where the result
-// rounds to exactly 0: a -inf score gives 0; NaN stays NaN (vmaxps returns its second operand).
-// Below -126 the result would be subnormal; the items run with flush-to-zero, so it is 0 (and costs
-// no assist). x may reach kAmxLazy + log2 ABK.
+// 2^n (it floors x itself, so n is never formed). The infinities need no clamp: vreduceps gives 0
+// for them and vscalefps 2^-inf = 0, 2^+inf = inf; NaN stays NaN. Below -126 the result would be
+// subnormal; the items run with flush-to-zero, so it is 0 (and costs no assist). x may reach
+// kAmxLazy + log2 ABK.
 inline V exp2_amx(V x)
 {
     // (mask forms throughout: GCC 12 warns that the plain forms' merge source may be uninitialised)
     const __mmask16 all = 0xffff;
-    const __m512 lo = _mm512_set1_ps(-160.0f);
-    const __m512 xc = _mm512_mask_max_ps(lo, all, lo, (__m512)x);
-    const __m512 f = _mm512_maskz_reduce_ps(all, xc, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m512 f = _mm512_maskz_reduce_ps(all, (__m512)x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
     __m512 p = _mm512_set1_ps(0.013534137047827244f);
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05201148986816406f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24144276976585388f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6930038332939148f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0000026226043701f));
-    return (V)_mm512_mask_scalef_ps(p, all, p, xc);
+    return (V)_mm512_mask_scalef_ps(p, all, p, (__m512)x);
 }
 
 // The band (causal masks, sliding windows) of one panel inside a key tile: rows r of the tile (key
