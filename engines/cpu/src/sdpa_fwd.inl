@@ -120,34 +120,54 @@ inline float hsum(V v)
     return s;
 }
 
-// 2^x for x <= 0 (x = -inf gives 0, NaN stays NaN). x = n + f with n an
-// integer and |f| <= 1/2; 2^f by its Taylor series in f ln2 to degree 7
-// (truncation < 6e-9 relative); 2^n added into the exponent bits. Inputs
-// below -125 (results below 2.4e-38) flush to 0.
+// The AVX-512 builds run their items with flush-to-zero (the calling thread's MXCSR is restored
+// after): exp2_nonpos's and exp2_amx's results below 2^-126 (masked keys, keys far below the row's
+// max) then come out 0 at no cost, where a subnormal result takes a microcode assist. Only results
+// below 2^-126 change, to 0 (inputs are read as they are: no denormals-are-zero).
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+struct FlushToZero
+{
+    unsigned saved = _mm_getcsr();
+    FlushToZero()
+    {
+        _mm_setcsr(saved | _MM_FLUSH_ZERO_ON);
+    }
+    ~FlushToZero()
+    {
+        _mm_setcsr(saved);
+    }
+    FlushToZero(const FlushToZero&) = delete;
+    FlushToZero& operator=(const FlushToZero&) = delete;
+};
+#else
+struct FlushToZero
+{
+};
+#endif
+
+// 2^x for x <= 0 (x = -inf gives 0, NaN stays NaN).
 inline V exp2_nonpos(V x)
 {
 #if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
-    // The same polynomial, with vrndscaleps for n and vscalefps for p 2^n (12 vector ops where the
-    // bit arithmetic takes 20). NaN propagates: max takes its second operand when one is NaN, and
-    // NLT_UQ is true for NaN. (The all-lanes mask forms: the plain ones start from
-    // _mm512_undefined_ps, which GCC 12 flags as maybe-uninitialized.)
-    const __m512 xv = (__m512)x;
-    const __m512 lo = _mm512_set1_ps(-125.0f);
+    // x = n + f, n = floor(x), f in [0, 1) (vreduceps: 0 for an infinity, NaN for NaN); 2^f by a
+    // degree-6 polynomial fitted for relative error (8.5e-9; 8.9e-8 after fp32 Horner, an ulp or
+    // so); vscalefps multiplies by 2^n (flooring x itself: -inf gives 0, and results below 2^-126
+    // flush to 0 under the items' FlushToZero). 8 vector operations.
     const __mmask16 all = 0xffff;
-    const __m512 xc = _mm512_mask_max_ps(lo, all, lo, xv);
-    const __m512 n = _mm512_mask_roundscale_ps(xc, all, xc, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m512 f = _mm512_sub_ps(xc, n);
-    __m512 p = _mm512_set1_ps(1.5252733804059841e-05f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.5403530393381609e-04f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-03f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-02f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-01f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-01f));
+    const __m512 xv = (__m512)x;
+    const __m512 f = _mm512_maskz_reduce_ps(all, xv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 p = _mm512_set1_ps(0.00021770877356175333f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.0012402958236634731f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009685058146715164f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05547879636287689f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24023133516311646f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931467652320862f));
     p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    const __m512 r = _mm512_mask_scalef_ps(p, all, p, n);
-    return (V)_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(xv, lo, _CMP_NLT_UQ), r);
+    return (V)_mm512_mask_scalef_ps(p, all, p, xv);
 #else
+    // x = n + f with n an integer and |f| <= 1/2; 2^f by its Taylor series in f ln2 to degree 7
+    // (truncation < 6e-9 relative); 2^n added into the exponent bits. Inputs below -125 (results
+    // below 2.4e-38) give 0.
     const V lo = vset(-125.0f);
     const V xc = x < lo ? lo : x;
     const V magic = vset(12582912.0f); // 1.5 * 2^23: adding it rounds to an integer
@@ -707,6 +727,25 @@ inline void transpose16x16(__m512i* r)
         r[12 + c] = _mm512_maskz_shuffle_i32x4(0xffff, t[4 + c], t[12 + c], 0xdd);
     }
 }
+
+// qp[e * qw + i] = q[i * rs + e] * scale for i < n (0 for n <= i < qw) and e < d: fp32 query rows with
+// unit dim stride transposed 16 x 16 in registers (qw a multiple of 16).
+inline void transpose_q_f32(const float* q, int64_t rs, int64_t n, int64_t d, int64_t qw, float scale, float* qp)
+{
+    const __m512 sc = _mm512_set1_ps(scale);
+    for(int64_t c0 = 0; c0 < qw; c0 += 16)
+        for(int64_t e0 = 0; e0 < d; e0 += 16)
+        {
+            const int64_t ne = imin(16, d - e0);
+            const __mmask16 m = static_cast<__mmask16>((1u << ne) - 1u);
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi32(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
+            transpose16x16(r); // r[j]: dim e0 + j of queries c0 .. c0 + 15
+            for(int64_t j = 0; j < ne; ++j)
+                _mm512_storeu_ps(qp + (e0 + j) * qw + c0, _mm512_mul_ps(_mm512_castsi512_ps(r[j]), sc));
+        }
+}
 #endif
 
 // s[r][i] += bias[query pq0 + i][key j0 + r] * log2(e) for the panel's live queries (i < pq1 - pq0)
@@ -905,19 +944,25 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     for(int64_t pn = 0; pn < npan; ++pn)
     {
         float* qp = qt + pn * d * QW;
-        for(int64_t i = 0; i < QW; ++i)
-        {
-            const int64_t qi = q0 + pn * QW + i;
-            if(qi < q0 + nq)
+        const int64_t live = imin(QW, q0 + nq - (q0 + pn * QW)); // queries of the panel (0 past them)
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+        if(p.qt == DType::F32 && p.qs.strides[3] == 1)
+            transpose_q_f32(static_cast<const float*>(p.q) + qoff + (q0 + pn * QW) * p.qs.strides[2], p.qs.strides[2], live,
+                            d, QW, qscale, qp);
+        else
+#endif
+            for(int64_t i = 0; i < QW; ++i)
             {
-                const int64_t row = qoff + qi * p.qs.strides[2];
-                for(int64_t e = 0; e < d; ++e)
-                    qp[e * QW + i] = load_elem(p.q, row + e * p.qs.strides[3], p.qt) * qscale;
+                if(i < live)
+                {
+                    const int64_t row = qoff + (q0 + pn * QW + i) * p.qs.strides[2];
+                    for(int64_t e = 0; e < d; ++e)
+                        qp[e * QW + i] = load_elem(p.q, row + e * p.qs.strides[3], p.qt) * qscale;
+                }
+                else
+                    for(int64_t e = 0; e < d; ++e)
+                        qp[e * QW + i] = 0.0f;
             }
-            else
-                for(int64_t e = 0; e < d; ++e)
-                    qp[e * QW + i] = 0.0f;
-        }
         float* op = ot + pn * dv * QW;
         for(int64_t e = 0; e < dv * QW; ++e)
             op[e] = 0.0f;
@@ -1492,27 +1537,8 @@ inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, 
     return true;
 }
 
-// Flush-to-zero for the item (the thread's MXCSR is restored after): exp2_amx's underflow to 0 for
-// far-below-max and masked scores then costs no microcode assist. Only results below 2^-126 change,
-// to 0; the tile unit and the bf16 conversions flush those anyway.
-struct FlushToZero
-{
-    unsigned saved = _mm_getcsr();
-    FlushToZero()
-    {
-        _mm_setcsr(saved | _MM_FLUSH_ZERO_ON);
-    }
-    ~FlushToZero()
-    {
-        _mm_setcsr(saved);
-    }
-    FlushToZero(const FlushToZero&) = delete;
-    FlushToZero& operator=(const FlushToZero&) = delete;
-};
-
 void amx_item(const SdpaRun& run, int64_t w, float* ws)
 {
-    const FlushToZero ftz;
     constexpr int NV = 2;
     const SdpaProblem& p = *run.p;
     const int64_t qb = run.nqb - 1 - (w % run.nqb); // later (heavier under causal) blocks first
@@ -1700,6 +1726,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
 // AMX build's tile kernel for bf16 q, k and v (run.amx).
 void run_item(const SdpaRun& run, int64_t w, float* ws)
 {
+    [[maybe_unused]] const FlushToZero ftz;
 #if defined(HIPDNN_SDPA_AMX)
     if(run.amx)
     {
@@ -1725,6 +1752,7 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
 // head dims, else widened into scratch (zero-padded to whole vectors).
 void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
 {
+    [[maybe_unused]] const FlushToZero ftz;
     const SdpaProblem& p = *run.p;
     const int64_t c = w % run.chunks;
     const int64_t rest = w / run.chunks;
@@ -1902,6 +1930,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
 // Serial, after every item ran: chunk 0's slot then holds the sum.
 void rows_merge(const SdpaRun& run, int64_t block, char* slices, size_t per_thread)
 {
+    [[maybe_unused]] const FlushToZero ftz;
     const SdpaProblem& p = *run.p;
     const int64_t rbi = block % run.nrb;
     const int64_t bhk = block / run.nrb;
