@@ -464,7 +464,7 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
         qw = run.sq > 0 && 100 * ((run.sq + w2 - 1) / w2 * w2) < 92 * ((run.sq + w3 - 1) / w3 * w3) ? w2 : w3;
     run.qw = qw;
     const int64_t need = (run.sq + qw - 1) / qw;
-    int64_t cap = run.amx ? kSdpaAmxPanels : sdpa_panels(run.lanes, run.widens);
+    int64_t cap = run.amx ? kSdpaAmxPanels : kSdpaPanels;
     if(run.max_panels > 0)
         cap = std::min(cap, run.max_panels);
     run.panels = std::max<int64_t>(1, std::min(cap, need));
@@ -517,28 +517,24 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
 {
     (void)skv;
-    // Every build's layout at both panel widths, for fp32 and 16-bit K / V: the plan's workspace
-    // does not depend on the ISA, and (each layout growing with sq) a shorter call never needs more
-    // than the declared length did.
+    // Every build's layout at both panel widths: the plan's workspace does not depend on the ISA,
+    // and (each layout growing with sq) a shorter call never needs more than the declared length did.
     int64_t most = 0;
     for(int lanes : {4, 8, 16})
         for(int64_t vectors : {2, 3})
-            for(bool widens : {false, true})
-            {
-                SdpaRun run;
-                run.sq = sq;
-                run.d = d;
-                run.dv = dv;
-                run.lanes = lanes;
-                run.widens = widens;
-                most = std::max(most, sdpa_plan_layout(run, vectors * lanes));
-            }
+        {
+            SdpaRun run;
+            run.sq = sq;
+            run.d = d;
+            run.dv = dv;
+            run.lanes = lanes;
+            most = std::max(most, sdpa_plan_layout(run, vectors * lanes));
+        }
     SdpaRun amx; // the AMX build's tile kernel
     amx.sq = sq;
     amx.d = d;
     amx.dv = dv;
     amx.lanes = 16;
-    amx.widens = true;
     amx.amx = true;
     most = std::max(most, sdpa_plan_layout(amx, 0));
     return align_up(static_cast<size_t>(most) * sizeof(float));
@@ -604,7 +600,6 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     run.dv = p.vs.dims[3];
     run.group = run.hq / run.hk;
     run.lanes = k.lanes;
-    run.widens = p.kt != DType::F32 || p.vt != DType::F32;
     // bf16 q, k and v on an AMX plan: the tile kernel (the rows kernel still serves few queries).
     run.amx = isa == Isa::Amx && run.sq > kSdpaRowsMaxSq && p.qt == DType::BF16 && p.kt == DType::BF16
               && p.vt == DType::BF16;
