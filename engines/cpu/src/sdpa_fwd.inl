@@ -746,6 +746,68 @@ inline void transpose_q_f32(const float* q, int64_t rs, int64_t n, int64_t d, in
                 _mm512_storeu_ps(qp + (e0 + j) * qw + c0, _mm512_mul_ps(_mm512_castsi512_ps(r[j]), sc));
         }
 }
+
+// Writes an item's rows from Ot (per panel of qw queries: orows rows of qw lanes, dims along the
+// rows) when o is fp32, or bf16 on a build with AVX512-BF16, with unit head-dim stride: 16 x 16
+// transposes back to query rows, o = acc / l (bf16: rounded to nearest even), 16 dims a store;
+// write_row's rules otherwise (rows past nq and empty rows 0 with stats -inf, a NaN l a NaN row).
+// Returns false (nothing written) for any other output.
+inline bool write_rows16(const SdpaProblem& p, int64_t b, int64_t h, int64_t dv, int64_t q0, int64_t nq, int64_t nq_all,
+                         const float* ot, int64_t qw, int64_t orows, const float* mrow, const float* lrow)
+{
+#if defined(__AVX512BF16__)
+    const bool bf16 = p.ot == DType::BF16;
+#else
+    const bool bf16 = false;
+#endif
+    if((p.ot != DType::F32 && !bf16) || p.os.strides[3] != 1)
+        return false;
+    // (locals: the stores below could alias p's fields for all the compiler knows)
+    const int64_t obase = b * p.os.strides[0] + h * p.os.strides[1] + q0 * p.os.strides[2];
+    const int64_t ors = p.os.strides[2];
+    for(int64_t c0 = 0; c0 < nq_all; c0 += 16)
+    {
+        const int64_t pn = c0 / qw, lane0 = c0 % qw;
+        const int64_t n = imin(16, nq_all - c0);
+        alignas(64) float inv[16];
+        for(int64_t i = 0; i < 16; ++i)
+        {
+            const int64_t qi = c0 + i;
+            const float l = i < n && qi < nq ? lrow[pn * qw + lane0 + i] : 0.0f;
+            const bool live = i < n && qi < nq && !(l <= 0.0f);
+            inv[i] = live ? 1.0f / l : 0.0f;
+            if(i < n && p.stats != nullptr)
+                p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + (q0 + qi) * p.ss.strides[2]] =
+                    live ? (mrow[pn * qw + lane0 + i] + std::log2(l)) * kLn2 : -kInf;
+        }
+        const float* src = ot + pn * orows * qw + lane0;
+        for(int64_t e0 = 0; e0 < dv; e0 += 16)
+        {
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = e0 + i < orows ? _mm512_loadu_si512(src + (e0 + i) * qw) : _mm512_setzero_si512();
+            transpose16x16(r); // r[i]: query c0 + i, dims e0 .. e0 + 15
+            const __mmask16 m = e0 + 16 <= dv ? __mmask16(0xffff) : __mmask16((1u << (dv - e0)) - 1u);
+            for(int64_t i = 0; i < n; ++i)
+            {
+                // an empty or dead row is 0, never 0 x whatever its accumulator holds
+                const __m512 x = inv[i] == 0.0f ? _mm512_setzero_ps()
+                                                : _mm512_mul_ps(_mm512_castsi512_ps(r[i]), _mm512_set1_ps(inv[i]));
+                const int64_t at = obase + (c0 + i) * ors + e0;
+#if defined(__AVX512BF16__)
+                if(bf16)
+                {
+                    const __m256bh y = _mm512_cvtneps_pbh(x);
+                    _mm256_mask_storeu_epi16(static_cast<uint16_t*>(p.o) + at, m, reinterpret_cast<__m256i>(y));
+                    continue;
+                }
+#endif
+                _mm512_mask_storeu_ps(static_cast<float*>(p.o) + at, m, x);
+            }
+        }
+    }
+    return true;
+}
 #endif
 
 // s[r][i] += bias[query pq0 + i][key j0 + r] * log2(e) for the panel's live queries (i < pq1 - pq0)
@@ -1057,6 +1119,10 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     }
 
     // Normalise and write out; rows beyond the live queries (padding) get 0.
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
+    if(write_rows16(p, b, h, dv, q0, nq, nq_all, ot, QW, dv, mrow, lrow))
+        return;
+#endif
     for(int64_t i = 0; i < nq_all; ++i)
     {
         const int64_t pn = i / QW, lane = i % QW;
@@ -1487,56 +1553,6 @@ inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, floa
         vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
 }
 
-// Writes the block's rows from Ot (transposed, 32 queries a panel) when o is bf16 with unit head-dim
-// stride: 16 x 16 transposes back to query rows, o = acc / l rounded to bf16 (vcvtneps2bf16: round to
-// nearest even), 16 dims a store; write_row's rules otherwise (dead or empty rows 0 with stats -inf,
-// a NaN l a NaN row). Returns false (nothing written) for any other output.
-inline bool amx_write_rows(const SdpaProblem& p, const SdpaRun& run, int64_t b, int64_t h, int64_t q0, int64_t nq,
-                           int64_t nq_all, const float* ot, const float* mrow, const float* lrow)
-{
-    if(p.ot != DType::BF16 || p.os.strides[3] != 1)
-        return false;
-    const int64_t dv = run.dv, dva = run.dva;
-    // (locals: the stores below could alias p's fields for all the compiler knows)
-    uint16_t* const o = static_cast<uint16_t*>(p.o) + b * p.os.strides[0] + h * p.os.strides[1] + q0 * p.os.strides[2];
-    const int64_t ors = p.os.strides[2];
-    for(int64_t c0 = 0; c0 < nq_all; c0 += 16)
-    {
-        const int64_t pn = c0 / AQ, lane0 = c0 % AQ;
-        const int64_t n = imin(16, nq_all - c0);
-        alignas(64) float inv[16];
-        for(int64_t i = 0; i < 16; ++i)
-        {
-            const int64_t qi = c0 + i;
-            const float l = i < n && qi < nq ? lrow[pn * AQ + lane0 + i] : 0.0f;
-            const bool live = i < n && qi < nq && !(l <= 0.0f);
-            inv[i] = live ? 1.0f / l : 0.0f;
-            if(i < n && p.stats != nullptr)
-                p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + (q0 + qi) * p.ss.strides[2]] =
-                    live ? (mrow[pn * AQ + lane0 + i] + std::log2(l)) * kLn2 : -kInf;
-        }
-        const float* src = ot + pn * dva * AQ + lane0;
-        for(int64_t e0 = 0; e0 < dva; e0 += 16)
-        {
-            __m512i r[16];
-            for(int i = 0; i < 16; ++i)
-                r[i] = _mm512_loadu_si512(src + (e0 + i) * AQ);
-            transpose16x16(r); // r[i]: query c0 + i, dims e0 .. e0 + 15
-            const __mmask16 m = e0 + 16 <= dv ? __mmask16(0xffff) : __mmask16((1u << (dv - e0)) - 1u);
-            for(int64_t i = 0; i < n; ++i)
-            {
-                // a dead row is 0, never 0 x whatever its accumulator holds
-                const __m512 x = inv[i] == 0.0f ? _mm512_setzero_ps()
-                                                : _mm512_mul_ps(_mm512_castsi512_ps(r[i]), _mm512_set1_ps(inv[i]));
-                const __m256bh y = _mm512_cvtneps_pbh(x);
-                uint16_t* dst = o + (c0 + i) * ors + e0;
-                _mm256_mask_storeu_epi16(dst, m, reinterpret_cast<__m256i>(y));
-            }
-        }
-    }
-    return true;
-}
-
 void amx_item(const SdpaRun& run, int64_t w, float* ws)
 {
     constexpr int NV = 2;
@@ -1708,7 +1724,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
         _tile_release();
 
     // Normalise and write out; rows beyond the live queries (padding) get 0.
-    if(amx_write_rows(p, run, b, h, q0, nq, nq_all, ot, mrow, lrow))
+    if(write_rows16(p, b, h, dv, q0, nq, nq_all, ot, AQ, dva, mrow, lrow))
         return;
     for(int64_t i = 0; i < nq_all; ++i)
     {
