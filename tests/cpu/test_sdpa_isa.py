@@ -212,16 +212,19 @@ def test_sdpa_forward_generated(isa_handle: hipdnn.Handle, c: Case, seed: int) -
     run_case(isa_handle, c, seed)
 
 
-@pytest.mark.parametrize("sq", [1, 5, 200])
+@pytest.mark.parametrize("sq", [1, 5, 200, 0])
 def test_callers_float_state_is_left_alone(isa_handle: hipdnn.Handle, sq: int) -> None:
     """The AVX-512 builds run their items with flush-to-zero (an exponential that underflows costs no
-    microcode assist) and restore the thread's MXCSR after, in the rows kernel (decode: sq 1 and 5,
-    with and without key chunks) and the panel kernel alike: subnormal arithmetic on the calling
-    thread (which runs items itself) still gives subnormals, not 0."""
+    microcode assist) and restore the thread's MXCSR after, in the forward's rows kernel (decode: sq
+    1 and 5, with and without key chunks) and panel kernel, and in the backward (0): subnormal
+    arithmetic on the calling thread (which runs items itself) still gives subnormals, not 0."""
     tiny = np.float32(2.0**-140)
     before = tiny * np.float32(0.5)
     assert before != 0
-    run_case(isa_handle, replace(BASE, hq=2, hk=1, sq=sq, skv=1100, d=64, dv=64, causal=sq > 1))
+    if sq == 0:
+        bwd.check(isa_handle, bwd.CASES["s129_mqa_causal_br"], seed=2)
+    else:
+        run_case(isa_handle, replace(BASE, hq=2, hk=1, sq=sq, skv=1100, d=64, dv=64, causal=sq > 1))
     assert tiny * np.float32(0.5) == before
 
 
