@@ -249,13 +249,13 @@ def test_dynamic_sdpa_gqa(handle: hipdnn.Handle, h: int, hk: int) -> None:
 
 
 def test_dynamic_sdpa_workspace_does_not_grow_with_length(handle: hipdnn.Handle) -> None:
-    """The scratch is per-thread tiles of at most 512 queries (16 panels of 32 in the AMX kernel; 4
+    """The scratch is per-thread tiles of at most 1024 queries (32 panels of 32 in the AMX kernel; 4
     panels of 48 on AVX-512, where fp16 / bf16 tiles are widened; sized for every ISA) and 64-256
-    keys: the dynamic plan's workspace equals a static plan's at S=512 and at S=4096."""
+    keys: the dynamic plan's workspace equals a static plan's at S=1024 and at S=4096."""
     g, _ = dyn_sdpa(2, 2, 16, BHSD)
     g.build(handle)
     sizes = []
-    for s in (512, 4096):
+    for s in (1024, 4096):
         gs = hipdnn.Graph(name="static", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
         q, k, v = (gs.tensor(name=n, dim=[1, 2, s, 16], stride=bhsd([1, 2, s, 16]), data_type=F32) for n in "qkv")
         gs.sdpa(q, k, v, attn_scale=0.25)[0].set_output(True)

@@ -115,8 +115,9 @@ CASES = {
     "band_narrow_scale0": replace(B16, hq=1, hk=1, sq=300, skv=300, d=64, dv=64, left=5, right=0, scale=0.0),
     "band_narrow_negative": replace(B16, hq=1, hk=1, sq=300, skv=310, d=64, dv=64, left=3, right=2, scale=-0.3),
     "band_narrow_large": replace(B16, hq=1, hk=1, sq=280, skv=600, d=32, dv=32, left=1, right=40, scale=4.0),
-    # items of 16 panels (512 queries) under a narrow window: a panel's first visible keys lie in a
-    # later tile than its item's first, so its output starts from that tile (no zeroed Ot beforehand)
+    # items of many panels (up to 32: 1024 queries) under a narrow window: a panel's first visible
+    # keys lie in a later tile than its item's first, so its output starts from that tile (no zeroed
+    # Ot beforehand)
     "band_narrow_late_panels": replace(B16, b=4, hq=1, hk=1, sq=600, skv=640, d=64, dv=48, left=5, right=0),
     "band_narrow_late_panels_br": replace(
         B16, b=2, hq=2, hk=1, sq=580, skv=600, d=32, dv=32, left=2, right=3, bottom_right=True

@@ -31,9 +31,10 @@ constexpr int64_t kSdpaRowsMax = 16; // query rows per rows-kernel item
 constexpr int64_t kSdpaRowsMaxSq = 16; // the rows kernel serves Sq up to this
 constexpr int64_t kSdpaAmxQw = 32;     // queries per panel of the AMX kernel (two 16-column tiles)
 // Panels per work item of the AMX kernel: at most kSdpaAmxPanels (each item transposes every V tile
-// it reads, so more panels share that work: 16 rather than 8 was 3-6 % faster at S = 512-2048), down
-// to kSdpaAmxMinPanels where that leaves too few items for the threads.
-constexpr int64_t kSdpaAmxPanels = 16;
+// it reads, so more panels share that work: 16 rather than 8 was 3-6 % faster at S = 512-2048, 32
+// rather than 16 another 1-4 % at S = 1024-4096), down to kSdpaAmxMinPanels where that leaves too
+// few items for the threads.
+constexpr int64_t kSdpaAmxPanels = 32;
 constexpr int64_t kSdpaAmxMinPanels = 4;
 constexpr int64_t kSdpaAmxBk = 256;    // keys per tile of the AMX kernel
 
