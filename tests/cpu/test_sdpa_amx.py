@@ -171,6 +171,21 @@ def bf16_sdpa(
     return bf16_value(out)
 
 
+def bf16_sdpa_bias(
+    h: hipdnn.Handle, q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray, scale: float, alibi: bool
+) -> np.ndarray:
+    """o (as float32) of a bf16 SDPA graph with an fp32 additive bias (and ALiBi), through h."""
+    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
+    tb = g.tensor(name="bias", dim=list(bias.shape), data_type=DT.FLOAT)
+    o, _ = g.sdpa(tq, tk, tv, attn_scale=scale, bias=tb, use_alibi_mask=alibi)
+    o.set_output(True)
+    g.build(h)
+    out = np.full(q.shape[:3] + v.shape[3:], np.nan, np.float32).astype(BF16)
+    g.execute(h, {tq: q, tk: k, tv: v, tb: bias, o: out}, np.full(max(1, g.get_workspace_size()), 0xFF, np.uint8))
+    return bf16_value(out)
+
+
 def rand_bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return bf16_bits(rng.standard_normal(shape).astype(np.float32))
 
@@ -284,6 +299,42 @@ def test_huge_scores_and_non_finite_inputs(amx: hipdnn.Handle, causal: bool) -> 
     assert float(np.abs(got[both] - want[both]).max()) < 8e-3 * float(np.abs(want[both]).max())
     row = (0, 1, 290)  # the softmax of one key: that key's v row
     assert both[row].sum() >= 60 and float(np.abs(got[row] - want[row])[both[row]].max()) < 2e-2
+
+
+@pytest.mark.parametrize("alibi", [False, True])
+def test_bias_with_masks_infinities_and_huge_values(amx: hipdnn.Handle, alibi: bool) -> None:
+    """A bias (what hipdnn.torch makes of an attn_mask) goes into the scores before the one-pass
+    softmax: -inf entries mask keys (a query row masked whole gives 0, as the AVX-512 kernel does),
+    +inf and NaN entries give NaN rows, and entries of +-1e30 or that jump by far more than the lazy
+    margin between 256-key tiles give the float64 softmax; the same NaN / inf pattern as the AVX-512
+    kernel, the float64 reference elsewhere. ALiBi over 900 keys adds up to ~-7 per 32 keys."""
+    rng = np.random.default_rng(21)
+    b, h, sq, skv, d = 1, 2, 300, 900, 64
+    q, k, v = (rand_bf16(rng, (b, h if n == "q" else 1, sq if n == "q" else skv, d)) for n in "qkv")
+    bias = rng.standard_normal((b, h, sq, skv)).astype(np.float32)
+    bias[0, 0, :, 100:200] = -np.inf  # a masked span of keys
+    bias[0, 0, 7, :] = -np.inf  # a query row that sees nothing
+    bias[0, 1, 11, 333] = np.inf
+    bias[0, 1, 12, 444] = np.nan
+    bias[0, 1, 40:80, 700] = 1e30  # one key dominates those rows
+    bias[0, 0, 100:140, 600:] += 60.0  # later tiles pass the running max by far more than the margin
+    bias[0, 1, 200, :] = -1e30
+    got = bf16_sdpa_bias(amx, q, k, v, bias, 0.125, alibi)
+    with pytest.MonkeyPatch.context() as mp:
+        hh = make_handle("avx512", mp)
+        fp32_p = bf16_sdpa_bias(hh, q, k, v, bias, 0.125, alibi)
+        hh.close()
+    assert (np.isnan(got) == np.isnan(fp32_p)).all()
+    assert (np.isinf(got) == np.isinf(fp32_p)).all()
+    assert np.isnan(got[0, 1, 11]).all() and np.isnan(got[0, 1, 12]).all()
+    assert (got[0, 0, 7] == 0).all()
+    with np.errstate(invalid="ignore"):
+        want = reference(
+            *(bf16_value(x).astype(np.float64) for x in (q, k, v)), 0.125, bias=bias.astype(np.float64), alibi=alibi
+        )[0]
+    both = np.isfinite(got) & np.isfinite(want)
+    assert both.sum() > 0.98 * got.size - 2 * d
+    assert float(np.abs(got[both] - want[both]).max()) < 8e-3 * float(np.abs(want[both]).max())
 
 
 @pytest.mark.parametrize("rising", [True, False])

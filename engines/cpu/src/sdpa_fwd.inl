@@ -859,6 +859,28 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
     }
 }
 
+// s[r][i] = s[r][i] scale + slope2 (j0 + r - (pq0 + i)): ALiBi in log2 units (slope2 = the head's
+// slope x log2 e) for key rows r < rows of a panel of NV vectors of queries from pq0, with the
+// scores' scaling in the same pass (scale 1: scores already scaled).
+template <int NV>
+inline void add_alibi(float* s, int64_t rows, int64_t j0, int64_t pq0, float slope2, float scale)
+{
+    constexpr int QW = NV * W;
+    V lane;
+    for(int i = 0; i < W; ++i)
+        lane[i] = static_cast<float>(i);
+    V qv[NV];
+    for(int v = 0; v < NV; ++v)
+        qv[v] = lane + static_cast<float>(pq0 + v * W);
+    const V sl = vset(slope2), sc = vset(scale);
+    for(int64_t r = 0; r < rows; ++r)
+    {
+        const V jj = vset(static_cast<float>(j0 + r));
+        for(int v = 0; v < NV; ++v)
+            vstore(s + r * QW + v * W, vload(s + r * QW + v * W) * sc + sl * (jj - qv[v]));
+    }
+}
+
 // What the scores get before the softmax, besides the band (one panel of one (batch, head)).
 struct ScoreMods
 {
@@ -913,15 +935,7 @@ inline void panel_softmax(const SdpaProblem& p,
         if(has_bias)
             add_bias<NV>(p, bias_off, s, rows, j0, pq0, pq1);
         if(p.alibi)
-        {
-            const V sl = vset(alibi2);
-            for(int64_t r = 0; r < rows; ++r)
-            {
-                const V jj = vset(static_cast<float>(j0 + r));
-                for(int v = 0; v < NV; ++v)
-                    vstore(s + r * QW + v * W, vload(s + r * QW + v * W) + sl * (jj - qv[v]));
-            }
-        }
+            add_alibi<NV>(s, rows, j0, pq0, alibi2, 1.0f);
         if(!band_free)
         {
             // Rows not visible to every live query of the panel get -inf
@@ -1135,8 +1149,9 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 #if defined(HIPDNN_SDPA_AMX)
 // ============================================================== AMX kernel ====
 // The panel kernel for bf16 q, k and v on AMX-BF16 tiles: both products on the tile unit, exact
-// bf16 products summed in fp32; the softmax, masks, bias, ALiBi and softcapping are the panel
-// kernel's own (panel_softmax, 16-lane AVX-512) on scores kept in the same transposed layout. A
+// bf16 products summed in fp32; the scores are kept in the panel kernel's transposed layout, so its
+// bias and ALiBi additions serve here too, and a softcapped tile takes its whole softmax
+// (panel_softmax, 16-lane AVX-512); the others take amx_softmax_lazy's one pass. A
 // work item is (batch, head, block of up to kSdpaAmxPanels panels of 32 queries). Per item:
 //   Qp [d/2][32][2]  each panel's queries in the tiles' pair layout (B operand), bf16 as given
 // per key tile of ABK = 256 (copied once per item, shared by its panels):
@@ -1144,7 +1159,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 //   Vt [dv][keys]    V transposed, bf16, zero-padded (A operand: 16 dims x 32 keys)
 // and per (tile, panel):
 //   St [keys][32] = Kb . Qp        (scores transposed, as the panel kernel's: C = 16 keys x 16 queries)
-//   scaled to log2 units, panel_softmax
+//   scaled to log2 units (bias and ALiBi added), the online softmax
 //   Pp [keys/2][32][2] = bf16(St)  (probabilities rounded to bf16 in pair layout, B operand)
 //   Ot [dv][32] = Ot alpha + Vt . Pp  (C = 16 dims x 16 queries, loaded, accumulated, stored)
 // P is rounded to bf16 for its product as flash attention does (the running sums l stay fp32).
@@ -1491,10 +1506,12 @@ inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, co
         }
 }
 
-// One panel's softmax over a tile with nothing added to its scores (no bias, ALiBi or cap; the band
-// may mask its edge rows), in one pass where the running max stands (see kAmxLazy).
-inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, float qscale, const AmxBand& band, float* mp,
-                             float* lp, V* alpha, uint16_t* pp)
+// One panel's softmax over a tile without softcapping (the band may mask its edge rows; a bias or
+// ALiBi is already in the scores, which then come in log2 units with qscale 1), in one pass where
+// the running max stands (see kAmxLazy), unless !try_lazy: then straight to the exact pass (max,
+// then exponentials). Returns whether the running max stood (alpha = 1 in every lane).
+inline bool amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, float qscale, const AmxBand& band,
+                             bool try_lazy, float* mp, float* lp, V* alpha, uint16_t* pp)
 {
     const V sc = vset(qscale), ninf = vset(-kInf);
     V m[2] = {vload(mp), vload(mp + W)};
@@ -1504,7 +1521,7 @@ inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, floa
     const __m512 inf = _mm512_set1_ps(kInf);
     const bool finite = _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[0]), inf, _CMP_LT_OQ) == 0xffff
                         && _mm512_cmp_ps_mask(_mm512_abs_ps((__m512)m[1]), inf, _CMP_LT_OQ) == 0xffff;
-    if(finite)
+    if(finite && try_lazy)
     {
         const V nmu[2] = {-m[0], -m[1]};
         V sum[2] = {V{}, V{}};
@@ -1522,7 +1539,7 @@ inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, floa
                 alpha[v] = vset(1.0f);
                 vstore(lp + v * W, vload(lp + v * W) + sum[v]);
             }
-            return;
+            return true;
         }
     }
     // The tile's max over the keys each lane sees: of s for a positive scale, of -s for a negative
@@ -1551,6 +1568,9 @@ inline void amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, floa
     amx_exp_pack(st, rows, npairs, sc, nmu, band, sum, pp);
     for(int v = 0; v < 2; ++v)
         vstore(lp + v * W, vload(lp + v * W) * alpha[v] + sum[v]);
+    const __m512 one = _mm512_set1_ps(1.0f);
+    return _mm512_cmp_ps_mask((__m512)alpha[0], one, _CMP_EQ_OQ) == 0xffff
+           && _mm512_cmp_ps_mask((__m512)alpha[1], one, _CMP_EQ_OQ) == 0xffff;
 }
 
 void amx_item(const SdpaRun& run, int64_t w, float* ws)
@@ -1628,6 +1648,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
     // Panels whose Ot holds a sum (the first tile of keys a panel sees starts it from zeros).
     static_assert(kSdpaAmxPanels <= 64, "one bit per panel");
     uint64_t started = 0;
+    uint64_t rising = 0; // panels whose last tile raised the running max
     if(kbeg < kend)
         amx_configure();
     // K is read in place where its rows hold whole 32-dim steps at unit stride, else copied per tile
@@ -1662,7 +1683,9 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             const int64_t rows = j1 - j0;
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
             // Nothing added to the scores: the lazy one-pass softmax, masking the band's edge rows.
-            const bool lazy = !mods.has_bias && !p.alibi && !mods.cap.on;
+            // Nothing but the band, a bias or ALiBi touches the scores: the lazy one-pass softmax (a bias
+            // or ALiBi is added to the scores in log2 units first), masking the band's edge rows.
+            const bool lazy = !mods.cap.on;
 
             // (in place only where the 16-row steps stay inside K's rows)
             const int64_t nrt = (rows + 15) / 16;
@@ -1688,7 +1711,29 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                     bd.in0 = imin(rows, imax(0, pq1 - 1 + lo - j0));
                     bd.in1 = imax(bd.in0, imin(rows, pq0 + hi - j0 + 1));
                 }
-                amx_softmax_lazy(st, rows, nkc * 16, qscale, bd, mp, lp, alpha, pp);
+                float scale = qscale;
+                if(mods.has_bias || p.alibi)
+                {
+                    // to log2 units, with ALiBi in the same pass, then the bias
+                    if(p.alibi)
+                        add_alibi<NV>(st, rows, j0, pq0, mods.alibi2, qscale);
+                    else
+                    {
+                        const V sc = vset(qscale);
+                        for(int64_t r = 0; r < rows; ++r)
+                            for(int v = 0; v < NV; ++v)
+                                vstore(st + r * AQ + v * W, vload(st + r * AQ + v * W) * sc);
+                    }
+                    if(mods.has_bias)
+                        add_bias<NV>(p, mods.bias_off, st, rows, j0, pq0, pq1);
+                    scale = 1.0f;
+                }
+                // (straight to the exact pass where the panel's last tile moved its max: scores that
+                // keep rising, as ALiBi's do towards the diagonal, would fail the lazy pass each time)
+                // (a panel's first tile always sets its max: that says nothing about the next one)
+                const bool kept = amx_softmax_lazy(st, rows, nkc * 16, scale, bd, (rising >> pn & 1u) == 0, mp, lp, alpha, pp);
+                if((started >> pn & 1u) != 0)
+                    rising = kept ? rising & ~(uint64_t(1) << pn) : rising | uint64_t(1) << pn;
             }
             else
             {
