@@ -321,6 +321,27 @@ CASES: dict[str, Case] = {
         alibi=True,
     ),
     "bf16": replace(BASE, dt=DT.BFLOAT16, causal=True, cap=2.0),
+    # bf16 with more than 16 queries runs the AMX build's tile kernel there: the cap, ALiBi and a bias
+    # go into its scores before the one-pass softmax, across several 256-key tiles
+    "bf16_everything": replace(
+        BASE,
+        dt=DT.BFLOAT16,
+        cap=2.0,
+        b=2,
+        hq=4,
+        hk=2,
+        sq=37,
+        skv=129,
+        causal=True,
+        bottom_right=True,
+        left=40,
+        padding=True,
+        seq_q=[30, 1],
+        seq_kv=[129, 70],
+        bias=True,
+        alibi=True,
+    ),
+    "bf16_tiles_bias_alibi": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=1, sq=100, skv=600, cap=2.0, bias=True, alibi=True),
 }
 
 
@@ -329,7 +350,8 @@ def test_softcap_forward(handle: hipdnn.Handle, name: str) -> None:
     run_forward(handle, CASES[name], seed=len(name))
 
 
-BWD_CASES = [n for n in CASES if n not in ("decode_long_chunks",)]
+# (the bf16 tile-kernel cases are the forward's: the backward widens bf16 to fp32, as in "bf16")
+BWD_CASES = [n for n in CASES if n not in ("decode_long_chunks", "bf16_everything", "bf16_tiles_bias_alibi")]
 
 
 @pytest.mark.parametrize("name", BWD_CASES)

@@ -1338,18 +1338,6 @@ inline void amx_scores(const uint16_t* kb, int64_t kstride, int64_t nrt, int64_t
     }
 }
 
-// Pp[r/2][i][r%2] = bf16(St[r][i]) for r < 2 npairs, rows from `rows` on as 0 (round to nearest even).
-inline void amx_pack_p(const float* st, int64_t rows, int64_t npairs, uint16_t* pp)
-{
-    for(int64_t q = 0; q < npairs; ++q)
-        for(int64_t c = 0; c < 2; ++c)
-        {
-            const __m512 a = 2 * q < rows ? _mm512_loadu_ps(st + 2 * q * AQ + c * 16) : _mm512_setzero_ps();
-            const __m512 b = 2 * q + 1 < rows ? _mm512_loadu_ps(st + (2 * q + 1) * AQ + c * 16) : _mm512_setzero_ps();
-            store_pair(a, b, pp + q * 2 * AQ + c * 32);
-        }
-}
-
 // Ot[e][0..32) += sum_j Vt[e][koff + j] Pp[j] for e < dva, j < rows (in 32-key steps, nkc of them).
 // Keys from rows to the end of the last step get zeros in a copy of that step's columns (tail,
 // dva x 32): Pp is 0 there, but 0 times an infinite V element would be NaN, and those keys are not
@@ -1682,12 +1670,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                 continue;
             const int64_t rows = j1 - j0;
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
-            // Nothing added to the scores: the lazy one-pass softmax, masking the band's edge rows.
-            // Nothing but the band, a bias or ALiBi touches the scores: the lazy one-pass softmax (a bias
-            // or ALiBi is added to the scores in log2 units first), masking the band's edge rows.
-            const bool lazy = !mods.cap.on;
-
-            // (in place only where the 16-row steps stay inside K's rows)
+            // (K in place only where the 16-row steps stay inside K's rows)
             const int64_t nrt = (rows + 15) / 16;
             if(k_direct && j0 + 16 * nrt <= run.skv)
                 amx_scores(ksrc + j0 * p.ks.strides[2], p.ks.strides[2], nrt, dpa, qp + pn * dpa * AQ, st);
@@ -1703,51 +1686,41 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             float* lp = lrow + pn * AQ;
             V alpha[NV];
             const int64_t nkc = (rows + 31) / 32;
-            if(lazy)
+            // The online softmax in one pass where the running max stands (amx_softmax_lazy), the
+            // band's edge rows masked per lane in it; softcapping, ALiBi and a bias go into the scores
+            // first (in log2 units; the cap before the additions, as in the panel kernel).
+            AmxBand bd{j0, pq0, lo, hi, 0, rows};
+            if(!band_free)
             {
-                AmxBand bd{j0, pq0, lo, hi, 0, rows};
-                if(!band_free)
+                bd.in0 = imin(rows, imax(0, pq1 - 1 + lo - j0));
+                bd.in1 = imax(bd.in0, imin(rows, pq0 + hi - j0 + 1));
+            }
+            float scale = qscale;
+            if(mods.has_bias || p.alibi || mods.cap.on)
+            {
+                if(p.alibi && !mods.cap.on) // scaled and ALiBi added in one pass
+                    add_alibi<NV>(st, rows, j0, pq0, mods.alibi2, qscale);
+                else
                 {
-                    bd.in0 = imin(rows, imax(0, pq1 - 1 + lo - j0));
-                    bd.in1 = imax(bd.in0, imin(rows, pq0 + hi - j0 + 1));
-                }
-                float scale = qscale;
-                if(mods.has_bias || p.alibi)
-                {
-                    // to log2 units, with ALiBi in the same pass, then the bias
+                    const V sc = vset(qscale);
+                    for(int64_t r = 0; r < rows; ++r)
+                        for(int v = 0; v < NV; ++v)
+                            vstore(st + r * AQ + v * W, vload(st + r * AQ + v * W) * sc);
+                    if(mods.cap.on)
+                        cap_scores(st, rows * AQ, mods.cap);
                     if(p.alibi)
-                        add_alibi<NV>(st, rows, j0, pq0, mods.alibi2, qscale);
-                    else
-                    {
-                        const V sc = vset(qscale);
-                        for(int64_t r = 0; r < rows; ++r)
-                            for(int v = 0; v < NV; ++v)
-                                vstore(st + r * AQ + v * W, vload(st + r * AQ + v * W) * sc);
-                    }
-                    if(mods.has_bias)
-                        add_bias<NV>(p, mods.bias_off, st, rows, j0, pq0, pq1);
-                    scale = 1.0f;
+                        add_alibi<NV>(st, rows, j0, pq0, mods.alibi2, 1.0f);
                 }
-                // (straight to the exact pass where the panel's last tile moved its max: scores that
-                // keep rising, as ALiBi's do towards the diagonal, would fail the lazy pass each time)
-                // (a panel's first tile always sets its max: that says nothing about the next one)
-                const bool kept = amx_softmax_lazy(st, rows, nkc * 16, scale, bd, (rising >> pn & 1u) == 0, mp, lp, alpha, pp);
-                if((started >> pn & 1u) != 0)
-                    rising = kept ? rising & ~(uint64_t(1) << pn) : rising | uint64_t(1) << pn;
+                if(mods.has_bias)
+                    add_bias<NV>(p, mods.bias_off, st, rows, j0, pq0, pq1);
+                scale = 1.0f;
             }
-            else
-            {
-                // To log2 units (the products are of q and k as given), then the panel kernel's rules.
-                const V sc = vset(qscale);
-                for(int64_t r = 0; r < rows; ++r)
-                    for(int v = 0; v < NV; ++v)
-                        vstore(st + r * AQ + v * W, vload(st + r * AQ + v * W) * sc);
-                V mnew[NV];
-                for(int v = 0; v < NV; ++v)
-                    mnew[v] = vload(mp + v * W);
-                panel_softmax<NV>(p, mods, st, rows, j0, pq0, pq1, lo, hi, band_free, false, mp, lp, mnew, alpha);
-                amx_pack_p(st, rows, nkc * 16, pp);
-            }
+            // (straight to the exact pass where the panel's last tile moved its max: scores that keep
+            // rising, as ALiBi's do towards the diagonal, would fail the lazy pass each time; a panel's
+            // first tile always sets its max, which says nothing about the next one)
+            const bool kept = amx_softmax_lazy(st, rows, nkc * 16, scale, bd, (rising >> pn & 1u) == 0, mp, lp, alpha, pp);
+            if((started >> pn & 1u) != 0)
+                rising = kept ? rising & ~(uint64_t(1) << pn) : rising | uint64_t(1) << pn;
 
             // Ot = Ot alpha (skipped while the max stands) + Vt . Pp; Ot = Vt . Pp on the panel's first
             // tile (its alpha is 0: nothing to keep)
