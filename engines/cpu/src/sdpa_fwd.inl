@@ -1150,8 +1150,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 // ============================================================== AMX kernel ====
 // The panel kernel for bf16 q, k and v on AMX-BF16 tiles: both products on the tile unit, exact
 // bf16 products summed in fp32; the scores are kept in the panel kernel's transposed layout, so its
-// bias and ALiBi additions serve here too, and a softcapped tile takes its whole softmax
-// (panel_softmax, 16-lane AVX-512); the others take amx_softmax_lazy's one pass. A
+// softcapping, bias and ALiBi passes serve here too, before amx_softmax_lazy's one-pass softmax. A
 // work item is (batch, head, block of up to kSdpaAmxPanels panels of 32 queries). Per item:
 //   Qp [d/2][32][2]  each panel's queries in the tiles' pair layout (B operand), bf16 as given
 // per key tile of ABK = 256 (copied once per item, shared by its panels):
@@ -1494,8 +1493,8 @@ inline void amx_exp_pack(const float* st, int64_t rows, int64_t npairs, V sc, co
         }
 }
 
-// One panel's softmax over a tile without softcapping (the band may mask its edge rows; a bias or
-// ALiBi is already in the scores, which then come in log2 units with qscale 1), in one pass where
+// One panel's softmax over a tile (the band may mask its edge rows; a softcap, a bias or ALiBi is
+// already in the scores, which then come in log2 units with qscale 1), in one pass where
 // the running max stands (see kAmxLazy), unless !try_lazy: then straight to the exact pass (max,
 // then exponentials). Returns whether the running max stood (alpha = 1 in every lane).
 inline bool amx_softmax_lazy(const float* st, int64_t rows, int64_t npairs, float qscale, const AmxBand& band,
