@@ -288,6 +288,22 @@ def run_backward(handle: hipdnn.Handle, c: Case, seed: int = 0, cap_matters: boo
 
 
 BASE = Case()
+EVERYTHING = replace(
+    BASE,
+    b=2,
+    hq=4,
+    hk=2,
+    sq=37,
+    skv=129,
+    causal=True,
+    bottom_right=True,
+    left=40,
+    padding=True,
+    seq_q=[30, 1],
+    seq_kv=[129, 70],
+    bias=True,
+    alibi=True,
+)
 CASES: dict[str, Case] = {
     "plain": BASE,
     "tight_cap": replace(BASE, cap=0.5),
@@ -304,43 +320,11 @@ CASES: dict[str, Case] = {
     "decode": replace(BASE, sq=1, skv=129, hq=8, hk=2),
     "decode_long_chunks": replace(BASE, sq=1, skv=1500, b=1, hq=2, hk=1, d=32, dv=32),
     "prefill_odd_kv": replace(BASE, sq=37, skv=129, bias=True, causal=True, bottom_right=True),
-    "everything": replace(
-        BASE,
-        b=2,
-        hq=4,
-        hk=2,
-        sq=37,
-        skv=129,
-        causal=True,
-        bottom_right=True,
-        left=40,
-        padding=True,
-        seq_q=[30, 1],
-        seq_kv=[129, 70],
-        bias=True,
-        alibi=True,
-    ),
+    "everything": EVERYTHING,
     "bf16": replace(BASE, dt=DT.BFLOAT16, causal=True, cap=2.0),
     # bf16 with more than 16 queries runs the AMX build's tile kernel there: the cap, ALiBi and a bias
     # go into its scores before the one-pass softmax, across several 256-key tiles
-    "bf16_everything": replace(
-        BASE,
-        dt=DT.BFLOAT16,
-        cap=2.0,
-        b=2,
-        hq=4,
-        hk=2,
-        sq=37,
-        skv=129,
-        causal=True,
-        bottom_right=True,
-        left=40,
-        padding=True,
-        seq_q=[30, 1],
-        seq_kv=[129, 70],
-        bias=True,
-        alibi=True,
-    ),
+    "bf16_everything": replace(EVERYTHING, dt=DT.BFLOAT16, cap=2.0),
     "bf16_tiles_bias_alibi": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=1, sq=100, skv=600, cap=2.0, bias=True, alibi=True),
 }
 
