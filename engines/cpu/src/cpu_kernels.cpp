@@ -464,7 +464,12 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
         qw = run.sq > 0 && 100 * ((run.sq + w2 - 1) / w2 * w2) < 92 * ((run.sq + w3 - 1) / w3 * w3) ? w2 : w3;
     run.qw = qw;
     const int64_t need = (run.sq + qw - 1) / qw;
-    int64_t cap = run.amx ? kSdpaAmxPanels : kSdpaPanels;
+    int64_t cap = kSdpaPanels;
+    if(run.amx)
+    {
+        const int64_t per_panel = (run.d + 31) / 32 * 32 * qw * 2 + (run.dv + 15) / 16 * 16 * qw * 4; // Qp, Ot
+        cap = std::max(kSdpaAmxMinPanels, std::min(kSdpaAmxPanels, kSdpaAmxPanelBytes / std::max<int64_t>(1, per_panel)));
+    }
     if(run.max_panels > 0)
         cap = std::min(cap, run.max_panels);
     run.panels = std::max<int64_t>(1, std::min(cap, need));

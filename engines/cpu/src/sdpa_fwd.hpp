@@ -30,12 +30,15 @@ constexpr int64_t kSdpaBk = 64;     // keys per tile
 constexpr int64_t kSdpaRowsMax = 16; // query rows per rows-kernel item
 constexpr int64_t kSdpaRowsMaxSq = 16; // the rows kernel serves Sq up to this
 constexpr int64_t kSdpaAmxQw = 32;     // queries per panel of the AMX kernel (two 16-column tiles)
-// Panels per work item of the AMX kernel: at most kSdpaAmxPanels (each item transposes every V tile
-// it reads, so more panels share that work: 16 rather than 8 was 3-6 % faster at S = 512-2048, 32
-// rather than 16 another 1-4 % at S = 1024-4096), down to kSdpaAmxMinPanels where that leaves too
+// Panels per work item of the AMX kernel: at most kSdpaAmxPanels, and as many as keep the item's
+// queries and output (Qp and Ot: 64 d + 128 dv bytes a panel, padded) within kSdpaAmxPanelBytes
+// (each item transposes every V tile it reads, so more panels share that work: 16 rather than 8 was
+// 3-6 % faster at S = 512-2048, D = 128; 32 rather than 16 another 1-4 % at S = 1024-4096, not worth
+// doubling every plan's per-thread scratch there), down to kSdpaAmxMinPanels where that leaves too
 // few items for the threads.
 constexpr int64_t kSdpaAmxPanels = 32;
 constexpr int64_t kSdpaAmxMinPanels = 4;
+constexpr int64_t kSdpaAmxPanelBytes = int64_t(384) << 10;
 constexpr int64_t kSdpaAmxBk = 256;    // keys per tile of the AMX kernel
 
 // Widest panel (queries) of each vector width, and panels per work item of the panel kernel: an item's
