@@ -425,9 +425,7 @@ namespace
 // dims are strided) and of V transposed (bf16, keys padded to 32 past the tile).
 int64_t amx_layout(SdpaRun& run)
 {
-    const int64_t bk = kSdpaAmxBk, qw = kSdpaAmxQw;
-    run.dpa = (run.d + 31) / 32 * 32;
-    run.dva = (run.dv + 15) / 16 * 16;
+    const int64_t bk = kSdpaAmxBk, qw = kSdpaAmxQw; // (dpa, dva: set by sdpa_plan_layout)
     int64_t o = 0;
     run.off_qt = o;
     o += round16(run.panels * run.dpa * qw / 2);
@@ -467,7 +465,9 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
     int64_t cap = kSdpaPanels;
     if(run.amx)
     {
-        const int64_t per_panel = (run.d + 31) / 32 * 32 * qw * 2 + (run.dv + 15) / 16 * 16 * qw * 4; // Qp, Ot
+        run.dpa = (run.d + 31) / 32 * 32;
+        run.dva = (run.dv + 15) / 16 * 16;
+        const int64_t per_panel = run.dpa * qw * 2 + run.dva * qw * 4; // Qp, Ot
         cap = std::max(kSdpaAmxMinPanels, std::min(kSdpaAmxPanels, kSdpaAmxPanelBytes / std::max<int64_t>(1, per_panel)));
     }
     if(run.max_panels > 0)

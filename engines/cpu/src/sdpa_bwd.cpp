@@ -44,6 +44,7 @@
 // instantiated for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
 // and AVX-512 (16 lanes); the plan's ISA picks one (cpu_isa.cpp).
 
+#include "avx512_exp2.hpp"
 #include "extra_ops.hpp"
 
 #include <algorithm>
@@ -154,45 +155,15 @@ inline typename Vec<W>::F exp2v(typename Vec<W>::F x)
 }
 
 #if HIPDNN_BWD_X86
-// The AVX-512 build's 2^x in 8 vector ops (the bit arithmetic above takes 20; the softmax recompute
-// was ~1/4 of the backward's time at D = 64): vreduceps gives f = x - floor(x) in [0, 1) (0 for an
-// infinity, NaN for NaN), a degree-6 polynomial fitted for relative error gives 2^f (8.5e-9; 8.9e-8
-// after fp32 Horner), and vscalefps multiplies by 2^floor(x) (2^-inf = 0, 2^+inf = inf). Its items
-// run with flush-to-zero (FlushToZero), so results below 2^-126 come out 0, as above, without a
-// clamp and a compare: no denormal reaches the products.
+// The AVX-512 build's 2^x: exp2_avx512 (avx512_exp2.hpp), 8 vector ops where the bit arithmetic above
+// takes 20 (the softmax recompute was ~1/4 of the backward's time at D = 64). Its items run under
+// FlushToZero, so results below 2^-126 come out 0, as above, without a clamp and a compare: no
+// denormal reaches the products.
 template <>
-__attribute__((target("avx512f,avx512dq"))) inline Vec<16>::F exp2v<16>(Vec<16>::F xv)
+__attribute__((target("avx512f,avx512dq"))) inline Vec<16>::F exp2v<16>(Vec<16>::F x)
 {
-    const __m512 x = (__m512)xv;
-    // (the all-lanes mask forms: the plain ones start from _mm512_undefined_ps, which GCC 12 flags as
-    // maybe-uninitialized)
-    const __mmask16 all = 0xffff;
-    const __m512 f = _mm512_maskz_reduce_ps(all, x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 p = _mm512_set1_ps(0.00021770877356175333f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.0012402958236634731f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009685058146715164f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05547879636287689f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24023133516311646f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931467652320862f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return (Vec<16>::F)_mm512_mask_scalef_ps(p, all, p, x);
+    return (Vec<16>::F)exp2_avx512((__m512)x);
 }
-
-// Flush-to-zero for an AVX-512 item (the thread's MXCSR restored after): exp2v<16> relies on it.
-struct FlushToZero
-{
-    unsigned saved = _mm_getcsr();
-    FlushToZero()
-    {
-        _mm_setcsr(saved | _MM_FLUSH_ZERO_ON);
-    }
-    ~FlushToZero()
-    {
-        _mm_setcsr(saved);
-    }
-    FlushToZero(const FlushToZero&) = delete;
-    FlushToZero& operator=(const FlushToZero&) = delete;
-};
 #endif
 
 // tanh(x), as the forward's (sdpa_fwd.inl): the odd Taylor polynomial to x^13 for |x| < 0.4, else

@@ -25,6 +25,7 @@
 //
 // Rows kernel (decode and other calls with few queries): see run_rows_item.
 
+#include "avx512_exp2.hpp"
 #include "sdpa_fwd.hpp"
 
 #include <cmath>
@@ -120,25 +121,11 @@ inline float hsum(V v)
     return s;
 }
 
-// The AVX-512 builds run their items with flush-to-zero (the calling thread's MXCSR is restored
-// after): exp2_nonpos's and exp2_amx's results below 2^-126 (masked keys, keys far below the row's
-// max) then come out 0 at no cost, where a subnormal result takes a microcode assist. Only results
-// below 2^-126 change, to 0 (inputs are read as they are: no denormals-are-zero).
+// The AVX-512 builds run their items under FlushToZero (avx512_exp2.hpp): exp2_nonpos's and
+// exp2_amx's results below 2^-126 (masked keys, keys far below the row's max) come out 0 at no cost.
+// The other builds clamp instead.
 #if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
-struct FlushToZero
-{
-    unsigned saved = _mm_getcsr();
-    FlushToZero()
-    {
-        _mm_setcsr(saved | _MM_FLUSH_ZERO_ON);
-    }
-    ~FlushToZero()
-    {
-        _mm_setcsr(saved);
-    }
-    FlushToZero(const FlushToZero&) = delete;
-    FlushToZero& operator=(const FlushToZero&) = delete;
-};
+using FlushToZero = hipdnn_cpu::FlushToZero;
 #else
 struct FlushToZero
 {
@@ -149,21 +136,7 @@ struct FlushToZero
 inline V exp2_nonpos(V x)
 {
 #if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
-    // x = n + f, n = floor(x), f in [0, 1) (vreduceps: 0 for an infinity, NaN for NaN); 2^f by a
-    // degree-6 polynomial fitted for relative error (8.5e-9; 8.9e-8 after fp32 Horner, an ulp or
-    // so); vscalefps multiplies by 2^n (flooring x itself: -inf gives 0, and results below 2^-126
-    // flush to 0 under the items' FlushToZero). 8 vector operations.
-    const __mmask16 all = 0xffff;
-    const __m512 xv = (__m512)x;
-    const __m512 f = _mm512_maskz_reduce_ps(all, xv, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    __m512 p = _mm512_set1_ps(0.00021770877356175333f);
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.0012402958236634731f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.009685058146715164f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.05547879636287689f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.24023133516311646f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931467652320862f));
-    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-    return (V)_mm512_mask_scalef_ps(p, all, p, xv);
+    return (V)exp2_avx512((__m512)x); // 8 vector operations (avx512_exp2.hpp)
 #else
     // x = n + f with n an integer and |f| <= 1/2; 2^f by its Taylor series in f ln2 to degree 7
     // (truncation < 6e-9 relative); 2^n added into the exponent bits. Inputs below -125 (results
@@ -1717,19 +1690,16 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             // (straight to the exact pass where the panel's last tile moved its max: scores that keep
             // rising, as ALiBi's do towards the diagonal, would fail the lazy pass each time; a panel's
             // first tile always sets its max, which says nothing about the next one)
+            const bool fresh = (started >> pn & 1u) == 0;
             const bool kept = amx_softmax_lazy(st, rows, nkc * 16, scale, bd, (rising >> pn & 1u) == 0, mp, lp, alpha, pp);
-            if((started >> pn & 1u) != 0)
+            if(!fresh)
                 rising = kept ? rising & ~(uint64_t(1) << pn) : rising | uint64_t(1) << pn;
+            started |= uint64_t(1) << pn;
 
             // Ot = Ot alpha (skipped while the max stands) + Vt . Pp; Ot = Vt . Pp on the panel's first
             // tile (its alpha is 0: nothing to keep)
             float* op = ot + pn * dva * AQ;
-            const bool fresh = (started >> pn & 1u) == 0;
-            started |= uint64_t(1) << pn;
-            const __m512 one = _mm512_set1_ps(1.0f);
-            const bool rescale = !fresh
-                                 && (_mm512_cmp_ps_mask(static_cast<__m512>(alpha[0]), one, _CMP_EQ_OQ) != 0xffff
-                                     || _mm512_cmp_ps_mask(static_cast<__m512>(alpha[1]), one, _CMP_EQ_OQ) != 0xffff);
+            const bool rescale = !fresh && !kept;
             if(rescale)
                 for(int64_t e = 0; e < dva; ++e)
                     for(int v = 0; v < NV; ++v)
