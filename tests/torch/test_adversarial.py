@@ -187,15 +187,40 @@ def test_mask_layouts(layout: str, kind: str) -> None:
     close(dq, want_dq, 2e-5)
 
 
-@pytest.mark.xfail(strict=True, reason="engines/cpu: a finite bias below -FLT_MAX / log2(e) overflows to -inf")
 def test_rows_masked_by_the_float32_minimum_average_as_torch_does() -> None:
     """transformers' older additive masks fill with finfo.min; torch gives a row masked everywhere by
-    it the average of the values (every score equal). The CPU engine takes the row as empty (zeros):
-    its scores are scaled by log2(e) after the bias is added, and -3.4e38 * 1.44 overflows."""
+    it the average of the values (every score equal). (The CPU engine once scaled such a bias to log2
+    units after adding it, and -3.4e38 x 1.44 overflowed: the row came out empty, zeros.)"""
     q, k, v = rand(1, 2, 3, 8, seed=1), rand(1, 2, 5, 8, seed=2), rand(1, 2, 5, 8, seed=3)
     mask = torch.zeros(3, 5)
     mask[1] = torch.finfo(torch.float32).min
     close(ht.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch64(q, k, v, attn_mask=mask), ATOL)
+
+
+def eager64(q: Any, k: Any, v: Any, mask: Any) -> Any:
+    """Attention written out in float64 (transformers' eager path): softmax(q k^T / sqrt(d) + mask) v."""
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5 + mask
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -1e30, -1e20])
+def test_gradients_of_rows_masked_everywhere_by_a_huge_value_are_the_definitions(fill: float) -> None:
+    """The backward of such a row: P = 2^(s - lse) cannot come from its stats, whose fp32 lse is the
+    mask itself (m + log2 l rounds to m), which would make P l times too large (torch's fused CPU
+    backward does that); the engine recomputes the row's max and sum, so the gradients are those of
+    attention written out in float64."""
+    q, k, v = rand(2, 3, 9, 8, seed=1), rand(2, 3, 21, 8, seed=2), rand(2, 3, 21, 8, seed=3)
+    mask = torch.randn(9, 21, generator=torch.Generator().manual_seed(4))
+    mask[1] = fill
+    mask[4, 3:] = fill
+    go = rand(2, 3, 9, 8, seed=5)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v)]
+    ht.scaled_dot_product_attention(*leaves, attn_mask=mask).backward(go)
+    ref = [t.double().requires_grad_() for t in (q, k, v)]
+    eager64(*ref, mask.double()).backward(go.double())
+    for name, got, want in zip(("dq", "dk", "dv"), leaves, ref):
+        assert got.grad is not None and want.grad is not None
+        close(got.grad, want.grad, 2e-5, name)
 
 
 # -- the plan cache under churn -------------------------------------------------------------------

@@ -2,7 +2,9 @@
 // while packed). One pass over the (query block, key block) tiles, 5 tile
 // products each:
 //
-//   pre-pass, per query row: lse in log2 units and delta = rowsum(dO o);
+//   pre-pass, per query row: lse in log2 units and delta = rowsum(dO o) (a row
+//     whose lse is too large to hold log2 of its softmax sum, as under a -1e9
+//     or finfo.min mask, has its max and sum recomputed from its scores);
 //   main pass, one work item per (batch, kv head, chunk of key blocks): for
 //     each key block of the chunk, every query head of the GQA group and every
 //     query block the masks leave visible,
@@ -188,6 +190,25 @@ inline typename Vec<W>::F tanhv(typename Vec<W>::F x)
     const V t = (one - e) / (one + e);
     const V big = x < zero ? zero - t : t;
     return ax < vset<W>(0.4f) ? small : big;
+}
+
+// u log2(e) for scores u that carry a bias, a finite u kept finite (clamped to +-FLT_MAX) as the
+// forward's bias_log2 keeps it: a finfo.min mask must not become -inf. +-inf and NaN pass through.
+constexpr float kFltMax = std::numeric_limits<float>::max();
+template <int W>
+inline typename Vec<W>::F log2_units(typename Vec<W>::F u)
+{
+    typedef typename Vec<W>::F V;
+    const V big = vset<W>(kFltMax), t = u * kLog2e;
+    const V c = t < -big ? -big : (t > big ? big : t);
+    return (u >= -big) & (u <= big) ? c : t;
+}
+inline float log2_units(float u)
+{
+    const float t = u * kLog2e;
+    if(!(u >= -kFltMax && u <= kFltMax))
+        return t;
+    return t < -kFltMax ? -kFltMax : (t > kFltMax ? kFltMax : t);
 }
 
 #if HIPDNN_BWD_X86
@@ -472,9 +493,11 @@ struct Run
     int64_t nkb = 0, chunks = 1;
     // q, dO, k read in place (fp32, unit last stride, width a multiple of W)
     bool q_in = false, do_in = false, k_in = false;
-    // Per call: lse (log2 units, +inf on dead rows) and delta, [b][hq][sq].
+    // Per call, [b][hq][sq]: lse (log2 units, +inf on dead rows), delta, and the log2 of the row's
+    // softmax sum where the lse cannot hold it (0 elsewhere; see row_stats): P = exp2(S' - lse - lgl).
     float* lse = nullptr;
     float* del = nullptr;
+    float* lgl = nullptr;
     // dQ accumulators: chunk c's row (b, h, i) at dqa + c*dq_part + ((b*hq + h)*sq + i)*dq_ld;
     // null when dQ itself accumulates (dq_ld is then its row stride).
     float* dqa = nullptr;
@@ -636,6 +659,61 @@ inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64
     }
 }
 
+// Above this magnitude (log2 units) a row's fp32 lse holds log2 l to worse than 2^-16 relative of P
+// (to nothing at all for -1e9 or finfo.min masks, where m + log2 l rounds to m, and P would come
+// out l times too large): such rows get their max and sum recomputed from their scores.
+constexpr float kLseExact = 256.0f;
+
+// Query row i of head (b, h) by definition: its scores, in log2 units with the main pass's
+// transforms (softcap, bias, ALiBi, band), give m = their max and lg = log2 sum 2^(s - m) (double).
+// Rare rows only (see kLseExact): one scalar pass over the visible keys. False when no score is
+// finite above -inf (the row is then dead, as the forward's).
+bool row_by_definition(const Run& r, const Band& bd, int64_t b, int64_t h, int64_t i, float& m, float& lg)
+{
+    const SdpaBwdProblem& P = *r.p;
+    const SdpaProblem& p = P.fwd;
+    const int64_t hk = h / r.group;
+    const int64_t qrow = b * p.qs.strides[0] + h * p.qs.strides[1] + i * p.qs.strides[2];
+    const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] + i * p.bias_st[2] : 0;
+    const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
+    const bool capped = p.softcap > 0.0f;
+    const int64_t j0 = std::max<int64_t>(0, i + bd.lo);
+    const int64_t j1 = std::min<int64_t>(i + bd.hi, bd.skv_b - 1);
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
+    for(int64_t j = j0; j <= j1; ++j)
+    {
+        float u = 0.0f;
+        for(int64_t e = 0; e < r.d; ++e)
+            u += ld(p.q, qrow + e * p.qs.strides[3], p.qt) * ld(p.k, koff + j * p.ks.strides[2] + e * p.ks.strides[3], p.kt);
+        float x;
+        if(capped)
+            u = std::tanh(u * (p.scale / p.softcap)) * p.softcap;
+        else
+            u *= p.scale;
+        if(p.bias)
+            x = log2_units(u + ld(p.bias, boff + j * p.bias_st[3], p.bias_t));
+        else
+            x = u * kLog2e;
+        if(p.alibi)
+            x += slope * static_cast<float>(j - i);
+        if(!(x > -kInf))
+            continue; // -inf (masked by the bias) or NaN (P's own rule makes that NaN later)
+        if(x > mx)
+        {
+            sum = sum * std::exp2(mx - static_cast<double>(x)) + 1.0;
+            mx = x;
+        }
+        else
+            sum += std::exp2(static_cast<double>(x) - mx);
+    }
+    if(!(mx > -std::numeric_limits<double>::infinity()))
+        return false;
+    m = static_cast<float>(mx);
+    lg = static_cast<float>(std::log2(sum));
+    return true;
+}
+
 // Pre-pass over the query rows [i0, i1) of head (b, h): lse in log2 units
 // (+inf where the row has no visible key, is padding, or its stats are -inf or
 // NaN), delta = rowsum(dO o), and the row's dQ accumulators zeroed.
@@ -683,7 +761,11 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
                      * ld(p.o, orow + e * p.os.strides[3], p.ot);
         const float sv = p.stats[soff + i * p.ss.strides[2]];
         const bool live = i < bd.sq_b && sv > -kInf && sv == sv;
-        r.lse[base + i] = live ? sv * kLog2e : kInf;
+        float l2 = live ? sv * kLog2e : kInf, lg = 0.0f;
+        if(live && !(std::fabs(l2) <= kLseExact) && !row_by_definition(r, bd, b, h, i, l2, lg))
+            l2 = kInf;
+        r.lse[base + i] = l2;
+        r.lgl[base + i] = lg;
         r.del[base + i] = static_cast<float>(s);
         if(r.dqa == nullptr)
         {
@@ -842,6 +924,7 @@ inline void item(const Run& r, int64_t w, float* ws)
                 const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
                 const float* lse = r.lse + (b * r.hq + h) * r.sq;
                 const float* del = r.del + (b * r.hq + h) * r.sq;
+                const float* lgl = r.lgl + (b * r.hq + h) * r.sq;
                 float* dqh = r.dqa != nullptr
                                  ? r.dqa + c * r.dq_part + (b * r.hq + h) * r.sq * r.dq_ld
                                  : static_cast<float*>(P.dq) + b * P.dqs.strides[0] + h * P.dqs.strides[1];
@@ -870,7 +953,7 @@ inline void item(const Run& r, int64_t w, float* ws)
                             std::memset(dr, 0, sizeof(float) * BK);
                             continue;
                         }
-                        const float l2 = lse[qi];
+                        const float l2 = lse[qi], lg = lgl[qi];
                         const float dls = del[qi] * scale;
                         const V base = vset<W>(static_cast<float>(k0 - qi)) * slope;
                         if(capped)
@@ -889,10 +972,10 @@ inline void item(const Run& r, int64_t w, float* ws)
                             }
                             for(int64_t j = 0; j < BK; j += W)
                             {
-                                V x = vload<W>(sr + j) * kLog2e;
+                                V x = p.bias ? log2_units<W>(vload<W>(sr + j)) : vload<W>(sr + j) * kLog2e;
                                 if(p.alibi)
                                     x += base + (lane + static_cast<float>(j)) * slope;
-                                const V pv = exp2v<W>(x - l2);
+                                const V pv = exp2v<W>((x - l2) - lg);
                                 vstore<W>(sr + j, pv);
                                 vstore<W>(dr + j, pv * (vload<W>(dr + j) * scale - dls) * vload<W>(dt + j));
                             }
@@ -911,10 +994,10 @@ inline void item(const Run& r, int64_t w, float* ws)
                         for(int64_t j = 0; j < BK; j += W)
                         {
                             V x = vload<W>(sr + j);
-                            x = p.bias ? x * kLog2e : x * c2;
+                            x = p.bias ? log2_units<W>(x) : x * c2;
                             if(p.alibi)
                                 x += base + (lane + static_cast<float>(j)) * slope;
-                            const V pv = exp2v<W>(x - l2);
+                            const V pv = exp2v<W>((x - l2) - lg);
                             vstore<W>(sr + j, pv);
                             vstore<W>(dr + j, pv * (vload<W>(dr + j) * scale - dls));
                         }
@@ -1039,8 +1122,8 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         chunks = std::max<int64_t>(1, acc1 == 0 ? 1 : static_cast<int64_t>(kChunkBudget / acc1));
     r.chunks = std::max<int64_t>(1, chunks);
     const bool direct = r.chunks == 1 && p.dq_t == DType::F32 && p.dqs.strides[3] == 1 && r.d % w == 0;
-    // One allocation: lse and delta [rows] each, then (unless direct) the accumulators.
-    const size_t stat_bytes = mul_or_zero({static_cast<size_t>(rows), 2, sizeof(float)});
+    // One allocation: lse, delta and lgl [rows] each, then (unless direct) the accumulators.
+    const size_t stat_bytes = mul_or_zero({static_cast<size_t>(rows), 3, sizeof(float)});
     const size_t acc_bytes = direct ? 0 : mul_or_zero({acc1, static_cast<size_t>(r.chunks)});
     size_t bytes = 0;
     if(rows > 0
@@ -1061,11 +1144,12 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     }
     r.lse = mem.get();
     r.del = r.lse + rows;
+    r.lgl = r.del + rows;
     if(direct)
         r.dq_ld = p.dqs.strides[2];
     else
     {
-        r.dqa = r.del + rows;
+        r.dqa = r.lgl + rows;
         r.dq_ld = r.dp;
         r.dq_part = rows * r.dp;
     }

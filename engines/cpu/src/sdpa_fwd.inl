@@ -106,6 +106,23 @@ inline V vmax(V a, V b)
 {
     return a > b ? a : b;
 }
+// A bias in log2 units, b log2(e), with a finite b kept finite: clamped to +-FLT_MAX, since below
+// -FLT_MAX ln 2 (transformers' finfo.min masks) the product overflows to -inf and would empty a row
+// that torch averages (every score equal). +-inf and NaN pass through.
+constexpr float kFltMax = std::numeric_limits<float>::max();
+inline float bias_log2(float b)
+{
+    const float t = b * kLog2e;
+    if(!(b >= -kFltMax && b <= kFltMax))
+        return t;
+    return t < -kFltMax ? -kFltMax : (t > kFltMax ? kFltMax : t);
+}
+inline V bias_log2(V b)
+{
+    const V big = vset(kFltMax), t = b * kLog2e;
+    const V c = t < -big ? -big : (t > big ? big : t);
+    return (b >= -big) & (b <= big) ? c : t;
+}
 inline float hmax(V v)
 {
     float m = v[0];
@@ -795,7 +812,6 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
     {
         // Keys contiguous in each query's bias row: 16 queries x 16 keys at a time, each query's
         // keys widened as a vector, then transposed to the tile's key rows.
-        const V l2e = vset(kLog2e);
         for(int64_t i0 = 0; i0 < nq; i0 += 16)
         {
             const int64_t ni = imin(16, nq - i0);
@@ -817,7 +833,7 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
                 for(int64_t r = 0; r < nr; ++r)
                 {
                     float* row = s + (r0 + r) * QW + i0;
-                    vstore(row, vload(row) + (V)t[r] * l2e);
+                    vstore(row, vload(row) + bias_log2((V)t[r]));
                 }
             }
         }
@@ -828,7 +844,7 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
     {
         const int64_t brow = bias_off + (pq0 + i) * qs;
         for(int64_t r = 0; r < rows; ++r)
-            s[r * QW + i] += load_elem(p.bias, brow + (j0 + r) * ks, p.bias_t) * kLog2e;
+            s[r * QW + i] += bias_log2(load_elem(p.bias, brow + (j0 + r) * ks, p.bias_t));
     }
 }
 
@@ -1880,7 +1896,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
             {
                 const int64_t brow = b * p.bias_st[0] + rh[r] * p.bias_st[1] + ri[r] * p.bias_st[2];
                 for(int64_t j = a; j < z; ++j)
-                    s[j] += load_elem(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t) * kLog2e;
+                    s[j] += bias_log2(load_elem(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t));
             }
             if(p.alibi)
                 for(int64_t j = a; j < z; ++j)
