@@ -211,6 +211,26 @@ def test_dense_masks(dtype: Any, mask_kind: str, sq: int, skv: int) -> None:
         close(g, w, 2 * TOL[dtype], f"{mask_kind} {name}")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("sq", "skv"), [(37, 300), (1, 1056), (129, 129)])
+def test_rows_masked_everywhere_by_finfo_min_average(dtype: Any, sq: int, skv: int) -> None:
+    """transformers' older additive masks fill with finfo(dtype).min: a row masked everywhere by it has
+    every score equal, and torch (and the definition) average v. bf16's minimum times log2(e)
+    overflows in the kernels' log2 units: the engine counts a finite bias beyond +-2^127 as +-2^127
+    (as the CPU engine does), so such rows are not emptied. Prefill and decode (Sq = 1) builds."""
+    b, hq, hk, d = 2, 8, 2, 128
+    q, k, v = inputs(b, hq, hk, sq, skv, d, dtype, "bhsd", seed=sq * 7 + skv)
+    gen = torch.Generator(device=DEV).manual_seed(9)
+    low = torch.finfo(dtype).min
+    mask = torch.randn(b, 1, sq, skv, device=DEV, generator=gen).to(dtype)
+    mask[0, :, 0] = low
+    mask[1, :, sq // 2 :] = low
+    mask[1, :, : sq // 2, 5:] = low
+    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    want = reference64(q, k, v, bias=mask)[0]
+    close(got, want, TOL[dtype], "forward")
+
+
 def same_greedy_tokens(got: Any, want: Any, what: str) -> None:
     """Greedy sequences equal, except from a step where the reference's best two logits were a near
     tie (fp16 rounding may pick either): up to there they must agree."""

@@ -73,6 +73,11 @@ enum class DType
 // Key j is visible to query i when every present bound holds; with padding,
 // only i < seq_len_q[b] and j < seq_len_kv[b] take part (other rows: 0).
 // Rows that see no key give o = 0 and stats = -inf.
+// A finite bias beyond +-kBiasLimit (2^127) counts as +-2^127, the GPU engine's rule too: the kernels
+// work in log2 units, and finfo.min x log2(e) would overflow to -inf, emptying a row masked
+// everywhere by transformers' finfo.min masks, which torch averages. (Infinities and NaN pass.)
+constexpr float kBiasLimit = 0x1p127f;
+constexpr float kInfBias = 3.40282346638528859812e38f; // FLT_MAX: beyond it a bias is +-inf (or NaN)
 struct SdpaProblem
 {
     const void* q = nullptr;

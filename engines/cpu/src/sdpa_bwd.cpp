@@ -192,23 +192,20 @@ inline typename Vec<W>::F tanhv(typename Vec<W>::F x)
     return ax < vset<W>(0.4f) ? small : big;
 }
 
-// u log2(e) for scores u that carry a bias, a finite u kept finite (clamped to +-FLT_MAX) as the
-// forward's bias_log2 keeps it: a finfo.min mask must not become -inf. +-inf and NaN pass through.
-constexpr float kFltMax = std::numeric_limits<float>::max();
+// u log2(e) for scores u that carry a bias, a finite u first clamped to +-kBiasLimit (2^127) as the
+// forward's bias_log2 clamps the bias: a finfo.min mask must not become -inf. +-inf and NaN pass.
 template <int W>
 inline typename Vec<W>::F log2_units(typename Vec<W>::F u)
 {
     typedef typename Vec<W>::F V;
-    const V big = vset<W>(kFltMax), t = u * kLog2e;
-    const V c = t < -big ? -big : (t > big ? big : t);
-    return (u >= -big) & (u <= big) ? c : t;
+    const V lim = vset<W>(kBiasLimit), big = vset<W>(kInfBias);
+    const V c = u < -lim ? -lim : (u > lim ? lim : u);
+    return ((u >= -big) & (u <= big) ? c : u) * kLog2e;
 }
 inline float log2_units(float u)
 {
-    const float t = u * kLog2e;
-    if(!(u >= -kFltMax && u <= kFltMax))
-        return t;
-    return t < -kFltMax ? -kFltMax : (t > kFltMax ? kFltMax : t);
+    const float c = u < -kBiasLimit ? -kBiasLimit : (u > kBiasLimit ? kBiasLimit : u);
+    return (u >= -kInfBias && u <= kInfBias ? c : u) * kLog2e;
 }
 
 #if HIPDNN_BWD_X86

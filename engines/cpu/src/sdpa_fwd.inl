@@ -106,22 +106,19 @@ inline V vmax(V a, V b)
 {
     return a > b ? a : b;
 }
-// A bias in log2 units, b log2(e), with a finite b kept finite: clamped to +-FLT_MAX, since below
-// -FLT_MAX ln 2 (transformers' finfo.min masks) the product overflows to -inf and would empty a row
-// that torch averages (every score equal). +-inf and NaN pass through.
-constexpr float kFltMax = std::numeric_limits<float>::max();
+// A bias in log2 units, b log2(e), a finite b first clamped to +-2^127 (kBiasLimit, shared with the
+// backward and the GPU engine): below -FLT_MAX ln 2 (transformers' finfo.min masks) the product
+// would overflow to -inf and empty a row that torch averages (every score equal). +-inf and NaN pass.
 inline float bias_log2(float b)
 {
-    const float t = b * kLog2e;
-    if(!(b >= -kFltMax && b <= kFltMax))
-        return t;
-    return t < -kFltMax ? -kFltMax : (t > kFltMax ? kFltMax : t);
+    const float c = b < -kBiasLimit ? -kBiasLimit : (b > kBiasLimit ? kBiasLimit : b);
+    return (b >= -kInfBias && b <= kInfBias ? c : b) * kLog2e;
 }
 inline V bias_log2(V b)
 {
-    const V big = vset(kFltMax), t = b * kLog2e;
-    const V c = t < -big ? -big : (t > big ? big : t);
-    return (b >= -big) & (b <= big) ? c : t;
+    const V lim = vset(kBiasLimit), big = vset(kInfBias);
+    const V c = b < -lim ? -lim : (b > lim ? lim : b);
+    return ((b >= -big) & (b <= big) ? c : b) * kLog2e;
 }
 inline float hmax(V v)
 {

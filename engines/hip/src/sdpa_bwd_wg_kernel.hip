@@ -421,9 +421,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) sdpa_bwd_wg(const BwdSlice sl,
                         const int64_t i = min(qt + c, f.sq - 1) * f.bias_ss + k_off[e >> 1];
                         float bv;
                         if constexpr(BT == 2)
-                            bv = reinterpret_cast<const float*>(bias_h)[i];
+                            bv = bias_limited(reinterpret_cast<const float*>(bias_h)[i]);
                         else if constexpr(BT == 0)
-                            bv = load_as_float<ElemType::Bf16>(reinterpret_cast<const uint16_t*>(bias_h) + i);
+                            bv = bias_limited(load_as_float<ElemType::Bf16>(reinterpret_cast<const uint16_t*>(bias_h) + i));
                         else
                             bv = load_as_float<ElemType::Half>(reinterpret_cast<const uint16_t*>(bias_h) + i);
                         x = fmaf(bv, 1.4426950408889634f, x);
