@@ -36,6 +36,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "plain": {},
     "softcap": {"softcap": 4.0},
     "alibi": {"use_alibi_mask": True},
+    "causal": {"use_causal_mask": True},
 }
 B, HQ, HK, D, SCALE = 2, 4, 2, 16, 0.3
 
@@ -60,9 +61,11 @@ def scores(q: np.ndarray, k: np.ndarray, bias: np.ndarray, opts: dict[str, Any])
     else:
         s, dsdu = u * SCALE, np.full_like(u, SCALE)
     s = s + bias
+    sq, skv = s.shape[-2:]
     if opts.get("use_alibi_mask"):
-        sq, skv = s.shape[-2:]
         s = s + alibi_slopes(HQ)[None, :, None, None] * (np.arange(skv)[None, :] - np.arange(sq)[:, None])
+    if opts.get("use_causal_mask"):  # top-left: key j visible to query i when j <= i
+        s = np.where(np.arange(skv)[None, :] <= np.arange(sq)[:, None], s, -np.inf)
     return s, dsdu
 
 
@@ -77,7 +80,7 @@ def definition(
     vv = np.repeat(v, HQ // HK, axis=1)
     o = p @ vv
     dp = do @ vv.transpose(0, 1, 3, 2)
-    du = p * (dp - (p * dp).sum(axis=-1, keepdims=True)) * dsdu
+    du = np.where(np.isneginf(s), 0.0, p * (dp - (p * dp).sum(axis=-1, keepdims=True)) * dsdu)
     dq = du @ np.repeat(k, HQ // HK, axis=1)
     dk = (du.transpose(0, 1, 3, 2) @ q).reshape(B, HK, HQ // HK, *k.shape[2:]).sum(axis=2)
     dv = (p.transpose(0, 1, 3, 2) @ do).reshape(B, HK, HQ // HK, *v.shape[2:]).sum(axis=2)

@@ -658,58 +658,9 @@ inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64
 
 // Above this magnitude (log2 units) a row's fp32 lse holds log2 l to worse than 2^-16 relative of P
 // (to nothing at all for -1e9 or finfo.min masks, where m + log2 l rounds to m, and P would come
-// out l times too large): such rows get their max and sum recomputed from their scores.
+// out l times too large): row_stats marks such rows (lgl NaN), and exact_rows recomputes their max
+// and sum from their scores.
 constexpr float kLseExact = 256.0f;
-
-// Query row i of head (b, h) by definition: its scores, in log2 units with the main pass's
-// transforms (softcap, bias, ALiBi, band), give m = their max and lg = log2 sum 2^(s - m) (double).
-// Rare rows only (see kLseExact): one scalar pass over the visible keys. False when no score is
-// finite above -inf (the row is then dead, as the forward's).
-bool row_by_definition(const Run& r, const Band& bd, int64_t b, int64_t h, int64_t i, float& m, float& lg)
-{
-    const SdpaBwdProblem& P = *r.p;
-    const SdpaProblem& p = P.fwd;
-    const int64_t hk = h / r.group;
-    const int64_t qrow = b * p.qs.strides[0] + h * p.qs.strides[1] + i * p.qs.strides[2];
-    const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
-    const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] + i * p.bias_st[2] : 0;
-    const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
-    const bool capped = p.softcap > 0.0f;
-    const int64_t j0 = std::max<int64_t>(0, i + bd.lo);
-    const int64_t j1 = std::min<int64_t>(i + bd.hi, bd.skv_b - 1);
-    double mx = -std::numeric_limits<double>::infinity(), sum = 0.0;
-    for(int64_t j = j0; j <= j1; ++j)
-    {
-        float u = 0.0f;
-        for(int64_t e = 0; e < r.d; ++e)
-            u += ld(p.q, qrow + e * p.qs.strides[3], p.qt) * ld(p.k, koff + j * p.ks.strides[2] + e * p.ks.strides[3], p.kt);
-        float x;
-        if(capped)
-            u = std::tanh(u * (p.scale / p.softcap)) * p.softcap;
-        else
-            u *= p.scale;
-        if(p.bias)
-            x = log2_units(u + ld(p.bias, boff + j * p.bias_st[3], p.bias_t));
-        else
-            x = u * kLog2e;
-        if(p.alibi)
-            x += slope * static_cast<float>(j - i);
-        if(!(x > -kInf))
-            continue; // -inf (masked by the bias) or NaN (P's own rule makes that NaN later)
-        if(x > mx)
-        {
-            sum = sum * std::exp2(mx - static_cast<double>(x)) + 1.0;
-            mx = x;
-        }
-        else
-            sum += std::exp2(static_cast<double>(x) - mx);
-    }
-    if(!(mx > -std::numeric_limits<double>::infinity()))
-        return false;
-    m = static_cast<float>(mx);
-    lg = static_cast<float>(std::log2(sum));
-    return true;
-}
 
 // Pre-pass over the query rows [i0, i1) of head (b, h): lse in log2 units
 // (+inf where the row has no visible key, is padding, or its stats are -inf or
@@ -758,11 +709,9 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
                      * ld(p.o, orow + e * p.os.strides[3], p.ot);
         const float sv = p.stats[soff + i * p.ss.strides[2]];
         const bool live = i < bd.sq_b && sv > -kInf && sv == sv;
-        float l2 = live ? sv * kLog2e : kInf, lg = 0.0f;
-        if(live && !(std::fabs(l2) <= kLseExact) && !row_by_definition(r, bd, b, h, i, l2, lg))
-            l2 = kInf;
+        const float l2 = live ? sv * kLog2e : kInf;
         r.lse[base + i] = l2;
-        r.lgl[base + i] = lg;
+        r.lgl[base + i] = live && !(std::fabs(l2) <= kLseExact) ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
         r.del[base + i] = static_cast<float>(s);
         if(r.dqa == nullptr)
         {
@@ -846,6 +795,52 @@ struct Prefetches
     }
 };
 
+// One row of a score tile, its raw dots q.k in sr[0, BK), in log2 units as the main pass and
+// exact_rows both take them: prep() softcaps (rfcs/0013-softcap.md: u = scale q.k becomes
+// c tanh(u / c) before the bias and ALiBi; dt = 1 - tanh^2, which multiplies dS) and adds the bias
+// over the visible columns [c0, c1); log2() gives one vector of scores in log2 units, ALiBi added
+// (base = (k0 - qi) x the slope).
+template <int W>
+struct Scores
+{
+    typedef typename Vec<W>::F V;
+    const SdpaProblem& p;
+    bool capped;
+    float scale, cap, cap_inv, mul, slope;
+    V lane;
+    Scores(const SdpaProblem& prob, int64_t h, int64_t hq)
+        : p(prob), capped(prob.softcap > 0.0f), scale(prob.scale), cap(prob.softcap),
+          cap_inv(capped ? 1.0f / prob.softcap : 0.0f),
+          // raw dots still want the scale, capped or biased scores only log2(e)
+          mul(capped || prob.bias ? kLog2e : prob.scale * kLog2e),
+          slope(prob.alibi ? alibi_slope(h, hq) * kLog2e : 0.0f)
+    {
+        for(int l = 0; l < W; ++l)
+            lane[l] = static_cast<float>(l);
+    }
+    void prep(float* sr, float* dt, int64_t brow, int64_t k0, int64_t c0, int64_t c1) const
+    {
+        if(capped)
+            for(int64_t j = 0; j < BK; j += W)
+            {
+                const V t = tanhv<W>(vload<W>(sr + j) * (scale * cap_inv));
+                vstore<W>(dt + j, vset<W>(1.0f) - t * t);
+                vstore<W>(sr + j, t * cap);
+            }
+        if(p.bias)
+            for(int64_t j = c0; j < c1; ++j)
+                sr[j] = (capped ? sr[j] : sr[j] * scale) + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
+    }
+    V log2(const float* sr, int64_t j, V base) const
+    {
+        const V u = vload<W>(sr + j);
+        V x = p.bias ? log2_units<W>(u) : u * mul;
+        if(p.alibi)
+            x += base + (lane + static_cast<float>(j)) * slope;
+        return x;
+    }
+};
+
 // One work item: the key blocks kb = c, c + C, ... of kv head hk of batch b.
 template <int W>
 inline void item(const Run& r, int64_t w, float* ws)
@@ -867,17 +862,10 @@ inline void item(const Run& r, int64_t w, float* ws)
     const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
-    const V c2 = vset<W>(p.scale * kLog2e);
     const float scale = p.scale;
-    // Softcapping (rfcs/0013-softcap.md): the row's raw scores u = scale q.k become c tanh(u / c)
-    // before the bias and ALiBi; dS is then multiplied by 1 - tanh(u / c)^2, kept per column in dt.
     const bool capped = p.softcap > 0.0f;
-    const float cap = p.softcap, cap_inv = capped ? 1.0f / p.softcap : 0.0f;
-    alignas(64) float dt[BK];
+    alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
     const bool pf = std::max(r.dp, r.dvp) >= 128; // prefetching in the products: see mk()
-    V lane;
-    for(int l = 0; l < W; ++l)
-        lane[l] = static_cast<float>(l);
     for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
     {
         const int64_t k0 = kb * BK;
@@ -915,7 +903,7 @@ inline void item(const Run& r, int64_t w, float* ws)
             for(int64_t g = 0; g < r.group; ++g)
             {
                 const int64_t h = hk * r.group + g;
-                const float slope = p.alibi ? alibi_slope(h, r.hq) * kLog2e : 0.0f;
+                const Scores<W> sc(p, h, r.hq);
                 const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
                 const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
                 const int64_t dooff = b * P.dos.strides[0] + h * P.dos.strides[1];
@@ -952,51 +940,16 @@ inline void item(const Run& r, int64_t w, float* ws)
                         }
                         const float l2 = lse[qi], lg = lgl[qi];
                         const float dls = del[qi] * scale;
-                        const V base = vset<W>(static_cast<float>(k0 - qi)) * slope;
-                        if(capped)
-                        {
-                            for(int64_t j = 0; j < BK; j += W)
-                            {
-                                const V t = tanhv<W>(vload<W>(sr + j) * (scale * cap_inv));
-                                vstore<W>(dt + j, vset<W>(1.0f) - t * t);
-                                vstore<W>(sr + j, t * cap);
-                            }
-                            if(p.bias)
-                            {
-                                const int64_t brow = boff + qi * p.bias_st[2];
-                                for(int64_t j = c0; j < c1; ++j)
-                                    sr[j] += ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
-                            }
-                            for(int64_t j = 0; j < BK; j += W)
-                            {
-                                V x = p.bias ? log2_units<W>(vload<W>(sr + j)) : vload<W>(sr + j) * kLog2e;
-                                if(p.alibi)
-                                    x += base + (lane + static_cast<float>(j)) * slope;
-                                const V pv = exp2v<W>((x - l2) - lg);
-                                vstore<W>(sr + j, pv);
-                                vstore<W>(dr + j, pv * (vload<W>(dr + j) * scale - dls) * vload<W>(dt + j));
-                            }
-                            for(int64_t j = 0; j < c0; ++j)
-                                sr[j] = dr[j] = 0.0f;
-                            for(int64_t j = c1; j < BK; ++j)
-                                sr[j] = dr[j] = 0.0f;
-                            continue;
-                        }
-                        if(p.bias)
-                        {
-                            const int64_t brow = boff + qi * p.bias_st[2];
-                            for(int64_t j = c0; j < c1; ++j)
-                                sr[j] = sr[j] * scale + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
-                        }
+                        const V base = vset<W>(static_cast<float>(k0 - qi)) * sc.slope;
+                        sc.prep(sr, dt, boff + qi * p.bias_st[2], k0, c0, c1);
                         for(int64_t j = 0; j < BK; j += W)
                         {
-                            V x = vload<W>(sr + j);
-                            x = p.bias ? log2_units<W>(x) : x * c2;
-                            if(p.alibi)
-                                x += base + (lane + static_cast<float>(j)) * slope;
-                            const V pv = exp2v<W>((x - l2) - lg);
+                            const V pv = exp2v<W>((sc.log2(sr, j, base) - l2) - lg);
                             vstore<W>(sr + j, pv);
-                            vstore<W>(dr + j, pv * (vload<W>(dr + j) * scale - dls));
+                            V ds = pv * (vload<W>(dr + j) * scale - dls);
+                            if(capped)
+                                ds *= vload<W>(dt + j);
+                            vstore<W>(dr + j, ds);
                         }
                         for(int64_t j = 0; j < c0; ++j)
                             sr[j] = dr[j] = 0.0f;
@@ -1021,9 +974,106 @@ inline void item(const Run& r, int64_t w, float* ws)
     }
 }
 
+// The rows of head (b, h) = bh that row_stats marked (lgl NaN) get their max m and log2 l from their
+// scores, made as the main pass makes them (the same products and Scores), up to BQ rows at a time
+// against every key block: lse = m and lgl = log2 l, or a dead row (lse +inf) where no score is
+// above -inf. A NaN score makes lgl NaN, and with it the row's P, as in the main pass.
+template <int W>
+inline void exact_rows(const Run& r, int64_t bh, float* ws)
+{
+    typedef typename Vec<W>::F V;
+    const SdpaProblem& p = r.p->fwd;
+    const int64_t b = bh / r.hq, h = bh % r.hq;
+    float* lse = r.lse + bh * r.sq;
+    float* lgl = r.lgl + bh * r.sq;
+    const Band bd = band_of(p, b, r.sq, r.skv);
+    const Scores<W> sc(p, h, r.hq);
+    const int64_t koff = b * p.ks.strides[0] + (h / r.group) * p.ks.strides[1];
+    const int64_t qoff = b * p.qs.strides[0] + h * p.qs.strides[1];
+    const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
+    float* kt = ws + r.off_kt;
+    float* s = ws + r.off_s;
+    float* qr = ws + r.off_qr;
+    alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
+    int64_t rows[BQ];
+    float mx[BQ], sum[BQ];
+    V lane;
+    for(int l = 0; l < W; ++l)
+        lane[l] = static_cast<float>(l);
+    for(int64_t next = 0;;)
+    {
+        int64_t n = 0;
+        for(; next < r.sq && n < BQ; ++next)
+            if(lgl[next] != lgl[next])
+                rows[n++] = next;
+        if(n == 0)
+            return;
+        for(int64_t t = 0; t < n; ++t)
+        {
+            const int64_t row = qoff + rows[t] * p.qs.strides[2];
+            float* d = qr + t * r.dp;
+            for(int64_t e = 0; e < r.d; ++e)
+                d[e] = ld(p.q, row + e * p.qs.strides[3], p.qt);
+            for(int64_t e = r.d; e < r.dp; ++e)
+                d[e] = 0.0f;
+            mx[t] = -kInf;
+            sum[t] = 0.0f;
+        }
+        for(int64_t k0 = 0; k0 < bd.skv_b; k0 += BK)
+        {
+            const int64_t nk = std::min(BK, r.skv - k0);
+            transposed<W>(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
+            gemm<W>(n, BK, r.d, qr, r.dp, 1, kt, BK, s, BK, false, false);
+            for(int64_t t = 0; t < n; ++t)
+            {
+                const int64_t qi = rows[t];
+                const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
+                const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
+                if(c1 <= c0)
+                    continue;
+                float* sr = s + t * BK;
+                sc.prep(sr, dt, boff + qi * p.bias_st[2], k0, c0, c1);
+                const V base = vset<W>(static_cast<float>(k0 - qi)) * sc.slope;
+                const V lo = vset<W>(static_cast<float>(c0)), hi = vset<W>(static_cast<float>(c1));
+                V vm = vset<W>(-kInf);
+                for(int64_t j = 0; j < BK; j += W)
+                {
+                    const V col = lane + static_cast<float>(j);
+                    const V x = (col >= lo) & (col < hi) ? sc.log2(sr, j, base) : vset<W>(-kInf);
+                    vstore<W>(sr + j, x);
+                    vm = x > vm ? x : vm;
+                }
+                float m = mx[t];
+                for(int l = 0; l < W; ++l)
+                    m = vm[l] > m ? vm[l] : m;
+                if(!(m > -kInf))
+                    continue;
+                V acc{};
+                for(int64_t j = 0; j < BK; j += W)
+                    acc += exp2v<W>(vload<W>(sr + j) - m);
+                float blk = 0.0f;
+                for(int l = 0; l < W; ++l)
+                    blk += acc[l];
+                sum[t] = sum[t] * std::exp2(mx[t] - m) + blk;
+                mx[t] = m;
+            }
+        }
+        for(int64_t t = 0; t < n; ++t)
+        {
+            const bool live = mx[t] > -kInf;
+            lse[rows[t]] = live ? mx[t] : kInf;
+            lgl[rows[t]] = live ? std::log2(sum[t]) : 0.0f;
+        }
+    }
+}
+
 void item_base(const Run& r, int64_t w, float* ws)
 {
     item<8>(r, w, ws);
+}
+void exact_rows_base(const Run& r, int64_t bh, float* ws)
+{
+    exact_rows<8>(r, bh, ws);
 }
 #if HIPDNN_BWD_X86
 HIPDNN_BWD_AVX2_FN void item_avx2(const Run& r, int64_t w, float* ws)
@@ -1034,6 +1084,15 @@ HIPDNN_BWD_AVX512_FN void item_avx512(const Run& r, int64_t w, float* ws)
 {
     const FlushToZero ftz;
     item<16>(r, w, ws);
+}
+HIPDNN_BWD_AVX2_FN void exact_rows_avx2(const Run& r, int64_t bh, float* ws)
+{
+    exact_rows<8>(r, bh, ws);
+}
+HIPDNN_BWD_AVX512_FN void exact_rows_avx512(const Run& r, int64_t bh, float* ws)
+{
+    const FlushToZero ftz;
+    exact_rows<16>(r, bh, ws);
 }
 #endif
 
@@ -1165,12 +1224,24 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     row_items(row_stats);
 
     void (*fn)(const Run&, int64_t, float*) = item_base;
+    void (*exact)(const Run&, int64_t, float*) = exact_rows_base;
 #if HIPDNN_BWD_X86
     if(isa_has_avx512(which))
+    {
         fn = item_avx512;
+        exact = exact_rows_avx512;
+    }
     else if(which == Isa::Avx2)
+    {
         fn = item_avx2;
+        exact = exact_rows_avx2;
+    }
 #endif
+    // Rows whose lse cannot hold log2 l (marked by row_stats; rare): recomputed before the main pass.
+    if(std::any_of(r.lgl, r.lgl + rows, [](float x) { return x != x; }))
+        parallel_items(r.b * r.hq, nthreads, [&](int64_t it, int tid) {
+            exact(r, it, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
+        });
     parallel_items(pairs * r.chunks, nthreads, [&](int64_t it, int tid) {
         fn(r, it, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
     });
