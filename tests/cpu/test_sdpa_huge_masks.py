@@ -16,14 +16,12 @@ from our own forward and torch's (the float64 lse rounded to fp32, -3.4e38 for f
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
 import hipdnn
-from tests.cpu.test_sdpa_isa import HAVE
 from tests.cpu.test_sdpa_modes import alibi_slopes, decode, encode
 
 DT = hipdnn.DataType
@@ -39,15 +37,6 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "causal": {"use_causal_mask": True},
 }
 B, HQ, HK, D, SCALE = 2, 4, 2, 16, 0.3
-
-
-@pytest.fixture(scope="module", params=HAVE)
-def handle(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HIPDNN_CPU_ISA", request.param)
-        h = hipdnn.Handle()
-        yield h
-        h.close()
 
 
 def scores(q: np.ndarray, k: np.ndarray, bias: np.ndarray, opts: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -143,10 +132,10 @@ TOL = {DT.FLOAT: 2e-5, DT.BFLOAT16: 2e-2}
 @pytest.mark.parametrize("mask", list(MASKS))
 @pytest.mark.parametrize("dt", [DT.FLOAT, DT.BFLOAT16], ids=["fp32", "bf16"])
 def test_forward_averages_rows_masked_everywhere(
-    handle: hipdnn.Handle, dt: hipdnn.DataType, mask: str, kernel: str, option: str
+    isa_handle: hipdnn.Handle, dt: hipdnn.DataType, mask: str, kernel: str, option: str
 ) -> None:
     sq, skv = KERNELS[kernel]
-    _, _, o64, lse64, _, got, lse = run(handle, dt, sq, skv, MASKS[mask], OPTIONS[option], seed=sq)
+    _, _, o64, lse64, _, got, lse = run(isa_handle, dt, sq, skv, MASKS[mask], OPTIONS[option], seed=sq)
     assert not np.isnan(got).any(), "every element of o is written"
     err = np.abs(got - o64).max() / np.abs(o64).max()
     assert err < TOL[dt], f"o relative error {err:.2e}"
@@ -161,12 +150,12 @@ def test_forward_averages_rows_masked_everywhere(
 @pytest.mark.parametrize("kernel", list(KERNELS))
 @pytest.mark.parametrize("mask", list(MASKS))
 def test_backward_of_rows_masked_everywhere_is_the_definitions(
-    handle: hipdnn.Handle, mask: str, kernel: str, option: str, stats_from: str
+    isa_handle: hipdnn.Handle, mask: str, kernel: str, option: str, stats_from: str
 ) -> None:
     dt = DT.FLOAT
     sq, skv = KERNELS[kernel]
     opts = OPTIONS[option]
-    vals, bias, o64, lse64, grads64, got_o, lse = run(handle, dt, sq, skv, MASKS[mask], opts, seed=sq + 1)
+    vals, bias, o64, lse64, grads64, got_o, lse = run(isa_handle, dt, sq, skv, MASKS[mask], opts, seed=sq + 1)
     stats_in = lse if stats_from == "our_forward" else lse64.astype(np.float32)
     qd, kd = [B, HQ, sq, D], [B, HK, skv, D]
     g = hipdnn.Graph(name="huge_mask_bwd", io_data_type=dt, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
@@ -178,7 +167,7 @@ def test_backward_of_rows_masked_everywhere_is_the_definitions(
     dq, dk, dv = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["do"], ts, attn_scale=SCALE, bias=tb, **opts)
     for x in (dq, dk, dv):
         x.set_output(True)
-    g.build(handle)
+    g.build(isa_handle)
     outs = {
         "dq": np.full(qd, np.nan, np.float32),
         "dk": np.full(kd, np.nan, np.float32),
@@ -195,7 +184,7 @@ def test_backward_of_rows_masked_everywhere_is_the_definitions(
             dv: outs["dv"],
         }
     )
-    g.execute(handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    g.execute(isa_handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
     for name, want in zip(("dq", "dk", "dv"), grads64):
         got = outs[name]
         assert not np.isnan(got).any(), f"{name}: every element written"
@@ -203,7 +192,7 @@ def test_backward_of_rows_masked_everywhere_is_the_definitions(
         assert err < 2e-5, f"{name} relative error {err:.2e}"
 
 
-def test_a_finite_bias_is_never_an_empty_row_but_minus_inf_is(handle: hipdnn.Handle) -> None:
+def test_a_finite_bias_is_never_an_empty_row_but_minus_inf_is(isa_handle: hipdnn.Handle) -> None:
     """-inf still masks (a row masked everywhere by it is empty: o = 0, stats = -inf), next to rows
     masked by finfo.min (averaged) in the same call; +inf stays NaN (torch: inf - inf)."""
     sq, skv = KERNELS["panel"]
@@ -220,11 +209,11 @@ def test_a_finite_bias_is_never_an_empty_row_but_minus_inf_is(handle: hipdnn.Han
     o.set_output(True)
     assert stats is not None
     stats.set_output(True)
-    g.build(handle)
+    g.build(isa_handle)
     out = np.full((1, 1, sq, D), np.nan, np.float32)
     lse = np.full((1, 1, sq, 1), np.nan, np.float32)
     g.execute(
-        handle,
+        isa_handle,
         {t["q"]: q, t["k"]: k, t["v"]: v, tb: bias, o: out, stats: lse},
         np.empty(max(1, g.get_workspace_size()), np.uint8),
     )

@@ -14,7 +14,7 @@ import logging
 import math
 import platform
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -53,18 +53,6 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 FLAGS = cpu_flags()
 HAVE = [i for i in ISAS if i == "baseline" or (X86 and NEEDS[i] <= FLAGS)]
 LACK = [i for i in ISAS if i not in HAVE]
-
-
-@pytest.fixture(scope="module", params=HAVE)
-def isa_handle(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
-    """A handle whose plans are built with HIPDNN_CPU_ISA=<param> (kept set while its tests run)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HIPDNN_CPU_ISA", request.param)
-        h = hipdnn.Handle()
-        if not any(p.name == "hipdnn_cpu_engine" for p in h.loaded_plugins()):
-            pytest.fail(f"the CPU engine did not load: {h.skipped_plugins()}")
-        yield h
-        h.close()
 
 
 def tiny_sdpa() -> hipdnn.Graph:

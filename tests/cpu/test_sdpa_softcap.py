@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,6 @@ from hypothesis import strategies as st
 import hipdnn
 from hipdnn.backend.graph_summary import summarize
 from hipdnn.plugins import RAGGED_PAGED_API_VERSION, SOFTCAP_API_VERSION, parse_api_version, required_api_version
-from tests.cpu.test_sdpa_isa import HAVE
 from tests.cpu.test_sdpa_modes import (
     alibi_slopes,
     decode,
@@ -48,16 +46,6 @@ ROOT = Path(__file__).resolve().parents[2]
 #: o and stats: error relative to max(1, max |o|); gradients: relative to max(1, max |grad|)
 TOL = {DT.FLOAT: 3e-5, DT.BFLOAT16: 2e-2}
 GRAD_TOL = {DT.FLOAT: 1e-4, DT.BFLOAT16: 4e-2}
-
-
-@pytest.fixture(scope="module", params=HAVE)
-def handle(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
-    """One handle per ISA build this CPU has (HIPDNN_CPU_ISA is read when a plan is built)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HIPDNN_CPU_ISA", request.param)
-        h = hipdnn.Handle()
-        yield h
-        h.close()
 
 
 # ------------------------------------------------------------------------------------ reference
@@ -330,8 +318,8 @@ CASES: dict[str, Case] = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_softcap_forward(handle: hipdnn.Handle, name: str) -> None:
-    run_forward(handle, CASES[name], seed=len(name))
+def test_softcap_forward(isa_handle: hipdnn.Handle, name: str) -> None:
+    run_forward(isa_handle, CASES[name], seed=len(name))
 
 
 # (the bf16 tile-kernel cases are the forward's: the backward widens bf16 to fp32, as in "bf16")
@@ -339,9 +327,9 @@ BWD_CASES = [n for n in CASES if n not in ("decode_long_chunks", "bf16_everythin
 
 
 @pytest.mark.parametrize("name", BWD_CASES)
-def test_softcap_backward(handle: hipdnn.Handle, name: str) -> None:
+def test_softcap_backward(isa_handle: hipdnn.Handle, name: str) -> None:
     # with one key per row the gradients of q and k are 0, capped or not: nothing for the cap to change
-    run_backward(handle, CASES[name], seed=len(name) + 100, cap_matters=CASES[name].skv > 1)
+    run_backward(isa_handle, CASES[name], seed=len(name) + 100, cap_matters=CASES[name].skv > 1)
 
 
 @st.composite
@@ -373,15 +361,15 @@ def cases(draw: st.DrawFn) -> Case:
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(c=cases(), seed=st.integers(0, 2**16))
-def test_softcap_hypothesis(handle: hipdnn.Handle, c: Case, seed: int) -> None:
+def test_softcap_hypothesis(isa_handle: hipdnn.Handle, c: Case, seed: int) -> None:
     """Forward and backward at drawn shapes, masks and caps against the reference. (Without the
     runners' "the cap matters" check: heavy masking can leave a drawn case too few scores to bend.)"""
-    run_forward(handle, c, seed, cap_matters=False)
-    run_backward(handle, c, seed, cap_matters=False)
+    run_forward(isa_handle, c, seed, cap_matters=False)
+    run_backward(isa_handle, c, seed, cap_matters=False)
 
 
 # ------------------------------------------------------------------------------- ragged / paged
-def test_softcap_ragged_forward_and_backward(handle: hipdnn.Handle) -> None:
+def test_softcap_ragged_forward_and_backward(isa_handle: hipdnn.Handle) -> None:
     """The varlen path (sdpa_varlen.cpp): q, k, v, o (and dO, dQ, dK, dV) packed THD with offsets,
     causal bottom-right; each sequence against the float64 reference of its own lengths."""
     b, h, s, d, lq, lkv, cap, scale = 3, 2, 40, 16, [37, 1, 12], [40, 7, 12], 1.5, 0.5
@@ -412,7 +400,7 @@ def test_softcap_ragged_forward_and_backward(handle: hipdnn.Handle) -> None:
     dq, dk, dv = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["do"], stats, **opts)
     for x, off in ((dq, qo), (dk, ko), (dv, ko)):
         x.set_output(True).set_stride(strides).set_ragged_offset(off)
-    g.build(handle)
+    g.build(isa_handle)
 
     rng = np.random.default_rng(7)
     cq, ck = np.cumsum([0] + lq) * h * d, np.cumsum([0] + lkv) * h * d
@@ -455,7 +443,7 @@ def test_softcap_ragged_forward_and_backward(handle: hipdnn.Handle) -> None:
         sq: np.array(lq, np.int32).reshape(-1, 1, 1, 1),
         skv: np.array(lkv, np.int32).reshape(-1, 1, 1, 1),
     }
-    g.execute(handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    g.execute(isa_handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
     for bi, (c, x, o64, lse) in enumerate(seqs):
         dq64, dk64, dv64 = ref_backward(c, x["q"], x["k"], x["v"], x["do"])
         for name, off, want, tol in (
@@ -472,7 +460,7 @@ def test_softcap_ragged_forward_and_backward(handle: hipdnn.Handle) -> None:
     assert np.isnan(outs["o_out"][cq[-1] :]).all(), "memory no sequence owns was written"
 
 
-def test_softcap_paged_decode(handle: hipdnn.Handle) -> None:
+def test_softcap_paged_decode(isa_handle: hipdnn.Handle) -> None:
     """Paged K/V (blocks of 16, shuffled) with softcap, decode (Sq = 1), GQA, against float64."""
     b, hq, hk, d, bs, lens, cap, scale = 2, 4, 2, 32, 16, [70, 129], 2.0, 0.3
     max_blocks = 9
@@ -500,7 +488,7 @@ def test_softcap_paged_decode(handle: hipdnn.Handle) -> None:
         use_causal_mask_bottom_right=True,
     )
     o.set_output(True)
-    g.build(handle)
+    g.build(isa_handle)
     table = rng.permutation(nblocks).astype(np.int32).reshape(b, 1, max_blocks, 1)
     kcache = np.full((nblocks, hk, bs, d), np.nan, np.float32)
     vcache = np.full((nblocks, hk, bs, d), np.nan, np.float32)
@@ -526,7 +514,7 @@ def test_softcap_paged_decode(handle: hipdnn.Handle) -> None:
         skv: np.array(lens, np.int32).reshape(b, 1, 1, 1),
         o: out,
     }
-    g.execute(handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    g.execute(isa_handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
     for bi in range(b):
         c = Case(cap=cap, b=1, hq=hq, hk=hk, sq=1, skv=lens[bi], d=d, dv=d, scale=scale)
         want = ref_forward(c, qv[bi : bi + 1].astype(np.float64), keys[bi][None].astype(np.float64), vals[bi][None])[0]
