@@ -28,8 +28,9 @@ DT = hipdnn.DataType
 F32_MIN = float(np.finfo(np.float32).min)
 BF16_MIN = -3.3895313892515355e38  # bf16's finfo.min (0xFF7F)
 MASKS = {"finfo_min": F32_MIN, "minus_1e30": -1e30, "minus_1e20": -1e20}
-# (Sq, Skv): the panel kernel, and the rows (decode) kernel
-KERNELS = {"panel": (37, 53), "rows": (5, 129)}
+# (Sq, Skv): the panel kernel, the rows (decode) kernel, and the rows kernel split over key chunks
+# (merged after: one query row, long keys)
+KERNELS = {"panel": (37, 53), "rows": (5, 129), "rows_key_chunks": (1, 1500)}
 OPTIONS: dict[str, dict[str, Any]] = {
     "plain": {},
     "softcap": {"softcap": 4.0},
@@ -78,8 +79,13 @@ def definition(
 
 def masked(sq: int, skv: int, fill: float, rng: np.random.Generator) -> np.ndarray:
     """A random bias with rows masked everywhere by `fill`: row 1 of every head, and in head 2 of
-    batch 1 every row but the last. Row 3 masks all but two keys (they carry the row)."""
+    batch 1 every row but the last. Row 3 masks all but two keys (they carry the row). With one
+    query row: heads 1 and 3 of batch 0 and head 2 of batch 1 masked everywhere."""
     bias = rng.standard_normal((B, HQ, sq, skv))
+    if sq == 1:
+        bias[0, 1::2] = fill
+        bias[1, 2] = fill
+        return bias
     bias[:, :, 1, :] = fill
     bias[1, 2, :-1, :] = fill
     bias[:, :, 3, 2:] = fill
@@ -188,8 +194,10 @@ def test_backward_of_rows_masked_everywhere_is_the_definitions(
     for name, want in zip(("dq", "dk", "dv"), grads64):
         got = outs[name]
         assert not np.isnan(got).any(), f"{name}: every element written"
-        err = np.abs(got - want).max() / np.abs(want).max()
-        assert err < 2e-5, f"{name} relative error {err:.2e}"
+        # relative to max(1, |want|): one causal query row sees one key, and its gradients are 0;
+        # ALiBi over 1500 keys makes scores of ~700, whose fp32 rounding P inherits
+        err = np.abs(got - want).max() / max(1.0, np.abs(want).max())
+        assert err < (2e-5 if skv < 1000 else 1e-4), f"{name} relative error {err:.2e}"
 
 
 def test_a_finite_bias_is_never_an_empty_row_but_minus_inf_is(isa_handle: hipdnn.Handle) -> None:
