@@ -63,7 +63,9 @@ def sdpa_backward(
     magnitude: bool = False,
 ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
     """(dq, dk, dv) of o = softmax(s) v with s = scale q k^T + additive, from the definitions:
-    P = exp(s - stats) where visible (0 elsewhere, and on rows whose stats are -inf),
+    P = softmax(s) over the visible keys (0 elsewhere, and on rows whose stats are -inf: the
+    forward's empty rows). P is not taken as exp(s - stats): a float32 lse cannot hold log l of a row
+    whose scores all sit near a huge mask (-1e9, finfo.min), and that P would be l times too large.
     dV = P^T dO, dP = dO V^T, D = rowsum(dO * O), dS = P * (dP - D), dQ = scale dS K, dK = scale dS^T Q.
     ``visible`` [B|1, Hq|1, Sq, Skv] is the mask, ``additive`` (bias + ALiBi) broadcasts likewise.
     Under GQA / MQA query head h uses kv head h // (Hq / Hk) and dk, dv sum over each group.
@@ -79,7 +81,11 @@ def sdpa_backward(
         s = s + additive
     live = np.isfinite(st64)
     vis = np.broadcast_to(live, s.shape) if visible is None else (np.broadcast_to(visible, s.shape) & live)
-    p = np.where(vis, np.exp(np.where(vis, s - np.where(live, st64, 0.0), -np.inf)), 0.0)
+    masked = np.where(vis, s, -np.inf)
+    top = masked.max(axis=-1, keepdims=True)
+    e = np.where(vis, np.exp(masked - np.where(np.isfinite(top), top, 0.0)), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    p = e / np.where(total > 0.0, total, 1.0)
     dv_full = np.swapaxes(p, -1, -2) @ do64
     dp = do64 @ np.swapaxes(vv, -1, -2)
     delta = (do64 * o64).sum(axis=-1, keepdims=True)
