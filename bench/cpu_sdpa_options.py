@@ -6,9 +6,14 @@ bench/cpu_sdpa.py times every call) beside its time back to back.
     python bench/cpu_sdpa_options.py --dtype bfloat16 --isa amx --out bench/results/cpu_sdpa_options_bf16_amx
 
 B = 1, H = 8, S = 2048, D = 128 unless --s / --d; scale 1/sqrt(D); standard normal inputs. Options:
-causal, a sliding window (256 keys back), ALiBi, softcap 30, and a full [B, H, S, S] bias (keys
-contiguous; random values). Times: best of --calls back-to-back calls after one warm-up; cold: best of
---calls calls, each after a --settle sleep. Writes <out>.json.
+causal, a sliding window (256 keys back), ALiBi, softcap 30, a full [B, H, S, S] bias (keys
+contiguous; random values), and that bias with the first half of every head's rows masked everywhere
+by finfo.min (transformers' older masks: the backward recomputes such rows' softmax sums, RFC 0005).
+Times: best of --calls back-to-back calls after one warm-up; cold: best of --calls calls, each after a
+--settle sleep. ``--backward`` times the backward instead (dq, dk, dv from the forward's o and stats
+with the same options). Writes <out>.json.
+
+    python bench/cpu_sdpa_options.py --backward --out bench/results/cpu_sdpa_options_bwd
 """
 
 from __future__ import annotations
@@ -39,30 +44,75 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "alibi": {"use_alibi_mask": True},
     "softcap_30": {"softcap": 30.0},
     "bias_full": {"bias": True},
+    "bias_half_rows_finfo_min": {"bias": "half_rows_masked"},
 }
 
 
 class Call:
     """One SDPA graph with the given options, built once, executed on fixed inputs."""
 
-    def __init__(self, h: hipdnn.Handle, qkv: list[np.ndarray], bf16: bool, options: dict[str, Any]) -> None:
+    def __init__(
+        self, h: hipdnn.Handle, qkv: list[np.ndarray], bf16: bool, options: dict[str, Any], backward: bool = False
+    ) -> None:
         io = DT.BFLOAT16 if bf16 else DT.FLOAT
         b, hh, s, d = qkv[0].shape
-        g = hipdnn.Graph(name="options", io_data_type=io, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
-        t = [g.tensor(name=n, dim=[b, hh, s, d], data_type=io) for n in "qkv"]
         kw = dict(options)
-        self.pack: dict[Any, np.ndarray] = dict(zip(t, qkv))
-        if kw.pop("bias", False):
-            tb = g.tensor(name="bias", dim=[b, hh, s, s], data_type=io)
+        bias = kw.pop("bias", False)
+        bias_vals = None
+        if bias:
             vals = np.random.default_rng(1).standard_normal((b, hh, s, s), dtype=np.float32)
-            self.pack[tb] = to_bf16(vals) if bf16 else vals
-            kw["bias"] = tb
-        o, _ = g.sdpa(t[0], t[1], t[2], attn_scale=1.0 / math.sqrt(d), **kw)
+            if bias == "half_rows_masked":
+                vals[:, :, : s // 2] = np.finfo(np.float32).min if not bf16 else -3.3895313892515355e38
+            bias_vals = to_bf16(vals) if bf16 else vals
+        scale = 1.0 / math.sqrt(d)
+
+        def graph(name: str) -> tuple[hipdnn.Graph, list[Any], Any, dict[str, Any]]:
+            g = hipdnn.Graph(name=name, io_data_type=io, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+            t = [g.tensor(name=n, dim=[b, hh, s, d], data_type=io) for n in "qkv"]
+            extra = dict(kw)
+            tb = None
+            if bias_vals is not None:
+                tb = g.tensor(name="bias", dim=[b, hh, s, s], data_type=io)
+                extra["bias"] = tb
+            return g, t, tb, extra
+
+        out_np = BF16_NP if bf16 else np.float32
+        g, t, tb, extra = graph("options")
+        o, stats = g.sdpa(t[0], t[1], t[2], attn_scale=scale, generate_stats=backward, **extra)
         o.set_output(True)
+        if stats is not None:
+            stats.set_output(True)
         g.build(h)
-        self.pack[o] = np.empty((b, hh, s, d), BF16_NP if bf16 else np.float32)
+        self.pack: dict[Any, np.ndarray] = dict(zip(t, qkv))
+        if tb is not None and bias_vals is not None:
+            self.pack[tb] = bias_vals
+        self.pack[o] = np.empty((b, hh, s, d), out_np)
+        if stats is not None:
+            self.pack[stats] = np.empty((b, hh, s, 1), np.float32)
         self.g, self.h = g, h
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+        if not backward:
+            return
+        # The backward on the forward's o and stats, with the same options.
+        assert stats is not None
+        g.execute(h, self.pack, self.ws)
+        fwd_o, fwd_stats = self.pack[o], self.pack[stats]
+        gb, tq, tbb, extra = graph("options_bwd")
+        to, tdo = (gb.tensor(name=n, dim=[b, hh, s, d], data_type=io) for n in ("o", "dO"))
+        ts = gb.tensor(name="stats", dim=[b, hh, s, 1], data_type=DT.FLOAT)
+        grads = gb.sdpa_backward(tq[0], tq[1], tq[2], to, tdo, ts, attn_scale=scale, **extra)
+        for x in grads:
+            x.set_output(True)
+        gb.build(h)
+        d_o = np.random.default_rng(2).standard_normal((b, hh, s, d), dtype=np.float32)
+        self.pack = dict(zip(tq, qkv))
+        self.pack.update({to: fwd_o, tdo: to_bf16(d_o) if bf16 else d_o, ts: fwd_stats})
+        if tbb is not None and bias_vals is not None:
+            self.pack[tbb] = bias_vals
+        for x in grads:
+            self.pack[x] = np.empty((b, hh, s, d), out_np)
+        self.g = gb
+        self.ws = np.empty(max(1, gb.get_workspace_size()), np.uint8)
 
     def best_ms(self, calls: int, settle: float = 0.0) -> float:
         self.g.execute(self.h, self.pack, self.ws)
@@ -84,6 +134,7 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=128)
     ap.add_argument("--calls", type=int, default=8)
     ap.add_argument("--settle", type=float, default=0.15)
+    ap.add_argument("--backward", action="store_true", help="time the backward (dq, dk, dv) instead")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cpu_sdpa_options"))
     args = ap.parse_args()
     bf16 = args.dtype == "bfloat16"
@@ -99,12 +150,12 @@ def main() -> None:
     rows = []
     base_ms = math.nan
     for name, options in OPTIONS.items():
-        call = Call(h, qkv, bf16, options)
+        call = Call(h, qkv, bf16, options, args.backward)
         ms = call.best_ms(args.calls)
         row: dict[str, Any] = {"option": name, "ms": round(ms, 3)}
         if name == "none":
             base_ms = ms
-            flops = 4.0 * 8 * args.s * args.s * args.d
+            flops = 4.0 * 8 * args.s * args.s * args.d * (2.5 if args.backward else 1.0)
             row["gflops"] = round(flops / ms / 1e6, 1)
             cold = call.best_ms(args.calls, args.settle)
             row["cold_ms"] = round(cold, 3)
@@ -117,6 +168,7 @@ def main() -> None:
         "command": "python bench/cpu_sdpa_options.py " + " ".join(sys.argv[1:]),
         "date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S"),
         "dtype": args.dtype,
+        "pass": "backward" if args.backward else "forward",
         "isa_env": args.isa,
         "shape": {"B": 1, "H": 8, "S": args.s, "D": args.d},
         "method": f"best of {args.calls} back-to-back calls after a warm-up; cold: best of {args.calls}, "

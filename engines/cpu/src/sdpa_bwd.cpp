@@ -827,9 +827,31 @@ struct Scores
                 vstore<W>(dt + j, vset<W>(1.0f) - t * t);
                 vstore<W>(sr + j, t * cap);
             }
-        if(p.bias)
+        if(!p.bias)
+            return;
+        // keys contiguous in fp32 or bf16 (the usual masks): loops the compiler vectorizes; else per element
+        const int64_t ks = p.bias_st[3];
+        const float sc = capped ? 1.0f : scale;
+        if(ks == 1 && p.bias_t == DType::F32)
+        {
+            const float* bp = static_cast<const float*>(p.bias) + brow + k0;
             for(int64_t j = c0; j < c1; ++j)
-                sr[j] = (capped ? sr[j] : sr[j] * scale) + ld(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t);
+                sr[j] = sr[j] * sc + bp[j];
+        }
+        else if(ks == 1 && p.bias_t == DType::BF16)
+        {
+            const uint16_t* bp = static_cast<const uint16_t*>(p.bias) + brow + k0;
+            for(int64_t j = c0; j < c1; ++j)
+            {
+                const uint32_t bits = static_cast<uint32_t>(bp[j]) << 16;
+                float bv;
+                std::memcpy(&bv, &bits, sizeof(bv));
+                sr[j] = sr[j] * sc + bv;
+            }
+        }
+        else
+            for(int64_t j = c0; j < c1; ++j)
+                sr[j] = sr[j] * sc + ld(p.bias, brow + (k0 + j) * ks, p.bias_t);
     }
     V log2(const float* sr, int64_t j, V base) const
     {
@@ -866,6 +888,10 @@ inline void item(const Run& r, int64_t w, float* ws)
     const bool capped = p.softcap > 0.0f;
     alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
     const bool pf = std::max(r.dp, r.dvp) >= 128; // prefetching in the products: see mk()
+    // a bias with contiguous keys: the lines of one row's key-block strip, prefetched a block ahead
+    const int64_t bias_esz = p.bias_t == DType::F32 ? 4 : 2; // fp32, fp16 or bf16
+    const int64_t bias_lines = p.bias && p.bias_st[3] == 1 ? (BK * bias_esz + 63) / 64 : 0;
+    const char* bias_bytes = static_cast<const char*>(p.bias);
     for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
     {
         const int64_t k0 = kb * BK;
@@ -927,6 +953,14 @@ inline void item(const Run& r, int64_t w, float* ws)
                     {
                         pre.issue();
                         const int64_t qi = q0 + i;
+                        // The next query block's bias strip for this key block: its rows lie a whole
+                        // bias row apart, which the hardware prefetchers do not follow.
+                        if(bias_lines > 0 && qi + BQ <= i1)
+                        {
+                            const char* nb = bias_bytes + ((boff + (qi + BQ) * p.bias_st[2] + k0) * bias_esz);
+                            for(int64_t l = 0; l < bias_lines; ++l)
+                                __builtin_prefetch(nb + 64 * l, 0, 2);
+                        }
                         float* sr = s + i * BK;
                         float* dr = dpm + i * BK;
                         // visible columns [c0, c1) of this row
