@@ -2,9 +2,10 @@
 // while packed). One pass over the (query block, key block) tiles, 5 tile
 // products each:
 //
-//   pre-pass, per query row: lse in log2 units and delta = rowsum(dO o) (a row
-//     whose lse is too large to hold log2 of its softmax sum, as under a -1e9
-//     or finfo.min mask, has its max and sum recomputed from its scores);
+//   pre-pass, per query row: lse in log2 units and delta = rowsum(dO o); a row
+//     whose lse is too large to hold log2 of its softmax sum (a -1e9 or
+//     finfo.min mask) is marked, and exact_rows recomputes its max and sum
+//     from its scores before the main pass;
 //   main pass, one work item per (batch, kv head, chunk of key blocks): for
 //     each key block of the chunk, every query head of the GQA group and every
 //     query block the masks leave visible,
@@ -201,11 +202,6 @@ inline typename Vec<W>::F log2_units(typename Vec<W>::F u)
     const V lim = vset<W>(kBiasLimit), big = vset<W>(kInfBias);
     const V c = u < -lim ? -lim : (u > lim ? lim : u);
     return ((u >= -big) & (u <= big) ? c : u) * kLog2e;
-}
-inline float log2_units(float u)
-{
-    const float c = u < -kBiasLimit ? -kBiasLimit : (u > kBiasLimit ? kBiasLimit : u);
-    return (u >= -kInfBias && u <= kInfBias ? c : u) * kLog2e;
 }
 
 #if HIPDNN_BWD_X86
@@ -1031,9 +1027,6 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
     alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
     int64_t rows[BQ];
     float mx[BQ], sum[BQ];
-    V lane;
-    for(int l = 0; l < W; ++l)
-        lane[l] = static_cast<float>(l);
     for(int64_t next = 0;;)
     {
         int64_t n = 0;
@@ -1072,7 +1065,7 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
                 V vm = vset<W>(-kInf);
                 for(int64_t j = 0; j < BK; j += W)
                 {
-                    const V col = lane + static_cast<float>(j);
+                    const V col = sc.lane + static_cast<float>(j);
                     const V x = (col >= lo) & (col < hi) ? sc.log2(sr, j, base) : vset<W>(-kInf);
                     vstore<W>(sr + j, x);
                     vm = x > vm ? x : vm;

@@ -798,12 +798,15 @@ inline bool write_rows16(const SdpaProblem& p, int64_t b, int64_t h, int64_t dv,
 #endif
 
 // s[r][i] += bias[query pq0 + i][key j0 + r] * log2(e) for the panel's live queries (i < pq1 - pq0)
-// and rows r < rows (bias_off: the (batch, head)'s offset).
+// and rows r < rows (bias_off: the (batch, head)'s offset). prefetch_next: the AVX-512 kernel's
+// callers, which want the next key tile's strips prefetched (see below).
 template <int NV>
-inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t rows, int64_t j0, int64_t pq0, int64_t pq1)
+inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t rows, int64_t j0, int64_t pq0, int64_t pq1,
+                     bool prefetch_next)
 {
     constexpr int QW = NV * W;
     const int64_t nq = pq1 - pq0, qs = p.bias_st[2], ks = p.bias_st[3];
+    (void)prefetch_next; // (the AVX-512 builds' path only)
 #if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
     if(ks == 1)
     {
@@ -814,7 +817,7 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
         // slower with it (1.77x -> 1.88-1.97x; 1.70x with the direct loads below alone).
         const int64_t esz = p.bias_t == DType::F32 ? 4 : 2;
         const int64_t jn = imin(j0 + 2 * rows, p.ks.dims[2]) - (j0 + rows); // keys of the next tile
-        if(jn > 0 && rows <= kSdpaBk)
+        if(prefetch_next && jn > 0)
         {
             const char* base = static_cast<const char*>(p.bias) + (bias_off + pq0 * qs + j0 + rows) * esz;
             for(int64_t i = 0; i < nq; ++i)
@@ -944,7 +947,7 @@ inline void panel_softmax(const SdpaProblem& p,
         if(cap.on)
             cap_scores(s, rows * QW, cap);
         if(has_bias)
-            add_bias<NV>(p, bias_off, s, rows, j0, pq0, pq1);
+            add_bias<NV>(p, bias_off, s, rows, j0, pq0, pq1, true);
         if(p.alibi)
             add_alibi<NV>(s, rows, j0, pq0, alibi2, 1.0f);
         if(!band_free)
@@ -1722,7 +1725,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
                         add_alibi<NV>(st, rows, j0, pq0, mods.alibi2, 1.0f);
                 }
                 if(mods.has_bias)
-                    add_bias<NV>(p, mods.bias_off, st, rows, j0, pq0, pq1);
+                    add_bias<NV>(p, mods.bias_off, st, rows, j0, pq0, pq1, false);
                 scale = 1.0f;
             }
             // (straight to the exact pass where the panel's last tile moved its max: scores that keep
