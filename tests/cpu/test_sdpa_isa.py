@@ -185,6 +185,19 @@ EXTRA = {
         BASE, dt=DT.BFLOAT16, hq=2, hk=1, sq=129, skv=129, d=128, dv=128, bias="b1", alibi=True
     ),
     "s1000_fp32_d128": replace(BASE, hq=2, hk=2, sq=1000, skv=1000, d=128, dv=128),
+    # Lengths whose last query block runs in 2-vector panels (a block is 4 panels of 3 vectors: 192
+    # queries on AVX-512, 96 on AVX2): 256 ends in 64 queries, 208 in 16 (one panel, half empty),
+    # 320 in 128 on AVX-512 (four 32-query panels where 3-vector ones would take 144 lanes).
+    "s256_tail_panels_causal_bias": replace(
+        BASE, hq=2, hk=1, sq=256, skv=300, d=64, dv=48, causal=True, bottom_right=True, bias="full"
+    ),
+    "s208_tail_half_panel_padded": replace(
+        BASE, b=2, hq=2, hk=2, sq=208, skv=129, d=37, dv=19, layout="padded", padding=True,
+        seq_q=[208, 200], seq_kv=[129, 100],
+    ),
+    "s320_tail_panels_fp16_window": replace(
+        BASE, dt=DT.HALF, hq=2, hk=2, sq=320, skv=320, d=128, dv=128, left=70, right=5
+    ),
 }
 ALL = {**CASES, **EXTRA}
 

@@ -474,6 +474,17 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
         cap = std::min(cap, run.max_panels);
     run.panels = std::max<int64_t>(1, std::min(cap, need));
     run.nqb = (run.sq + run.panels * qw - 1) / (run.panels * qw);
+    // The last block in panels of 2 vectors where those cost less than 3-vector panels with empty
+    // lanes (the 2-vector micro kernel runs ~6 % slower per lane): S = 1024 ends in 64 queries, 2 x 32
+    // rather than 2 x 48 lanes. Never more lanes than the block's 3-vector panels: the scratch holds them.
+    run.tail_qw = 0;
+    if(!run.amx && qw == w3)
+    {
+        const int64_t tail = run.sq - (run.nqb - 1) * run.panels * qw;
+        const int64_t lanes3 = (tail + w3 - 1) / w3 * w3, lanes2 = (tail + w2 - 1) / w2 * w2;
+        if(106 * lanes2 < 100 * lanes3)
+            run.tail_qw = w2;
+    }
     const int64_t bk = kSdpaBk;
     int64_t o = 0;
     run.off_qt = o;

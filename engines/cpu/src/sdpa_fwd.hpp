@@ -59,6 +59,7 @@ struct SdpaRun
     bool amx = false;    // the AMX build's tile kernel serves the panels (bf16 q, k, v; qw = kSdpaAmxQw)
     // Panel kernel.
     int64_t qw = 24;    // queries per panel: 3 or 2 vectors
+    int64_t tail_qw = 0; // the last query block's panel width where it differs from qw (0: none)
     int64_t panels = 1; // panels per work item at this call's shapes
     int64_t max_panels = 0; // a lower cap on panels than the kernel's own (0: none)
     int64_t nqb = 0;    // query blocks per (b, h)

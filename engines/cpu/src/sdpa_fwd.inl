@@ -1012,9 +1012,10 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     const int64_t lo = band.lo, hi = band.hi;
     const bool banded = hi < kFar || lo > -kFar;
 
-    const int64_t q0 = qb * run.panels * QW;
-    const int64_t nq = imax(0, imin(run.panels * QW, band.sq - q0)); // live queries of the block
-    const int64_t nq_all = imin(run.panels * QW, run.sq - q0);       // rows of the block to write
+    // Blocks are run.panels panels of run.qw queries; the last may be cut into narrower panels of QW.
+    const int64_t q0 = qb * run.panels * run.qw;
+    const int64_t nq = imax(0, imin(run.panels * run.qw, band.sq - q0)); // live queries of the block
+    const int64_t nq_all = imin(run.panels * run.qw, run.sq - q0);       // rows of the block to write
     const int64_t npan = (nq + QW - 1) / QW;
 
     float* qt = ws + run.off_qt;
@@ -1778,7 +1779,8 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
         return;
     }
 #endif
-    if(run.qw == 2 * W)
+    const bool last_block = w % run.nqb == 0; // panel_item's order: block nqb - 1 first
+    if((last_block && run.tail_qw != 0 ? run.tail_qw : run.qw) == 2 * W)
         panel_item<2>(run, w, ws);
     else
         panel_item<3>(run, w, ws);
