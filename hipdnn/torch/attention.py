@@ -427,21 +427,28 @@ def _to4d(t: torch.Tensor, mode: str) -> torch.Tensor:
     return t
 
 
+def _unexpanded(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with each expanded axis (stride 0, longer than 1) narrowed to length 1: its values are
+    equal along that axis, so broadcasting brings them back, and a bool mask is converted, and a batch
+    or head axis handed to the engines ([B|1, Hq|1, Sq, Skv]), without a copy of the repeats."""
+    if 0 not in t.stride():
+        return t
+    return t[tuple(slice(0, 1) if n > 1 and s == 0 else slice(None) for n, s in zip(t.shape, t.stride()))]
+
+
 def _bias(
     mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
 ) -> torch.Tensor:
     """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq, Skv] (broadcast query or key axes are
-    expanded, and copied later: the engines take the full [Sq, Skv] plane)."""
+    expanded, and copied later: the engines take the full [Sq, Skv] plane; batch and head axes that
+    were only expanded stay length 1)."""
     if not isinstance(mask, torch.Tensor):
         raise _fail(f"attn_mask must be a torch.Tensor or None, not {type(mask).__name__}")
     if mask.device != query.device:
         raise _fail(f"attn_mask is on {mask.device}, query on {query.device}")
-    if mask.dtype == torch.bool:
-        additive = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device)
-        mask = additive.masked_fill_(mask.logical_not(), float("-inf"))
-    elif mask.dtype not in (query.dtype, torch.float32):
+    if mask.dtype not in (torch.bool, query.dtype, torch.float32):
         raise _fail(f"attn_mask must be bool, float32 or query's dtype {query.dtype}, not {mask.dtype}")
-    elif mask.requires_grad and torch.is_grad_enabled():
+    if mask.requires_grad and torch.is_grad_enabled():
         raise _fail(
             "attn_mask requires grad, and hipdnn's sdpa_backward computes no mask gradient: detach it",
             ErrorCode.GRAPH_NOT_SUPPORTED,
@@ -453,6 +460,10 @@ def _bias(
     scores = (*batch, hq, sq, skv)
     if mask.dim() != len(scores) or any(m != 1 and m != s for m, s in zip(mask.shape, scores)):
         raise _fail(f"attn_mask of shape {shown} does not broadcast to the attention scores")
+    mask = _unexpanded(mask)
+    if mask.dtype == torch.bool:
+        additive = torch.zeros(mask.shape, dtype=query.dtype, device=mask.device)
+        mask = additive.masked_fill_(mask.logical_not(), float("-inf"))
     if all(d == 1 for d in mask.shape[:-3]):
         mask = mask.reshape(1, *mask.shape[-3:])
     else:

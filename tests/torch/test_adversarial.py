@@ -187,6 +187,33 @@ def test_mask_layouts(layout: str, kind: str) -> None:
     close(dq, want_dq, 2e-5)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_masks_expanded_over_batch_and_heads_reach_the_plan_unrepeated(kind: str) -> None:
+    """A mask broadcast over batch and heads by expand() (transformers expands its 4-D masks over the
+    batch) is handed to the plan with those axes at length 1, as the engines' [B|1, Hq|1, Sq, Skv]
+    bias takes it: neither the bool conversion nor a copy repeats it per batch and head."""
+    from hipdnn.torch.attention import _bias
+
+    raw = rand(1, 1, 7, 9, seed=4)
+    mask = (raw > -0.3 if kind == "bool" else raw).expand(3, 4, 7, 9)
+    q = rand(3, 4, 7, 16, seed=1)
+    bias = _bias(mask, q, 4, "4d", (3,), 4, 7, 9)
+    assert bias.shape == (1, 1, 7, 9) and not plans.needs_copy(bias)
+    assert bias.untyped_storage().nbytes() <= 7 * 9 * 4
+    k, v = rand(3, 4, 9, 16, seed=2), rand(3, 4, 9, 16, seed=3)
+    close(ht.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch64(q, k, v, attn_mask=mask), ATOL)
+    # Only the heads expanded: the batch axis stays as given.
+    per_batch = rand(3, 1, 7, 9, seed=5).expand(3, 4, 7, 9)
+    assert _bias(per_batch, q, 4, "4d", (3,), 4, 7, 9).shape == (3, 1, 7, 9)
+
+
+def test_expanded_mask_of_the_wrong_length_is_refused() -> None:
+    """Narrowing expanded axes comes after the broadcast check: a batch of 5 stays wrong for 3."""
+    q, k, v = rand(3, 4, 7, 16, seed=1), rand(3, 4, 9, 16, seed=2), rand(3, 4, 9, 16, seed=3)
+    with pytest.raises(hipdnn.HipdnnError, match="does not broadcast"):
+        ht.scaled_dot_product_attention(q, k, v, attn_mask=rand(1, 1, 7, 9, seed=4).expand(5, 4, 7, 9))
+
+
 def test_rows_masked_by_the_float32_minimum_average_as_torch_does() -> None:
     """transformers' older additive masks fill with finfo.min; torch gives a row masked everywhere by
     it the average of the values (every score equal). (The CPU engine once scaled such a bias to log2
