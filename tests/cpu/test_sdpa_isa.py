@@ -192,7 +192,7 @@ EXTRA = {
         BASE, hq=2, hk=1, sq=256, skv=300, d=64, dv=48, causal=True, bottom_right=True, bias="full"
     ),
     "s208_tail_half_panel_padded": replace(
-        BASE, b=2, hq=2, hk=2, sq=208, skv=129, d=37, dv=19, layout="padded", padding=True, seq_q=[208, 200]
+        BASE, b=2, sq=208, skv=129, d=37, dv=19, layout="padded", padding=True, seq_q=[208, 200], seq_kv=[129, 100]
     ),
     "s320_tail_panels_fp16_window": replace(
         BASE, dt=DT.HALF, hq=2, hk=2, sq=320, skv=320, d=128, dv=128, left=70, right=5
