@@ -7,8 +7,10 @@ bench/cpu_sdpa.py times every call) beside its time back to back.
 
 B = 1, H = 8, S = 2048, D = 128 unless --s / --d; scale 1/sqrt(D); standard normal inputs. Options:
 causal, a sliding window (256 keys back), ALiBi, softcap 30, a full [B, H, S, S] bias (keys
-contiguous; random values), and that bias with the first half of every head's rows masked everywhere
-by finfo.min (transformers' older masks: the backward recomputes such rows' softmax sums, RFC 0005).
+contiguous; random values), that bias with the first half of every head's rows masked everywhere
+by finfo.min (transformers' older masks: the backward recomputes such rows' softmax sums, RFC 0005),
+and with -inf above the diagonal (a causal mask handed over as a bias, as transformers' 4-D masks
+reach hipdnn.torch: the kernels skip the blocks it masks whole).
 Times: best of --calls back-to-back calls after one warm-up; cold: best of --calls calls, each after a
 --settle sleep. ``--backward`` times the backward instead (dq, dk, dv from the forward's o and stats
 with the same options). Writes <out>.json.
@@ -34,6 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import hipdnn  # noqa: E402
+
+try:  # optional: torch's CPU SDPA on the same inputs, where it has the option
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover
+    torch = None  # type: ignore[assignment]
 from bench.cpu_sdpa import BF16_NP, to_bf16  # noqa: E402
 
 DT = hipdnn.DataType
@@ -45,6 +53,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "softcap_30": {"softcap": 30.0},
     "bias_full": {"bias": True},
     "bias_half_rows_finfo_min": {"bias": "half_rows_masked"},
+    "bias_causal_ninf": {"bias": "causal_ninf"},
 }
 
 
@@ -63,8 +72,11 @@ class Call:
             vals = np.random.default_rng(1).standard_normal((b, hh, s, s), dtype=np.float32)
             if bias == "half_rows_masked":
                 vals[:, :, : s // 2] = np.finfo(np.float32).min if not bf16 else -3.3895313892515355e38
+            elif bias == "causal_ninf":  # a causal mask handed over as a bias (transformers' 4-D masks)
+                vals[:, :, np.triu(np.ones((s, s), bool), 1)] = -np.inf
             bias_vals = to_bf16(vals) if bf16 else vals
         scale = 1.0 / math.sqrt(d)
+        self.qkv, self.bf16, self.bias_vals, self.scale, self.backward = qkv, bf16, bias_vals, scale, backward
 
         def graph(name: str) -> tuple[hipdnn.Graph, list[Any], Any, dict[str, Any]]:
             g = hipdnn.Graph(name=name, io_data_type=io, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
@@ -114,14 +126,34 @@ class Call:
         self.g = gb
         self.ws = np.empty(max(1, gb.get_workspace_size()), np.uint8)
 
-    def best_ms(self, calls: int, settle: float = 0.0) -> float:
-        self.g.execute(self.h, self.pack, self.ws)
+    def torch_call(self, options: dict[str, Any]) -> Any:
+        """torch's CPU SDPA on the same inputs and options (the bias as attn_mask), or None where torch
+        is missing, the pass is the backward, or torch has no such option."""
+        if self.backward or torch is None or set(options) - {"use_causal_mask", "bias"}:
+            return None
+        q, k, v = (
+            torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if self.bf16 else torch.from_numpy(x)
+            for x in self.qkv
+        )
+        mask = None
+        if self.bias_vals is not None:
+            mask = (
+                torch.from_numpy(self.bias_vals.view(np.int16)).view(torch.bfloat16)
+                if self.bf16
+                else torch.from_numpy(self.bias_vals)
+            )
+        causal = bool(options.get("use_causal_mask"))
+        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale)
+
+    def best_ms(self, calls: int, settle: float = 0.0, fn: Any = None) -> float:
+        run = fn if fn is not None else (lambda: self.g.execute(self.h, self.pack, self.ws))
+        run()
         best = math.inf
         for _ in range(calls):
             if settle:
                 time.sleep(settle)
             t0 = time.perf_counter()
-            self.g.execute(self.h, self.pack, self.ws)
+            run()
             best = min(best, time.perf_counter() - t0)
         return best * 1e3
 
@@ -161,6 +193,10 @@ def main() -> None:
             row["cold_ms"] = round(cold, 3)
             row["cold_gflops"] = round(flops / cold / 1e6, 1)
         row["over_none"] = round(ms / base_ms, 3)
+        torch_fn = call.torch_call(options)
+        if torch_fn is not None:
+            row["torch_ms"] = round(call.best_ms(args.calls, fn=torch_fn), 3)
+            row["torch_over_hipdnn"] = round(row["torch_ms"] / ms, 3)
         rows.append(row)
         print(json.dumps(row))
     h.close()
@@ -172,7 +208,8 @@ def main() -> None:
         "isa_env": args.isa,
         "shape": {"B": 1, "H": 8, "S": args.s, "D": args.d},
         "method": f"best of {args.calls} back-to-back calls after a warm-up; cold: best of {args.calls}, "
-        f"each after a {args.settle} s sleep",
+        f"each after a {args.settle} s sleep; torch_ms: torch's scaled_dot_product_attention on the same "
+        "inputs (the bias as attn_mask, causal as is_causal), timed the same way right after (forward only)",
         "rows": rows,
     }
     Path(args.out + ".json").write_text(json.dumps(out, indent=1) + "\n")
