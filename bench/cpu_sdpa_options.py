@@ -129,7 +129,7 @@ class Call:
     def torch_call(self, options: dict[str, Any]) -> Any:
         """torch's CPU SDPA on the same inputs and options (the bias as attn_mask), or None where torch
         is missing, the pass is the backward, or torch has no such option."""
-        if self.backward or torch is None or set(options) - {"use_causal_mask", "bias"}:
+        if torch is None or set(options) - {"use_causal_mask", "bias"}:
             return None
         q, k, v = (
             torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if self.bf16 else torch.from_numpy(x)
@@ -143,7 +143,13 @@ class Call:
                 else torch.from_numpy(self.bias_vals)
             )
         causal = bool(options.get("use_causal_mask"))
-        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale)
+        if not self.backward:
+            return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale)
+        # the backward alone: autograd of a retained forward graph
+        q, k, v = (x.clone().requires_grad_(True) for x in (q, k, v))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale)
+        grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(2), dtype=out.dtype)
+        return lambda: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True)
 
     def best_ms(self, calls: int, settle: float = 0.0, fn: Any = None) -> float:
         run = fn if fn is not None else (lambda: self.g.execute(self.h, self.pack, self.ws))
@@ -209,7 +215,8 @@ def main() -> None:
         "shape": {"B": 1, "H": 8, "S": args.s, "D": args.d},
         "method": f"best of {args.calls} back-to-back calls after a warm-up; cold: best of {args.calls}, "
         f"each after a {args.settle} s sleep; torch_ms: torch's scaled_dot_product_attention on the same "
-        "inputs (the bias as attn_mask, causal as is_causal), timed the same way right after (forward only)",
+        "inputs (the bias as attn_mask, causal as is_causal), timed the same way right after (the backward: "
+        "torch.autograd.grad of a retained forward graph)",
         "rows": rows,
     }
     Path(args.out + ".json").write_text(json.dumps(out, indent=1) + "\n")

@@ -115,3 +115,60 @@ def test_blocks_masked_by_the_bias(
     np.testing.assert_allclose(got[fine], want_o[fine], rtol=tol, atol=tol)
     live = fine & ~empty
     np.testing.assert_allclose(lse[..., 0][live], want_lse[..., 0][live], rtol=tol, atol=tol)
+
+
+def gradients(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, bias: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 dq, dk, dv from the definition; rows masked everywhere take no part."""
+    kk, vv = np.repeat(k, HQ // HK, axis=1), np.repeat(v, HQ // HK, axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, kk) * SCALE + bias
+    m = s.max(axis=-1, keepdims=True)
+    empty = m == -np.inf
+    e = np.where(empty, 0.0, np.exp(s - np.where(empty, 0.0, m)))
+    p = e / np.where(empty, 1.0, e.sum(axis=-1, keepdims=True))
+    dp = do @ vv.transpose(0, 1, 3, 2)
+    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True)) * SCALE
+    dq = ds @ kk
+    dk = (ds.transpose(0, 1, 3, 2) @ q).reshape(B, HK, HQ // HK, *k.shape[2:]).sum(axis=2)
+    dv = (p.transpose(0, 1, 3, 2) @ do).reshape(B, HK, HQ // HK, *v.shape[2:]).sum(axis=2)
+    return dq, dk, dv
+
+
+@pytest.mark.parametrize("name", [n for n in PATTERNS if n != "nan_in_masked_region"])
+@pytest.mark.parametrize("dt", [DT.FLOAT, DT.BFLOAT16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize(("sq", "skv"), [(300, 300), (130, 531)])
+def test_backward_of_blocks_masked_by_the_bias(
+    isa_handle: hipdnn.Handle, sq: int, skv: int, dt: hipdnn.DataType, name: str
+) -> None:
+    """The backward skips (query block, key block) pairs whose bias is -inf throughout: dq, dk, dv
+    are the definition's, keys that no query sees get dk = dv = 0, rows that see no key dq = 0."""
+    rng = np.random.default_rng(sq + skv + PATTERNS.index(name))
+    qd, kd = [B, HQ, sq, D], [B, HK, skv, D]
+    q, k, v, do = (decode(encode(rng.standard_normal(dd).astype(np.float32), dt), dt) for dd in (qd, kd, kd, qd))
+    bias = decode(encode(pattern(name, sq, skv, rng).astype(np.float32), dt), dt)
+    o64, lse64 = definition(q, k, v, bias)
+    want = gradients(q, k, v, do, bias)
+
+    g = hipdnn.Graph(
+        name="masked_blocks_bwd", io_data_type=dt, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT
+    )
+    t = {
+        n: g.tensor(name=n, dim=dd, data_type=dt) for n, dd in (("q", qd), ("k", kd), ("v", kd), ("o", qd), ("do", qd))
+    }
+    ts = g.tensor(name="stats", dim=[B, HQ, sq, 1], data_type=DT.FLOAT)
+    tb = g.tensor(name="bias", dim=[B, HQ, sq, skv], data_type=dt)
+    grads = g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["do"], ts, attn_scale=SCALE, bias=tb)
+    for x in grads:
+        x.set_output(True)
+    g.build(isa_handle)
+    outs = [encode(np.full(dd, np.nan, np.float32), dt) for dd in (qd, kd, kd)]  # every element written
+    pack = {t[n]: encode(x.astype(np.float32), dt) for n, x in (("q", q), ("k", k), ("v", v), ("o", o64), ("do", do))}
+    pack.update({ts: lse64.astype(np.float32), tb: encode(bias.astype(np.float32), dt)})
+    pack.update(dict(zip(grads, outs)))
+    g.execute(isa_handle, pack, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    for what, got, exact in zip(("dq", "dk", "dv"), outs, want):
+        got64 = decode(got, dt)
+        assert not np.isnan(got64).any(), f"{what}: every element written"
+        err = np.abs(got64 - exact).max() / max(1.0, np.abs(exact).max())
+        assert err < (2e-5 if dt == DT.FLOAT else 2e-2), f"{what} relative error {err:.2e}"

@@ -109,6 +109,47 @@ struct SdpaProblem
     float softcap = 0.0f;
 };
 
+// Whether the bias is -inf for every query [q0, q1) and key [j0, j1) of one (batch, head) (bias_off:
+// its offset). Such a block adds nothing to the attention (P = 0, and dS = 0 in the backward), so the
+// kernels skip it as they skip the blocks a causal band leaves out: a causal or padding mask handed
+// over as a bias (transformers' 4-D masks, hipdnn.torch's attn_mask) loses its masked half. Compares
+// bit patterns (fp32, fp16 or bf16 -inf) up to the first row holding anything else: a NaN is not
+// -inf, so its row still comes out NaN.
+inline bool sdpa_bias_masks_block(const SdpaProblem& p, int64_t bias_off, int64_t q0, int64_t q1, int64_t j0, int64_t j1)
+{
+    const int64_t qs = p.bias_st[2], ks = p.bias_st[3], n = j1 - j0;
+    const bool wide = p.bias_t == DType::F32;
+    const uint32_t ninf = wide ? 0xff800000u : p.bias_t == DType::BF16 ? 0xff80u : 0xfc00u;
+    for(int64_t i = q0; i < q1; ++i)
+    {
+        const int64_t row = bias_off + i * qs + j0 * ks;
+        uint32_t other = 0; // bits that differ from -inf's anywhere in the row (loops that vectorize)
+        if(wide)
+        {
+            const uint32_t* x = static_cast<const uint32_t*>(p.bias) + row;
+            if(ks == 1)
+                for(int64_t j = 0; j < n; ++j)
+                    other |= x[j] ^ ninf;
+            else
+                for(int64_t j = 0; j < n; ++j)
+                    other |= x[j * ks] ^ ninf;
+        }
+        else
+        {
+            const uint16_t* x = static_cast<const uint16_t*>(p.bias) + row;
+            if(ks == 1)
+                for(int64_t j = 0; j < n; ++j)
+                    other |= static_cast<uint32_t>(x[j]) ^ ninf;
+            else
+                for(int64_t j = 0; j < n; ++j)
+                    other |= static_cast<uint32_t>(x[j * ks]) ^ ninf;
+        }
+        if(other != 0)
+            return false;
+    }
+    return true;
+}
+
 // Scratch bytes one thread needs for a problem with these (maximum) sizes.
 // Monotonic in every argument, so the size computed at the declared shapes
 // covers every smaller shape of an override call; and capped in the sequence

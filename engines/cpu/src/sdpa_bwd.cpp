@@ -938,6 +938,8 @@ inline void item(const Run& r, int64_t w, float* ws)
                 for(int64_t q0 = i0; q0 <= i1; q0 += BQ)
                 {
                     const int64_t nq = std::min(BQ, i1 + 1 - q0);
+                    if(p.bias && sdpa_bias_masks_block(p, boff, q0, q0 + nq, k0, k0 + nk))
+                        continue; // P = dS = 0 throughout: nothing to add to dQ, dK or dV
                     int64_t qrs, dors;
                     const float* qm =
                         rows_of(p.q, p.qt, p.qs, qoff, q0, nq, r.d, r.dp, r.q_in, ws + r.off_qr, qrs);

@@ -873,44 +873,6 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
     }
 }
 
-// Whether the bias is -inf for every key [j0, j1) of every query [pq0, pq1) (bias_off: the (batch,
-// head)'s offset): such a (tile, panel) pair adds nothing (P = 0 throughout, m and l stay) and is
-// skipped like the tiles a causal band leaves out. A causal or padding mask handed over as a bias
-// (transformers' 4-D masks; hipdnn.torch's attn_mask) so loses its masked blocks. Reads the bias
-// until the first value that is not -inf (a NaN is not: its row still comes out NaN).
-inline bool bias_masks_block(const SdpaProblem& p, int64_t bias_off, int64_t j0, int64_t j1, int64_t pq0, int64_t pq1)
-{
-    const int64_t qs = p.bias_st[2], ks = p.bias_st[3], n = j1 - j0;
-    for(int64_t i = pq0; i < pq1; ++i)
-    {
-        const int64_t row = bias_off + i * qs + j0 * ks;
-        if(ks == 1 && p.bias_t == DType::F32)
-        {
-            const uint32_t* x = static_cast<const uint32_t*>(p.bias) + row;
-            uint32_t other = 0; // any bit that differs from -inf's (a loop the compiler vectorizes)
-            for(int64_t j = 0; j < n; ++j)
-                other |= x[j] ^ 0xff800000u;
-            if(other != 0)
-                return false;
-        }
-        else if(ks == 1 && (p.bias_t == DType::BF16 || p.bias_t == DType::F16))
-        {
-            const uint16_t ninf = p.bias_t == DType::BF16 ? 0xff80u : 0xfc00u;
-            const uint16_t* x = static_cast<const uint16_t*>(p.bias) + row;
-            uint32_t other = 0;
-            for(int64_t j = 0; j < n; ++j)
-                other |= static_cast<uint32_t>(x[j] ^ ninf);
-            if(other != 0)
-                return false;
-        }
-        else
-            for(int64_t j = 0; j < n; ++j)
-                if(!(load_elem(p.bias, row + j * ks, p.bias_t) == -kInf))
-                    return false;
-    }
-    return true;
-}
-
 // s[r][i] = s[r][i] scale + slope2 (j0 + r - (pq0 + i)): ALiBi in log2 units (slope2 = the head's
 // slope x log2 e) for key rows r < rows of a panel of NV vectors of queries from pq0, with the
 // scores' scaling in the same pass (scale 1: scores already scaled).
@@ -1163,7 +1125,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             // Key rows of this tile that some live query of the panel sees.
             const int64_t j0 = imax(k0, pq0 + lo);
             const int64_t j1 = imin(k0 + nk, pq1 - 1 + hi + 1);
-            if(j0 >= j1 || (has_bias && bias_masks_block(p, bias_off, j0, j1, pq0, pq1)))
+            if(j0 >= j1 || (has_bias && sdpa_bias_masks_block(p, bias_off, pq0, pq1, j0, j1)))
                 continue;
             const int64_t rows = j1 - j0;
             float* s = st; // row r = key j0 + r
@@ -1718,7 +1680,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
             const int64_t pq1 = imin(pq0 + AQ, q0 + nq); // live queries [pq0, pq1)
             const int64_t j0 = imax(k0, pq0 + lo);
             const int64_t j1 = imin(k0 + nk, pq1 - 1 + hi + 1);
-            if(j0 >= j1 || (mods.has_bias && bias_masks_block(p, mods.bias_off, j0, j1, pq0, pq1)))
+            if(j0 >= j1 || (mods.has_bias && sdpa_bias_masks_block(p, mods.bias_off, pq0, pq1, j0, j1)))
                 continue;
             const int64_t rows = j1 - j0;
             const bool band_free = !banded || (j1 - 1 <= pq0 + hi && j0 >= pq1 - 1 + lo);
