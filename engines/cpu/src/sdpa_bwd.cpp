@@ -205,6 +205,57 @@ inline typename Vec<W>::F log2_units(typename Vec<W>::F u)
 }
 
 #if HIPDNN_BWD_X86
+// The AVX-512 build's, on the bits with mask registers: the template above, inlined into item_avx512
+// from a function without the target, had its compares lowered to one branch per lane (a full bias
+// cost the backward 1.6x the plain call; 1.2x this way). A finite |u| above 2^127 takes 2^127 with
+// u's sign.
+template <>
+__attribute__((target("avx512f"))) inline Vec<16>::F log2_units<16>(Vec<16>::F u)
+{
+    const __m512i x = _mm512_castps_si512((__m512)u);
+    const __m512i a = _mm512_and_si512(x, _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 beyond = _mm512_cmpgt_epi32_mask(a, _mm512_set1_epi32(0x7f000000))
+                             & _mm512_cmplt_epi32_mask(a, _mm512_set1_epi32(0x7f800000)); // and finite
+    const __m512i limited = _mm512_or_si512(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0x80000000u))),
+                                            _mm512_set1_epi32(0x7f000000));
+    const __m512 c = _mm512_castsi512_ps(_mm512_mask_blend_epi32(beyond, x, limited));
+    return (Vec<16>::F)_mm512_mul_ps(c, _mm512_set1_ps(kLog2e));
+}
+#endif
+
+// x where lo <= col < hi, else -inf; and max(x, m), m where x is NaN (exact_rows' two selects)
+template <int W>
+inline typename Vec<W>::F in_columns(typename Vec<W>::F x, typename Vec<W>::F col, typename Vec<W>::F lo,
+                                     typename Vec<W>::F hi)
+{
+    return (col >= lo) & (col < hi) ? x : vset<W>(-kInf);
+}
+template <int W>
+inline typename Vec<W>::F max_or_keep(typename Vec<W>::F x, typename Vec<W>::F m)
+{
+    return x > m ? x : m;
+}
+
+#if HIPDNN_BWD_X86
+// The AVX-512 build's, in mask registers (as log2_units<16>: the templates' compares became one
+// branch per lane).
+template <>
+__attribute__((target("avx512f"))) inline Vec<16>::F in_columns<16>(Vec<16>::F x, Vec<16>::F col, Vec<16>::F lo,
+                                                                     Vec<16>::F hi)
+{
+    const __mmask16 k = _mm512_cmp_ps_mask((__m512)col, (__m512)lo, _CMP_GE_OQ)
+                        & _mm512_cmp_ps_mask((__m512)col, (__m512)hi, _CMP_LT_OQ);
+    return (Vec<16>::F)_mm512_mask_blend_ps(k, _mm512_set1_ps(-kInf), (__m512)x);
+}
+template <>
+__attribute__((target("avx512f"))) inline Vec<16>::F max_or_keep<16>(Vec<16>::F x, Vec<16>::F m)
+{
+    // (m where either is NaN; the all-lanes mask form: the plain one trips GCC 12, see avx512_exp2.hpp)
+    return (Vec<16>::F)_mm512_mask_max_ps((__m512)m, 0xffff, (__m512)x, (__m512)m);
+}
+#endif
+
+#if HIPDNN_BWD_X86
 // dst[e * ldd + i] = src[i * lds + e] for a 16 x 16 fp32 block, in registers:
 // four rounds of two-source lane permutes, round s swapping the (row, column)
 // bit s of every element (64 permutes, 16 loads and 16 stores for 256 floats,
@@ -1068,9 +1119,9 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
                 for(int64_t j = 0; j < BK; j += W)
                 {
                     const V col = sc.lane + static_cast<float>(j);
-                    const V x = (col >= lo) & (col < hi) ? sc.log2(sr, j, base) : vset<W>(-kInf);
+                    const V x = in_columns<W>(sc.log2(sr, j, base), col, lo, hi);
                     vstore<W>(sr + j, x);
-                    vm = x > vm ? x : vm;
+                    vm = max_or_keep<W>(x, vm);
                 }
                 float m = mx[t];
                 for(int l = 0; l < W; ++l)
