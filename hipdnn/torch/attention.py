@@ -433,15 +433,17 @@ def _unexpanded(t: torch.Tensor) -> torch.Tensor:
     or head axis handed to the engines ([B|1, Hq|1, Sq, Skv]), without a copy of the repeats."""
     if 0 not in t.stride():
         return t
-    return t[tuple(slice(0, 1) if n > 1 and s == 0 else slice(None) for n, s in zip(t.shape, t.stride()))]
+    t = t[tuple(slice(0, 1) if n > 1 and s == 0 else slice(None) for n, s in zip(t.shape, t.stride()))]
+    # (a length-1 axis keeps stride 0, which a plan refuses: any positive stride means the same)
+    return t.as_strided(t.shape, [s if n > 1 else 1 for n, s in zip(t.shape, t.stride())])
 
 
 def _bias(
     mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
 ) -> torch.Tensor:
-    """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq, Skv] (broadcast query or key axes are
-    expanded, and copied later: the engines take the full [Sq, Skv] plane; batch and head axes that
-    were only expanded stay length 1)."""
+    """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq, Skv] (on the CPU [B|1, Hq|1, Sq|1, Skv|1]:
+    its engine broadcasts every dim of 1; on a GPU, broadcast query or key axes are expanded, and
+    copied later). Batch and head axes that were only expanded (stride 0) stay length 1."""
     if not isinstance(mask, torch.Tensor):
         raise _fail(f"attn_mask must be a torch.Tensor or None, not {type(mask).__name__}")
     if mask.device != query.device:
@@ -468,6 +470,11 @@ def _bias(
         mask = mask.reshape(1, *mask.shape[-3:])
     else:
         mask = _flatten_batch(_expand_batch(mask, batch))
+    if query.device.type == "cpu":
+        # The CPU engine broadcasts every dim of 1 ([B|1, Hq|1, Sq|1, Skv|1]): a padding mask
+        # [B, 1, 1, Skv] is read as one row per batch, not copied to a full [Sq, Skv] plane per call.
+        return mask
+    # The GPU engine reads the full [Sq, Skv] plane (and refuses a bias of one row).
     return mask.expand(mask.shape[0], mask.shape[1], sq, skv)
 
 

@@ -87,7 +87,10 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
         extra.update(use_padding_mask=True, seq_len_q=tsq, seq_len_kv=tskv)
     bias64 = None
     if c.bias is not None:
-        bd = {"full": [c.b, c.hq], "b1": [1, c.hq], "h1": [c.b, 1], "11": [1, 1]}[c.bias] + [c.sq, c.skv]
+        lead = {"full": [c.b, c.hq], "b1": [1, c.hq], "h1": [c.b, 1], "11": [1, 1]}
+        # broadcast over the queries (a padding mask [B, 1, 1, Skv]), over the keys, or a scalar
+        rows = {"keys_only": [c.b, 1, 1, c.skv], "queries_only": [1, c.hq, c.sq, 1], "scalar": [1, 1, 1, 1]}
+        bd = rows[c.bias] if c.bias in rows else lead[c.bias] + [c.sq, c.skv]
         tb = g.tensor(name="bias", dim=bd, stride=layout_strides("bhsd", bd), data_type=c.dt)
         bias64 = decode(encode(rng.standard_normal(bd).astype(np.float32), c.dt), c.dt)
         pack[tb] = encode(bias64.astype(np.float32), c.dt)
@@ -248,6 +251,9 @@ CASES = {
     ),
     "bias_full": replace(BASE, b=2, bias="full"),
     "bias_h1_causal": replace(BASE, b=2, hq=4, hk=2, bias="h1", causal=True),
+    "bias_keys_only_gqa": replace(BASE, b=2, hq=4, hk=2, bias="keys_only", sq=70, skv=130, causal=True),
+    "bias_queries_only": replace(BASE, b=2, bias="queries_only", sq=90, skv=60),
+    "bias_scalar_bf16": replace(BASE, dt=DT.BFLOAT16, bias="scalar", sq=50, skv=77),
     "alibi": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
     "scale_tensor": replace(BASE, scale_tensor=True),
     "bshd": replace(BASE, layout="bshd", d=24, dv=40, sq=50, skv=70),
@@ -305,7 +311,7 @@ def cases(draw: st.DrawFn) -> Case:
         padding=padding,
         seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
         seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
-        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11"])),
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11", "keys_only", "queries_only", "scalar"])),
         alibi=draw(st.booleans()),
         scale_tensor=draw(st.booleans()),
     )

@@ -239,7 +239,9 @@ def run_case(handle: hipdnn.Handle, c: Case, seed: int = 0) -> None:
     bias64 = None
     if c.bias is not None:
         lead = {"full": [c.b, c.hq], "b1": [1, c.hq], "h1": [c.b, 1], "11": [1, 1], "kt": [c.b, c.hq]}
-        bd = lead[c.bias] + [c.sq, c.skv]
+        # broadcast over the queries (a padding mask [B, 1, 1, Skv]), over the keys, or a scalar
+        rows = {"keys_only": [c.b, 1, 1, c.skv], "queries_only": [1, c.hq, c.sq, 1], "scalar": [1, 1, 1, 1]}
+        bd = rows[c.bias] if c.bias in rows else lead[c.bias] + [c.sq, c.skv]
         bias_vals = decode(encode(rng.standard_normal(bd).astype(np.float32), c.dt), c.dt)
         stored = encode(bias_vals.astype(np.float32), c.dt)
         if c.bias == "kt":  # the same values, the query axis contiguous
@@ -333,6 +335,10 @@ CASES = {
     "fp32_bias_b1": replace(BASE, b=2, bias="b1", causal=True),
     "fp32_bias_h1": replace(BASE, b=2, hq=4, hk=2, bias="h1"),
     "fp32_bias_11": replace(BASE, b=2, bias="11", sq=90, skv=130),
+    "fp32_bias_keys_only_causal": replace(BASE, b=2, bias="keys_only", sq=90, skv=130, causal=True),
+    "bf16_bias_keys_only_decode": replace(BASE, dt=DT.BFLOAT16, b=2, hq=4, hk=2, bias="keys_only", sq=3, skv=200),
+    "fp32_bias_queries_only": replace(BASE, b=2, bias="queries_only", sq=53, skv=91),
+    "fp16_bias_scalar": replace(BASE, dt=DT.HALF, bias="scalar", sq=33, skv=47),
     "fp32_bias_full_gqa_odd": replace(BASE, b=2, hq=3, hk=1, bias="full", sq=37, skv=70),
     "fp32_bias_kt_causal": replace(BASE, b=2, bias="kt", sq=53, skv=91, causal=True, bottom_right=True),
     "bf16_bias_kt_window": replace(BASE, dt=DT.BFLOAT16, bias="kt", sq=70, skv=129, left=20, right=3),
@@ -410,7 +416,7 @@ def cases(
         padding=padding,
         seq_q=[draw(st.integers(0, n_q)) for _ in range(b)] if padding else [],
         seq_kv=[draw(st.integers(0, n_kv)) for _ in range(b)] if padding else [],
-        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11", "kt"])),
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11", "kt", "keys_only", "queries_only", "scalar"])),
         alibi=draw(st.booleans()),
         scale_tensor=draw(st.booleans()),
         stats=draw(st.booleans()),

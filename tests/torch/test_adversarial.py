@@ -207,6 +207,27 @@ def test_masks_expanded_over_batch_and_heads_reach_the_plan_unrepeated(kind: str
     assert _bias(per_batch, q, 4, "4d", (3,), 4, 7, 9).shape == (3, 1, 7, 9)
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_padding_mask_reaches_the_cpu_plan_as_one_row_per_batch(kind: str) -> None:
+    """A key padding mask [B, 1, 1, Skv] (as given, or expanded over the queries) is handed to the CPU
+    plan as it is, one row per batch (the CPU engine broadcasts every dim of 1), not copied to a
+    [B, 1, Sq, Skv] plane per call; values and gradients as the definition's."""
+    from hipdnn.torch.attention import _bias
+
+    q, k, v = rand(3, 4, 7, 16, seed=1), rand(3, 4, 9, 16, seed=2), rand(3, 4, 9, 16, seed=3)
+    keep = torch.arange(9)[None, :] < torch.tensor([9, 5, 1])[:, None]
+    raw = keep if kind == "bool" else torch.zeros(3, 9).masked_fill(~keep, float("-inf"))
+    for mask in (raw[:, None, None, :], raw[:, None, None, :].expand(3, 1, 7, 9)):
+        bias = _bias(mask, q, 4, "4d", (3,), 4, 7, 9)
+        assert bias.shape == (3, 1, 1, 9) and not plans.needs_copy(bias)
+        close(ht.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch64(q, k, v, attn_mask=mask), ATOL)
+        qg = q.clone().requires_grad_(True)
+        (dq,) = torch.autograd.grad(ht.scaled_dot_product_attention(qg, k, v, attn_mask=mask).sum(), [qg])
+        q64 = q.double().requires_grad_(True)
+        (want,) = torch.autograd.grad(torch64(q64, k, v, attn_mask=mask).sum(), [q64])
+        close(dq, want, 2e-5)
+
+
 def test_expanded_mask_of_the_wrong_length_is_refused() -> None:
     """Narrowing expanded axes comes after the broadcast check: a batch of 5 stays wrong for 3."""
     q, k, v = rand(3, 4, 7, 16, seed=1), rand(3, 4, 9, 16, seed=2), rand(3, 4, 9, 16, seed=3)

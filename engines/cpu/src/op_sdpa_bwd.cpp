@@ -148,9 +148,9 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
     {
         const Shape& bs = eff[node.in[6]];
         if(bs.rank != 4 || (bs.dims[0] != 1 && !dim_eq(bs.dims[0], q.dims[0]))
-           || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || !dim_eq(bs.dims[2], q.dims[2])
-           || !dim_eq(bs.dims[3], k.dims[2]))
-            return shape_fail(err, "node '%s' (sdpa_bwd): bias must be [B|1, H|1, Sq, Skv]", nm);
+           || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || (bs.dims[2] != 1 && !dim_eq(bs.dims[2], q.dims[2]))
+           || (bs.dims[3] != 1 && !dim_eq(bs.dims[3], k.dims[2])))
+            return shape_fail(err, "node '%s' (sdpa_bwd): bias must be [B|1, H|1, Sq|1, Skv|1]", nm);
     }
     if(node.varlen && !infer_varlen(plan, node, eff, err))
         return false;

@@ -193,12 +193,14 @@ bool infer(const Plan& plan, const NodeInfo& node, bool planning, Shape* eff, Sh
     if(node.in[6] >= 0)
     {
         const Shape& bs = eff[node.in[6]];
+        // Every dim of 1 broadcasts (fill_attention gives it stride 0): a padding mask [B, 1, 1, Skv]
+        // is read as one row per batch.
         if(bs.rank != 4 || (bs.dims[0] != 1 && !dim_eq(bs.dims[0], o.dims[0]))
-           || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || !dim_eq(bs.dims[2], q.dims[2])
-           || !dim_eq(bs.dims[3], skv))
+           || (bs.dims[1] != 1 && !dim_eq(bs.dims[1], q.dims[1])) || (bs.dims[2] != 1 && !dim_eq(bs.dims[2], q.dims[2]))
+           || (bs.dims[3] != 1 && !dim_eq(bs.dims[3], skv)))
             return shape_fail(err,
-                              "node '%s' (sdpa_fwd): bias (uid %lld) must be [B|1, H|1, Sq, Skv] = "
-                              "[%lld|1, %lld|1, %lld, %lld]; override it with q and k",
+                              "node '%s' (sdpa_fwd): bias (uid %lld) must be [B|1, H|1, Sq|1, Skv|1] = "
+                              "[%lld|1, %lld|1, %lld|1, %lld|1]; override it with q and k",
                               node.name.c_str(),
                               uid(node.in[6]),
                               static_cast<long long>(q.dims[0]),
