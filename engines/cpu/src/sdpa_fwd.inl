@@ -1914,6 +1914,15 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
                 ra[r] = 1.0f;
                 continue;
             }
+            const int64_t boff = has_bias ? b * p.bias_st[0] + rh[r] * p.bias_st[1] : 0;
+            // keys the bias masks (-inf) throughout, as a padding mask does: as if the row saw none
+            if(has_bias && sdpa_bias_masks_block(p, boff, ri[r], ri[r] + 1, k0 + a, k0 + z))
+            {
+                for(int64_t j = 0; j < nk; ++j)
+                    s[j] = 0.0f;
+                ra[r] = 1.0f;
+                continue;
+            }
             const float* qr = rq + r * dp;
             for(int64_t j = 0; j < nk; j += W)
                 vstore(s + j, dot_keys(kt + j * krs, krs, nk - j, qr, dp));
@@ -1921,9 +1930,22 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
                 cap_scores(s, nkv, cap);
             if(has_bias)
             {
-                const int64_t brow = b * p.bias_st[0] + rh[r] * p.bias_st[1] + ri[r] * p.bias_st[2];
-                for(int64_t j = a; j < z; ++j)
-                    s[j] += bias_log2(load_elem(p.bias, brow + (k0 + j) * p.bias_st[3], p.bias_t));
+                const int64_t brow = boff + ri[r] * p.bias_st[2] + k0 * p.bias_st[3];
+                if(p.bias_st[3] == 1 && p.bias_t == DType::F32) // keys contiguous: loops that vectorize
+                {
+                    const float* bp = static_cast<const float*>(p.bias) + brow;
+                    for(int64_t j = a; j < z; ++j)
+                        s[j] += bias_log2(bp[j]);
+                }
+                else if(p.bias_st[3] == 1 && p.bias_t == DType::BF16)
+                {
+                    const uint16_t* bp = static_cast<const uint16_t*>(p.bias) + brow;
+                    for(int64_t j = a; j < z; ++j)
+                        s[j] += bias_log2(bf16_to_float(bp[j]));
+                }
+                else
+                    for(int64_t j = a; j < z; ++j)
+                        s[j] += bias_log2(load_elem(p.bias, brow + j * p.bias_st[3], p.bias_t));
             }
             if(p.alibi)
                 for(int64_t j = a; j < z; ++j)
