@@ -1902,6 +1902,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
             vrs = dvp;
         }
 
+        bool live = false; // some row of the block sees a key of the tile
         for(int64_t r = 0; r < nr; ++r)
         {
             float* s = rs + r * BK;
@@ -1923,6 +1924,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
                 ra[r] = 1.0f;
                 continue;
             }
+            live = true;
             const float* qr = rq + r * dp;
             for(int64_t j = 0; j < nk; j += W)
                 vstore(s + j, dot_keys(kt + j * krs, krs, nk - j, qr, dp));
@@ -1975,7 +1977,8 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
             rm[r] = mnew;
             ra[r] = alpha;
         }
-        pv_rows(nr, nk, vt, vrs, rs, ro, dvp, dvp / W, ra);
+        if(live) // (else every row keeps its output: P = 0, alpha = 1; V's tile is not read)
+            pv_rows(nr, nk, vt, vrs, rs, ro, dvp, dvp / W, ra);
     }
 
     if(run.chunks == 1)
