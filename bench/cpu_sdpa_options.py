@@ -127,21 +127,16 @@ class Call:
         self.ws = np.empty(max(1, gb.get_workspace_size()), np.uint8)
 
     def torch_call(self, options: dict[str, Any]) -> Any:
-        """torch's CPU SDPA on the same inputs and options (the bias as attn_mask), or None where torch
-        is missing, the pass is the backward, or torch has no such option."""
+        """torch's CPU SDPA on the same inputs and options (the bias as attn_mask), forward or backward as
+        this call is, or None where torch is missing or has no such option."""
         if torch is None or set(options) - {"use_causal_mask", "bias"}:
             return None
-        q, k, v = (
-            torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if self.bf16 else torch.from_numpy(x)
-            for x in self.qkv
-        )
-        mask = None
-        if self.bias_vals is not None:
-            mask = (
-                torch.from_numpy(self.bias_vals.view(np.int16)).view(torch.bfloat16)
-                if self.bf16
-                else torch.from_numpy(self.bias_vals)
-            )
+
+        def as_torch(x: np.ndarray) -> Any:  # the same bits (bf16 arrays are stored as ml_dtypes')
+            return torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if self.bf16 else torch.from_numpy(x)
+
+        q, k, v = (as_torch(x) for x in self.qkv)
+        mask = None if self.bias_vals is None else as_torch(self.bias_vals)
         causal = bool(options.get("use_causal_mask"))
         if not self.backward:
             return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, scale=self.scale)

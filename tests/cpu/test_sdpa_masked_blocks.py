@@ -54,10 +54,15 @@ def pattern(name: str, sq: int, skv: int, rng: np.random.Generator) -> np.ndarra
 PATTERNS = ["causal", "causal_and_padding", "key_padding", "band", "empty_heads", "nan_in_masked_region"]
 
 
+def scores(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, ...]:
+    """float64 scores s = SCALE q k^T + bias, and k, v with their heads repeated for the GQA groups."""
+    kk, vv = np.repeat(k, HQ // HK, axis=1), np.repeat(v, HQ // HK, axis=1)
+    return np.einsum("bhqd,bhkd->bhqk", q, kk) * SCALE + bias, kk, vv
+
+
 def definition(q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """float64 o and lse; a row masked everywhere is empty (o = 0, lse = -inf); NaN scores make NaN rows."""
-    kk, vv = np.repeat(k, HQ // HK, axis=1), np.repeat(v, HQ // HK, axis=1)
-    s = np.einsum("bhqd,bhkd->bhqk", q, kk) * SCALE + bias
+    s, _, vv = scores(q, k, v, bias)
     with np.errstate(invalid="ignore"):
         m = s.max(axis=-1, keepdims=True)
         empty = m == -np.inf
@@ -122,8 +127,7 @@ def gradients(
     q: np.ndarray, k: np.ndarray, v: np.ndarray, do: np.ndarray, bias: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """float64 dq, dk, dv from the definition; rows masked everywhere take no part."""
-    kk, vv = np.repeat(k, HQ // HK, axis=1), np.repeat(v, HQ // HK, axis=1)
-    s = np.einsum("bhqd,bhkd->bhqk", q, kk) * SCALE + bias
+    s, kk, vv = scores(q, k, v, bias)
     m = s.max(axis=-1, keepdims=True)
     empty = m == -np.inf
     e = np.where(empty, 0.0, np.exp(s - np.where(empty, 0.0, m)))

@@ -118,33 +118,25 @@ struct SdpaProblem
 inline bool sdpa_bias_masks_block(const SdpaProblem& p, int64_t bias_off, int64_t q0, int64_t q1, int64_t j0, int64_t j1)
 {
     const int64_t qs = p.bias_st[2], ks = p.bias_st[3], n = j1 - j0;
-    const bool wide = p.bias_t == DType::F32;
-    const uint32_t ninf = wide ? 0xff800000u : p.bias_t == DType::BF16 ? 0xff80u : 0xfc00u;
+    // bits that differ from -inf's anywhere in a row of n keys (ks == 1: a loop that vectorizes)
+    const auto other = [n, ks](const auto* x, uint32_t ninf) {
+        uint32_t any = 0;
+        if(ks == 1)
+            for(int64_t j = 0; j < n; ++j)
+                any |= static_cast<uint32_t>(x[j]) ^ ninf;
+        else
+            for(int64_t j = 0; j < n; ++j)
+                any |= static_cast<uint32_t>(x[j * ks]) ^ ninf;
+        return any;
+    };
     for(int64_t i = q0; i < q1; ++i)
     {
         const int64_t row = bias_off + i * qs + j0 * ks;
-        uint32_t other = 0; // bits that differ from -inf's anywhere in the row (loops that vectorize)
-        if(wide)
-        {
-            const uint32_t* x = static_cast<const uint32_t*>(p.bias) + row;
-            if(ks == 1)
-                for(int64_t j = 0; j < n; ++j)
-                    other |= x[j] ^ ninf;
-            else
-                for(int64_t j = 0; j < n; ++j)
-                    other |= x[j * ks] ^ ninf;
-        }
-        else
-        {
-            const uint16_t* x = static_cast<const uint16_t*>(p.bias) + row;
-            if(ks == 1)
-                for(int64_t j = 0; j < n; ++j)
-                    other |= static_cast<uint32_t>(x[j]) ^ ninf;
-            else
-                for(int64_t j = 0; j < n; ++j)
-                    other |= static_cast<uint32_t>(x[j * ks]) ^ ninf;
-        }
-        if(other != 0)
+        const uint32_t any = p.bias_t == DType::F32
+                                 ? other(static_cast<const uint32_t*>(p.bias) + row, 0xff800000u)
+                                 : other(static_cast<const uint16_t*>(p.bias) + row,
+                                         p.bias_t == DType::BF16 ? 0xff80u : 0xfc00u);
+        if(any != 0)
             return false;
     }
     return true;
