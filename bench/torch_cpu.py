@@ -1,7 +1,9 @@
 """hipdnn.torch against torch's own SDPA on CPU tensors, as a model calls them: one attention call at
 decode shapes (Sq = 1, BSHD views, fp32), the whole call's wall time per call (hipdnn.torch's host
 work and the CPU engine's kernel), interleaved round by round with torch's, best round of each; and
-hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms).
+hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms); and
+calls with an ``attn_mask`` as models pass them (``mask_rows``: an expanded causal mask, key padding
+masks, prefill and decode).
 Writes JSON to --out (bench/results/torch_cpu.json).
 
     python bench/torch_cpu.py --out bench/results
@@ -81,6 +83,47 @@ def host_rows(calls: int, rounds: int) -> dict[str, float]:
     return row
 
 
+def mask_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
+    """Calls with an ``attn_mask`` as models pass them (fp32, B = 4, H = 8, D = 64, BHSD): a causal
+    mask [1, 1, S, S] expanded over the batch and a key padding mask [B, 1, 1, S] (batch b has 128 b
+    keys padded on the left) at S = 512, and the same padding at decode (Sq = 1, 2048 keys, 500 b
+    padded); each as bool and as an additive float mask."""
+    rows: list[dict[str, Any]] = []
+    b, h, d = 4, 8, 64
+    shape: tuple[int, ...]
+    for case, sq, skv in (("causal_expanded", 512, 512), ("padding", 512, 512), ("padding_decode", 1, 2048)):
+        q = torch.randn(b, h, sq, d)
+        k, v = torch.randn(b, h, skv, d), torch.randn(b, h, skv, d)
+        if case == "causal_expanded":
+            src = torch.ones(1, 1, sq, skv, dtype=torch.bool).tril()
+            shape = (b, 1, sq, skv)
+        else:
+            step = 128 if sq > 1 else 500
+            src = (torch.arange(skv)[None, :] >= step * torch.arange(b)[:, None])[:, None, None, :]
+            shape = tuple(src.shape)
+        for kind in ("bool", "float"):
+            base = src if kind == "bool" else torch.zeros(src.shape).masked_fill(~src, float("-inf"))
+            mask = base.expand(shape)
+            want = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            assert isinstance(got, torch.Tensor)
+            err = ((got - want).abs().max() / want.abs().max()).item()
+            impls: dict[str, Callable[[], Any]] = {
+                "hipdnn": lambda q=q, k=k, v=v, m=mask: ht.scaled_dot_product_attention(q, k, v, attn_mask=m),
+                "torch": lambda q=q, k=k, v=v, m=mask: torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, attn_mask=m
+                ),
+            }
+            times = best_us(impls, calls, rounds)
+            row: dict[str, Any] = {"mask": case, "kind": kind, "batch": b, "heads": h, "head_dim": d}
+            row.update({"sq": sq, "skv": skv, "rel_err_vs_torch": err})
+            row.update({f"{n}_us": t for n, t in times.items()})
+            row["hipdnn_over_torch"] = times["hipdnn"] / times["torch"]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skvs", default="256,1024,4096")
@@ -117,6 +160,7 @@ def main() -> int:
             rows.append(row)
     result = {
         "host": host_rows(args.calls * 10, args.rounds),
+        "mask_rows": mask_rows(max(1, args.calls // 20), args.rounds),
         "command": "python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
