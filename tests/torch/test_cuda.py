@@ -213,21 +213,28 @@ def test_dense_masks(dtype: Any, mask_kind: str, sq: int, skv: int) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(("sq", "skv"), [(37, 300), (1, 1056), (129, 129)])
-def test_rows_masked_everywhere_by_finfo_min_average(dtype: Any, sq: int, skv: int) -> None:
+@pytest.mark.parametrize("low", ["finfo_min", "-1e30"])
+@pytest.mark.parametrize("scale", [None, 3.0])
+def test_rows_masked_everywhere_by_finfo_min_average(dtype: Any, sq: int, skv: int, low: str, scale: Any) -> None:
     """transformers' older additive masks fill with finfo(dtype).min: a row masked everywhere by it has
     every score equal, and torch (and the definition) average v. bf16's minimum times log2(e)
     overflows in the kernels' log2 units: the engine counts a finite bias beyond +-2^127 as +-2^127
-    (as the CPU engine does), so such rows are not emptied. Prefill and decode (Sq = 1) builds."""
+    (as the CPU engine does), so such rows are not emptied. The prefill kernel adds the bias in raw
+    units (bias / scale), where the limit is lower, and takes score differences before scaling them
+    (else the rounding error of a score near -2^100 lands in the exponent: the -1e30 cases). Prefill
+    and decode (Sq = 1) builds, the default scale and one above 1."""
+    if low == "-1e30" and dtype == torch.float16:
+        pytest.skip("fp16 has no finite -1e30")
     b, hq, hk, d = 2, 8, 2, 128
     q, k, v = inputs(b, hq, hk, sq, skv, d, dtype, "bhsd", seed=sq * 7 + skv)
     gen = torch.Generator(device=DEV).manual_seed(9)
-    low = torch.finfo(dtype).min
+    fill = torch.finfo(dtype).min if low == "finfo_min" else float(low)
     mask = torch.randn(b, 1, sq, skv, device=DEV, generator=gen).to(dtype)
-    mask[0, :, 0] = low
-    mask[1, :, sq // 2 :] = low
-    mask[1, :, : sq // 2, 5:] = low
-    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-    want = reference64(q, k, v, bias=mask)[0]
+    mask[0, :, 0] = fill
+    mask[1, :, sq // 2 :] = fill
+    mask[1, :, : sq // 2, 5:] = fill
+    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, scale=scale)
+    want = reference64(q, k, v, bias=mask, scale=scale)[0]
     close(got, want, TOL[dtype], "forward")
 
 

@@ -54,37 +54,43 @@ __device__ __forceinline__ const unsigned char* bias_head(const SdpaArgs& a, int
 
 // A finite bias beyond +-2^127 counts as +-2^127 (the CPU engine's kBiasLimit): the kernels scale
 // scores to log2 units, and transformers' finfo.min masks would overflow to -inf there, emptying
-// rows that torch averages. Infinities and NaN pass through.
-__device__ __forceinline__ float bias_limited(float b)
+// rows that torch averages. Infinities and NaN pass through. Kernels that add the bias in raw score
+// units (bias / scale) pass a lower limit, kBiasLimit * min(1, scale), so that the quotient stays finite.
+constexpr float kBiasLimit = 0x1p127f;
+
+__device__ __forceinline__ float bias_limited(float b, float limit = kBiasLimit)
 {
-    return fabsf(b) <= 3.40282346638528859812e38f ? fminf(fmaxf(b, -0x1p127f), 0x1p127f) : b;
+    return fabsf(b) <= 3.40282346638528859812e38f ? fminf(fmaxf(b, -limit), limit) : b;
 }
 
-__device__ __forceinline__ float bias_at(const unsigned char* head, int type, int64_t ss, int row, int col)
+__device__ __forceinline__ float bias_at(const unsigned char* head, int type, int64_t ss, int row, int col,
+                                         float limit = kBiasLimit)
 {
     const int64_t i = row * ss + col;
     if(type == 2)
-        return bias_limited(reinterpret_cast<const float*>(head)[i]);
+        return bias_limited(reinterpret_cast<const float*>(head)[i], limit);
     const uint16_t u = reinterpret_cast<const uint16_t*>(head)[i];
-    // bf16 reaches the float range (fp16 tops out at 65504)
-    return type == 0 ? bias_limited(__uint_as_float(static_cast<uint32_t>(u) << 16))
-                     : __half2float(__ushort_as_half(u));
+    // bf16 reaches the float range; fp16 tops out at 65504, which only a lower limit reaches
+    return bias_limited(type == 0 ? __uint_as_float(static_cast<uint32_t>(u) << 16) : __half2float(__ushort_as_half(u)),
+                        limit);
 }
 
 // Two neighbouring keys col, col + 1 (col even; a.bias_pairs: one 4- or 8-byte load).
-__device__ __forceinline__ float2 bias_pair_at(const unsigned char* head, int type, int64_t ss, int row, int col)
+__device__ __forceinline__ float2 bias_pair_at(const unsigned char* head, int type, int64_t ss, int row, int col,
+                                               float limit = kBiasLimit)
 {
     const int64_t i = row * ss + col;
+    float2 b;
     if(type == 2)
+        b = *reinterpret_cast<const float2*>(reinterpret_cast<const float*>(head) + i);
+    else
     {
-        const float2 b = *reinterpret_cast<const float2*>(reinterpret_cast<const float*>(head) + i);
-        return make_float2(bias_limited(b.x), bias_limited(b.y));
+        const uint32_t u = *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint16_t*>(head) + i);
+        b = type == 0 ? make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u))
+                      : make_float2(__half2float(__ushort_as_half(static_cast<uint16_t>(u & 0xffffu))),
+                                    __half2float(__ushort_as_half(static_cast<uint16_t>(u >> 16))));
     }
-    const uint32_t u = *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint16_t*>(head) + i);
-    if(type == 0)
-        return make_float2(bias_limited(__uint_as_float(u << 16)), bias_limited(__uint_as_float(u & 0xffff0000u)));
-    return make_float2(__half2float(__ushort_as_half(static_cast<uint16_t>(u & 0xffffu))),
-                       __half2float(__ushort_as_half(static_cast<uint16_t>(u >> 16))));
+    return make_float2(bias_limited(b.x, limit), bias_limited(b.y, limit));
 }
 
 // ALiBi's slope of query head h of nh: the geometric series 2^(-8 (h + 1) / n) over the largest

@@ -45,6 +45,7 @@ struct WgExt
     int64_t ss = 0;
     int sq = 0, skv = 0;
     float inv_scale = 1.0f;
+    float bias_limit = kBiasLimit; // kBiasLimit * min(1, scale): bias * inv_scale stays finite
     // Softcapping and ALiBi in raw score units: cap = c / scale (0: off), cap_inv = 1 / cap, alibi =
     // the head's slope / scale (0: off).
     float cap = 0.0f, cap_inv = 0.0f;
@@ -109,10 +110,10 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                     const int col = kv0 + 2 * t + j * 8;
                     float2 bv;
                     if(x.pairs)
-                        bv = bias_pair_at(x.bias, x.type, x.ss, row, min(col, x.skv - 2));
+                        bv = bias_pair_at(x.bias, x.type, x.ss, row, min(col, x.skv - 2), x.bias_limit);
                     else
-                        bv = make_float2(bias_at(x.bias, x.type, x.ss, row, min(col, x.skv - 1)),
-                                         bias_at(x.bias, x.type, x.ss, row, min(col + 1, x.skv - 1)));
+                        bv = make_float2(bias_at(x.bias, x.type, x.ss, row, min(col, x.skv - 1), x.bias_limit),
+                                         bias_at(x.bias, x.type, x.ss, row, min(col + 1, x.skv - 1), x.bias_limit));
                     s[4 * j + 2 * hf] = fmaf(bv.x, x.inv_scale, s[4 * j + 2 * hf]);
                     s[4 * j + 2 * hf + 1] = fmaf(bv.y, x.inv_scale, s[4 * j + 2 * hf + 1]);
                 }
@@ -155,28 +156,89 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                 if(j * 8 + (e & 1) > lim[e >> 1])
                     s[4 * j + e] = -INFINITY;
     }
-#pragma unroll
-    for(int hf = 0; hf < 2; ++hf)
+    if constexpr(!Ext)
     {
-        float mx = m[hf];
 #pragma unroll
-        for(int j = 0; j < BN / 8; ++j)
-            mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // __fmul_rn: no contraction into an FMA, so an unchanged maximum gives alpha == 1 exactly
-        const float base = mx == -INFINITY ? 0.0f : __fmul_rn(mx, sl2);
-        alpha[hf] = mx == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base);
-        m[hf] = mx;
-        float sum = 0.0f;
-#pragma unroll
-        for(int j = 0; j < BN / 8; ++j)
+        for(int hf = 0; hf < 2; ++hf)
         {
-            s[4 * j + 2 * hf] = fast_exp2(fmaf(s[4 * j + 2 * hf], sl2, -base));
-            s[4 * j + 2 * hf + 1] = fast_exp2(fmaf(s[4 * j + 2 * hf + 1], sl2, -base));
-            sum += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
+            float mx = m[hf];
+#pragma unroll
+            for(int j = 0; j < BN / 8; ++j)
+                mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            // __fmul_rn: no contraction into an FMA, so an unchanged maximum gives alpha == 1 exactly
+            const float base = mx == -INFINITY ? 0.0f : __fmul_rn(mx, sl2);
+            alpha[hf] = mx == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base);
+            m[hf] = mx;
+            float sum = 0.0f;
+#pragma unroll
+            for(int j = 0; j < BN / 8; ++j)
+            {
+                s[4 * j + 2 * hf] = fast_exp2(fmaf(s[4 * j + 2 * hf], sl2, -base));
+                s[4 * j + 2 * hf + 1] = fast_exp2(fmaf(s[4 * j + 2 * hf + 1], sl2, -base));
+                sum += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
+            }
+            l[hf] = l[hf] * alpha[hf] + sum;
         }
-        l[hf] = l[hf] * alpha[hf] + sum;
+    }
+    else
+    {
+        float mx[2], base[2];
+#pragma unroll
+        for(int hf = 0; hf < 2; ++hf)
+        {
+            mx[hf] = m[hf];
+#pragma unroll
+            for(int j = 0; j < BN / 8; ++j)
+                mx[hf] = fmaxf(mx[hf], fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
+            mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
+            mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
+            base[hf] = mx[hf] == -INFINITY ? 0.0f : __fmul_rn(mx[hf], sl2);
+        }
+        float sum[2] = {0.0f, 0.0f};
+        // A bias can make scores huge (finfo.min masks: about -2^127 in raw units). The FFMA below
+        // leaves the rounding error of mx * sl2 in every exponent of the row: a common factor that
+        // cancels, but at such magnitudes up to 2^100, so p overflows or vanishes. Such rows take
+        // differences first: a row whose scores are all equal (masked everywhere by one huge value,
+        // which absorbs q.k) gets exp2(0) = 1 throughout, torch's average. Below 2^12 the error is
+        // under 2^-12 in the exponent. One test for both rows: the two rows' exponentials interleave.
+        if(x.bias != nullptr && !(fabsf(base[0]) < 0x1p12f && fabsf(base[1]) < 0x1p12f))
+        {
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+            {
+                alpha[hf] = mx[hf] == m[hf] ? 1.0f : fast_exp2((m[hf] - mx[hf]) * sl2);
+#pragma unroll
+                for(int j = 0; j < BN / 8; ++j)
+                {
+                    s[4 * j + 2 * hf] = fast_exp2((s[4 * j + 2 * hf] - mx[hf]) * sl2);
+                    s[4 * j + 2 * hf + 1] = fast_exp2((s[4 * j + 2 * hf + 1] - mx[hf]) * sl2);
+                    sum[hf] += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
+                }
+            }
+        }
+        else
+        {
+#pragma unroll
+            for(int hf = 0; hf < 2; ++hf)
+            {
+                alpha[hf] = mx[hf] == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base[hf]);
+#pragma unroll
+                for(int j = 0; j < BN / 8; ++j)
+                {
+                    s[4 * j + 2 * hf] = fast_exp2(fmaf(s[4 * j + 2 * hf], sl2, -base[hf]));
+                    s[4 * j + 2 * hf + 1] = fast_exp2(fmaf(s[4 * j + 2 * hf + 1], sl2, -base[hf]));
+                    sum[hf] += s[4 * j + 2 * hf] + s[4 * j + 2 * hf + 1];
+                }
+            }
+        }
+#pragma unroll
+        for(int hf = 0; hf < 2; ++hf)
+        {
+            m[hf] = mx[hf];
+            l[hf] = l[hf] * alpha[hf] + sum[hf];
+        }
     }
 }
 

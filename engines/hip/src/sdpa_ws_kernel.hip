@@ -361,6 +361,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
                 ext.sq = a.sq;
                 ext.skv = a.skv;
                 ext.inv_scale = a.inv_scale;
+                ext.bias_limit = kBiasLimit / fmaxf(1.0f, a.inv_scale);
             }
         }
         if constexpr(Ext == 2)
