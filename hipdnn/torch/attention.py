@@ -441,9 +441,10 @@ def _unexpanded(t: torch.Tensor) -> torch.Tensor:
 def _bias(
     mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
 ) -> torch.Tensor:
-    """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq, Skv] (on the CPU [B|1, Hq|1, Sq|1, Skv|1]:
-    its engine broadcasts every dim of 1; on a GPU, broadcast query or key axes are expanded, and
-    copied later). Batch and head axes that were only expanded (stride 0) stay length 1."""
+    """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq|1, Skv|1] on the CPU (its engine broadcasts
+    every dim of 1) and [B|1, Hq|1, Sq|1, Skv] on a GPU (a broadcast key axis is expanded, and copied
+    later: that engine reads keys contiguously). Batch and head axes that were only expanded (stride 0)
+    stay length 1."""
     if not isinstance(mask, torch.Tensor):
         raise _fail(f"attn_mask must be a torch.Tensor or None, not {type(mask).__name__}")
     if mask.device != query.device:
@@ -470,12 +471,11 @@ def _bias(
         mask = mask.reshape(1, *mask.shape[-3:])
     else:
         mask = _flatten_batch(_expand_batch(mask, batch))
-    if query.device.type == "cpu":
-        # The CPU engine broadcasts every dim of 1 ([B|1, Hq|1, Sq|1, Skv|1]): a padding mask
-        # [B, 1, 1, Skv] is read as one row per batch, not copied to a full [Sq, Skv] plane per call.
+    # Both engines broadcast a query dim of 1: a key padding mask [B, 1, 1, Skv] is read as one row
+    # per batch, not copied to a full [Sq, Skv] plane per call.
+    if query.device.type == "cpu" or mask.shape[-1] == skv:
         return mask
-    # The GPU engine reads the full [Sq, Skv] plane (and refuses a bias of one row).
-    return mask.expand(mask.shape[0], mask.shape[1], sq, skv)
+    return mask.expand(*mask.shape[:-1], skv)
 
 
 def _lengths(

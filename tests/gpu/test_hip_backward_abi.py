@@ -137,6 +137,9 @@ SERVABLE = {
         attnMaskTensorUid=20,
         change={20: {"dims": [1, 1, 64, 64], "strides": [64 * 67, 64 * 67, 67, 1], "dtype": BF16}},
     ),
+    "bias fp16 of one row per batch (a key padding mask)": bwd_bytes(
+        QS, attnMaskTensorUid=20, change={20: {"dims": [2, 1, 1, 64], "strides": [64, 64, 64, 1], "dtype": HALF}}
+    ),
     "dynamic bias broadcast over H": bwd_bytes(
         [W, 4, W, 64],
         [W, 2, W, 64],
@@ -168,7 +171,11 @@ DECLINED = {
     ),
     "bias of another query length": (
         bwd_bytes(QS, attnMaskTensorUid=20, change={20: {**BIAS, "dims": [2, 4, 32, 64]}}),
-        "bias is [2,4,32,64]; it must be [B|1, Hq|1, Sq, Skv]",
+        "bias is [2,4,32,64]; it must be [B|1, Hq|1, Sq|1, Skv]",
+    ),
+    "bias broadcast over the keys": (
+        bwd_bytes(QS, attnMaskTensorUid=20, change={20: {**BIAS, "dims": [2, 4, 64, 1], "strides": [256, 64, 1, 1]}}),
+        "bias is [2,4,64,1]; it must be [B|1, Hq|1, Sq|1, Skv]",
     ),
     "dynamic bias, key dim not innermost": (
         bwd_bytes(

@@ -70,7 +70,8 @@ class Opts:
     bottom_right: bool = False
     left: int | None = None
     right: int | None = None
-    bias: str | None = None  # None, "bh" (per b, h), "b1" (broadcast over H), "1h" (over B), "11" (both)
+    bias: str | None = None  # None, "bh" (per b, h), "b1" (broadcast over H), "1h" (over B), "11" (both);
+    # a third "1": broadcast over the queries too ("b11": a key padding mask [B, 1, 1, Skv])
     bias_dtype: hipdnn.DataType = FLOAT
     inf_rows: bool = False  # some bias rows all -inf, and scattered -inf entries
     scale: float = 0.9 / 8
@@ -92,7 +93,9 @@ class Shape:
 
 
 def bias_dims(kind: str, b: int, sq: int, skv: int) -> list[int]:
-    return [b if kind[0] == "b" else 1, HQ if kind[1] == "h" else 1, sq, skv]
+    """kind: per batch "b" or broadcast "1", per head "h" or "1", then "1" where one row serves every
+    query (a key padding mask [B, 1, 1, Skv])."""
+    return [b if kind[0] == "b" else 1, HQ if kind[1] == "h" else 1, 1 if kind[2:] == "1" else sq, skv]
 
 
 def bias_strides(dims: list[int]) -> list[int]:
@@ -299,6 +302,8 @@ OPTIONS = [
     ("bias_inf_rows", Opts(bias="bh", inf_rows=True)),
     ("bias_inf_window_br", Opts(bias="1h", bias_dtype=BF16, inf_rows=True, left=33, bottom_right=True)),
     ("bias_window_right", Opts(bias="b1", bias_dtype=HALF, left=70, right=5)),
+    ("bias_b11_bf16_causal", Opts(bias="b11", bias_dtype=BF16, causal=True)),
+    ("bias_1h1_f32_inf", Opts(bias="1h1", inf_rows=True, left=33)),
 ]
 
 # (B, Sq, Skv) served by the one plan built at the maximum shape
@@ -374,6 +379,7 @@ DECODE_OPTIONS = [
     ("window_causal_br_bias", Opts(left=1000, causal=True, bottom_right=True, bias="bh", bias_dtype=BF16)),
     ("window_tl_right", Opts(left=100, right=2000)),
     ("bias_inf_rows", Opts(bias="1h", inf_rows=True)),
+    ("bias_b11", Opts(bias="b11", bias_dtype=HALF)),
 ]
 
 
@@ -511,7 +517,7 @@ BWD_OPTIONS = [
     o
     for o in OPTIONS
     if o[0] in ("left_tl", "left_br", "right_tl", "both_br", "causal_window", "bias_bh_f32", "bias_b1_bf16",
-                "bias_1h_fp16", "bias_inf_rows", "bias_inf_window_br")
+                "bias_1h_fp16", "bias_inf_rows", "bias_inf_window_br", "bias_b11_bf16_causal", "bias_1h1_f32_inf")
 ]  # fmt: skip
 BWD_SHAPES = [(1, 1, 1), (2, 37, 300), (3, 129, 37), (1, 129, 300), (2, 16, 129)]
 

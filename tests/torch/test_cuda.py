@@ -213,6 +213,41 @@ def test_dense_masks(dtype: Any, mask_kind: str, sq: int, skv: int) -> None:
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(("sq", "skv"), [(37, 300), (1, 1056), (129, 129)])
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_padding_mask_reaches_engine_202_as_one_row_per_batch(dtype: Any, sq: int, skv: int, kind: str) -> None:
+    """A key padding mask [B, 1, 1, Skv] (as given, or expanded over the queries) reaches the GPU plan
+    as one row per batch (engine 202 broadcasts a query dim of 1), not as a [B, 1, Sq, Skv] copy per
+    call; a mask broadcast over the keys [B, 1, Sq, 1] is expanded (the engine reads keys
+    contiguously). Values and gradients against the float64 reference, prefill and decode."""
+    from hipdnn.torch.attention import _bias
+
+    b, hq, hk, d = 3, 8, 2, 128
+    q, k, v = inputs(b, hq, hk, sq, skv, d, dtype, "bhsd", seed=sq * 3 + skv)
+    keep = torch.arange(skv, device=DEV)[None, :] < torch.tensor([skv, skv // 3, 1], device=DEV)[:, None]
+    raw = keep if kind == "bool" else torch.zeros(b, skv, device=DEV, dtype=dtype).masked_fill(~keep, float("-inf"))
+    row = raw[:, None, None, :]
+    for mask in (row, row.expand(b, 1, sq, skv)):
+        bias = _bias(mask, q, 4, "4d", (b,), hq, sq, skv)
+        assert bias.shape == (b, 1, 1, skv) and bias.stride()[-1] == 1
+        want_mask = mask if kind == "bool" else None
+        want_bias = None if kind == "bool" else mask
+        qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+        got = ht.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, enable_gqa=True)
+        want = reference64(qg, kg, vg, mask=want_mask, bias=want_bias)[0]
+        close(got, want, TOL[dtype], f"{kind} forward")
+        grad = torch.randn_like(got)
+        got_g = torch.autograd.grad(got, (qg, kg, vg), grad)
+        want_g = torch.autograd.grad(want, (qg, kg, vg), grad.double())
+        for name, g, w in zip(("dq", "dk", "dv"), got_g, want_g):
+            close(g, w, 2 * TOL[dtype], f"{kind} {name}")
+    per_query = torch.randn(b, 1, sq, 1, device=DEV, dtype=dtype)
+    assert _bias(per_query, q, 4, "4d", (b,), hq, sq, skv).shape == (b, 1, sq, skv)
+    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=per_query, enable_gqa=True)
+    close(got, reference64(q, k, v, bias=per_query)[0], TOL[dtype], "bias over the keys")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("sq", "skv"), [(37, 300), (1, 1056), (129, 129)])
 @pytest.mark.parametrize("low", ["finfo_min", "-1e30"])
 @pytest.mark.parametrize("scale", [None, 3.0])
 def test_rows_masked_everywhere_by_finfo_min_average(dtype: Any, sq: int, skv: int, low: str, scale: Any) -> None:

@@ -155,7 +155,7 @@ enum class Holds
     Rows,  // bf16 / fp16 [B, H, S, D] with a contiguous head dim: q, k, v, o and the gradients
     Stats, // fp32 [B, Hq, Sq, 1]: the natural-log log-sum-exp of each query row
     SeqLen, // int32 [B, 1, 1, 1]: each batch's length (padding mask)
-    Bias    // bf16 / fp16 / fp32 [B|1, Hq|1, Sq, Skv] with a contiguous key dim: the additive bias
+    Bias    // bf16 / fp16 / fp32 [B|1, Hq|1, Sq|1, Skv] with a contiguous key dim: the additive bias
 };
 
 struct RoleInfo
@@ -368,12 +368,14 @@ std::string check_shapes(const Plan& p, const Dims4* e)
     }
     if(p.uid[kBias] >= 0)
     {
-        // As on the CPU engine: [B|1, Hq|1, Sq, Skv], broadcast over a batch or head dim of 1; its Sq
+        // [B|1, Hq|1, Sq|1, Skv], broadcast over a batch, head or query dim of 1 (a key padding mask
+        // [B, 1, 1, Skv] is one row per batch: every kernel reads row i at i * bias_ss, and bias_ss is
+        // 0 then). Its key dim is read contiguously, so it is not broadcast (the CPU engine's is). Sq
         // and Skv are overridden with q's and k's.
         const Dims4& bs = e[kBias];
         if((bs.d[0] != 1 && differ(bs.d[0], q.d[0])) || (bs.d[1] != 1 && differ(bs.d[1], q.d[1]))
-           || differ(bs.d[2], q.d[2]) || differ(bs.d[3], k.d[2]))
-            return format("node '%s': bias is %s; it must be [B|1, Hq|1, Sq, Skv] = [%lld|1, %lld|1, %lld, %lld]; "
+           || (bs.d[2] != 1 && differ(bs.d[2], q.d[2])) || differ(bs.d[3], k.d[2]))
+            return format("node '%s': bias is %s; it must be [B|1, Hq|1, Sq|1, Skv] = [%lld|1, %lld|1, %lld|1, %lld]; "
                           "override it with q and k",
                           nm, dims_text(bs).c_str(), static_cast<long long>(q.d[0]), static_cast<long long>(q.d[1]),
                           static_cast<long long>(q.d[2]), static_cast<long long>(k.d[2]));
@@ -995,7 +997,7 @@ void run(const DeviceInfo& dev, hipStream_t stream, const Plan& plan, const sdk:
         a.bias_type = plan.bias_type;
         a.bias_sb = bs.d[0] == 1 ? 0 : bs.s[0];
         a.bias_sh = bs.d[1] == 1 ? 0 : bs.s[1];
-        a.bias_ss = bs.s[2];
+        a.bias_ss = bs.d[2] == 1 ? 0 : bs.s[2];
         const uintptr_t esz = plan.bias_type == 2 ? 4 : 2;
         a.bias_pairs = reinterpret_cast<uintptr_t>(a.bias) % (2 * esz) == 0 && a.bias_sb % 2 == 0
                        && a.bias_sh % 2 == 0 && (a.bias_ss % 2 == 0 || a.sq == 1) && a.skv % 2 == 0;

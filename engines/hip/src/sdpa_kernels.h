@@ -60,7 +60,7 @@ struct SdpaArgs
     int32_t mask_lo = 0;
     int32_t lo_br = 0;
     int32_t lo = 0;
-    // Additive bias [B|1, Hq|1, Sq, Skv] (null: none), added to scale * q.k before the softmax.
+    // Additive bias [B|1, Hq|1, Sq|1, Skv] (null: none), added to scale * q.k before the softmax.
     // bias_type: 0 bf16, 1 fp16, 2 fp32; strides in elements (0 along a broadcast dim; the key
     // dim is contiguous). bias_pairs: two neighbouring even-aligned keys can be read as one load
     // (base aligned to two elements, even strides, even skv).
