@@ -87,7 +87,8 @@ def mask_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
     """Calls with an ``attn_mask`` as models pass them (fp32, B = 4, H = 8, D = 64, BHSD): a causal
     mask [1, 1, S, S] expanded over the batch and a key padding mask [B, 1, 1, S] (batch b has 128 b
     keys padded on the left) at S = 512, and the same padding at decode (Sq = 1, 2048 keys, 500 b
-    padded); each as bool and as an additive float mask."""
+    padded); each as bool and as an additive float mask, the same mask tensor every call as a model's
+    layers pass it (hipdnn.torch converts a boolean one on the first call, then reuses the bias)."""
     rows: list[dict[str, Any]] = []
     b, h, d = 4, 8, 64
     shape: tuple[int, ...]
