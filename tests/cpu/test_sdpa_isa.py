@@ -170,6 +170,32 @@ EXTRA = {
         BASE, dt=DT.HALF, hq=2, hk=1, sq=5, skv=1100, d=64, dv=64, left=300, right=0, bottom_right=True
     ),
     "sq16_bf16_bshd": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=2, sq=16, skv=1100, d=64, dv=64, layout="bshd"),
+    # bf16 rows kernel: K by VDPBF16PS from q and k in place (amx build, d a multiple of 32), V widened
+    # in the registers (dv a multiple of the vector), else widened into scratch
+    "decode_bf16_mha_d128": replace(BASE, dt=DT.BFLOAT16, b=2, hq=4, hk=4, sq=1, skv=1300, d=128, dv=128),
+    "decode_bf16_gqa_bshd_padding_keys_bias": replace(
+        BASE,
+        dt=DT.BFLOAT16,
+        b=2,
+        hq=8,
+        hk=2,
+        sq=3,
+        skv=300,
+        d=64,
+        dv=64,
+        layout="bshd",
+        padding=True,
+        seq_q=[3, 1],
+        seq_kv=[300, 37],
+        bias="keys_only",
+    ),  # fmt: skip
+    "decode_bf16_mqa_key_chunks_d96": replace(BASE, dt=DT.BFLOAT16, hq=4, hk=1, sq=1, skv=1500, d=96, dv=96),
+    "decode_bf16_d48_widened": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=2, sq=1, skv=200, d=48, dv=48),
+    "decode_bf16_dv19": replace(BASE, dt=DT.BFLOAT16, hq=3, hk=1, sq=2, skv=129, d=64, dv=19, causal=True),
+    "sq16_bf16_gqa_causal_alibi_d128": replace(
+        BASE, dt=DT.BFLOAT16, hq=4, hk=1, sq=16, skv=129, d=128, dv=128, causal=True, bottom_right=True, alibi=True
+    ),
+    "decode_bf16_dstride": replace(BASE, dt=DT.BFLOAT16, layout="dstride", hq=2, hk=1, sq=1, skv=300, d=64, dv=64),
     "sq4_causal_tl_odd_dims": replace(BASE, hq=3, hk=3, sq=4, skv=37, d=37, dv=19, causal=True),
     "sq16_gqa_rows_blocks": replace(BASE, hq=8, hk=2, sq=16, skv=129, d=64, dv=64, causal=True, bottom_right=True),
     "sq17_panel_edge": replace(BASE, hq=8, hk=2, sq=17, skv=300, d=64, dv=64, causal=True, bottom_right=True),
@@ -209,6 +235,14 @@ def test_sdpa_forward(isa_handle: hipdnn.Handle, name: str) -> None:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(c=cases(), seed=st.integers(0, 2**16))
 def test_sdpa_forward_generated(isa_handle: hipdnn.Handle, c: Case, seed: int) -> None:
+    run_case(isa_handle, c, seed)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=cases(dts=(DT.BFLOAT16,), sq=(1, 16), skv=(1, 300), ds=(16, 32, 48, 64, 96, 128)), seed=st.integers(0, 2**16))
+def test_sdpa_bf16_decode_generated(isa_handle: hipdnn.Handle, c: Case, seed: int) -> None:
+    """bf16 with few queries (the rows kernel: q.k by VDPBF16PS on the amx build where d is a multiple
+    of 32, bf16 V read in place where dv is a multiple of the vector), every option drawn."""
     run_case(isa_handle, c, seed)
 
 
