@@ -173,6 +173,25 @@ EXTRA = {
     # bf16 rows kernel: K by VDPBF16PS from q and k in place (amx build, d a multiple of 32), V widened
     # in the registers (dv a multiple of the vector), else widened into scratch
     "decode_bf16_mha_d128": replace(BASE, dt=DT.BFLOAT16, b=2, hq=4, hk=4, sq=1, skv=1300, d=128, dv=128),
+    # one row per kv head: P.V by VDPBF16PS over pairs of keys, an odd count leaving one key alone
+    "decode_bf16_mha_odd_keys": replace(BASE, dt=DT.BFLOAT16, b=2, hq=3, hk=3, sq=1, skv=37, d=64, dv=64),
+    "decode_bf16_mha_one_key_dv160": replace(BASE, dt=DT.BFLOAT16, hq=2, hk=2, sq=1, skv=1, d=96, dv=160),
+    "decode_bf16_mha_padding_bias": replace(
+        BASE,
+        dt=DT.BFLOAT16,
+        b=3,
+        hq=2,
+        hk=2,
+        sq=1,
+        skv=129,
+        d=128,
+        dv=32,
+        padding=True,
+        seq_q=[1, 1, 0],
+        seq_kv=[129, 63, 5],
+        bias="keys_only",
+        layout="bshd",
+    ),  # fmt: skip
     "decode_bf16_gqa_bshd_padding_keys_bias": replace(
         BASE,
         dt=DT.BFLOAT16,

@@ -643,6 +643,87 @@ inline V dot_keys_bf16(const uint16_t* base, int64_t krs, int64_t nvalid, const 
 }
 #endif
 
+#if defined(__AVX512BF16__)
+// One query row's o[0..dv) = o alpha + sum_j p[j] v[j] over nk keys of bf16 V rows (vrs apart, read
+// in place), with P rounded to bf16 as the AMX kernel's (the running sum l stays fp32): two keys per
+// VDPBF16PS, their rows interleaved 16 bits at a time (unpacklo / unpackhi, within 128-bit lanes), so
+// the accumulators hold o in that lane order, put in it after the load and back before the store.
+// Where a row of o is alone (multi-head decode) this replaces widening each V element and one FMA
+// per key with a shuffle and a dot product per pair of keys. dv a multiple of 32, p padded with
+// zeros to nk rounded up to 16 (the rows kernel's s), pb room for that many bf16.
+template <int C>
+inline void pv_row_bf16_chunks(int64_t nk, const uint16_t* vt, int64_t vrs, const uint16_t* pb, float* o, float alpha)
+{
+    // lane k of the unpacklo (unpackhi) product holds dim (k / 4) 8 + k % 4 (+ 4) of a 32-dim chunk
+    alignas(64) int32_t to_lo[16], to_hi[16], back_a[16], back_b[16];
+    for(int k = 0; k < 16; ++k)
+    {
+        to_lo[k] = (k / 4) * 8 + k % 4;
+        to_hi[k] = (k / 4) * 8 + 4 + k % 4;
+        back_a[k] = (k % 8 < 4 ? 0 : 16) + (k / 8) * 4 + k % 4;     // dims 0-15 from (lo, hi)
+        back_b[k] = (k % 8 < 4 ? 0 : 16) + (k / 8 + 2) * 4 + k % 4; // dims 16-31
+    }
+    const __m512i ilo = _mm512_load_si512(to_lo), ihi = _mm512_load_si512(to_hi);
+    const __m512 al = _mm512_set1_ps(alpha);
+    __m512 lo[C], hi[C];
+    for(int c = 0; c < C; ++c)
+    {
+        const __m512 oa = _mm512_loadu_ps(o + 32 * c), ob = _mm512_loadu_ps(o + 32 * c + 16);
+        lo[c] = _mm512_mul_ps(_mm512_permutex2var_ps(oa, ilo, ob), al);
+        hi[c] = _mm512_mul_ps(_mm512_permutex2var_ps(oa, ihi, ob), al);
+    }
+    // (all chunks inside the key loop: 2 C independent accumulator chains hide VDPBF16PS's latency)
+    for(int64_t j = 0; j < nk; j += 2)
+    {
+        int32_t pair;
+        std::memcpy(&pair, pb + j, sizeof(pair)); // (pb[nk] is a padding 0 when nk is odd)
+        const __m512bh pp = (__m512bh)_mm512_set1_epi32(pair);
+        const uint16_t* r0 = vt + j * vrs;
+        const bool alone = j + 1 == nk; // the last key alone: its partner row is zeros (V may end here)
+        for(int c = 0; c < C; ++c)
+        {
+            const __m512i v0 = _mm512_loadu_si512(r0 + 32 * c);
+            const __m512i v1 = alone ? _mm512_setzero_si512() : _mm512_loadu_si512(r0 + vrs + 32 * c);
+            lo[c] = _mm512_dpbf16_ps(lo[c], (__m512bh)_mm512_unpacklo_epi16(v0, v1), pp);
+            hi[c] = _mm512_dpbf16_ps(hi[c], (__m512bh)_mm512_unpackhi_epi16(v0, v1), pp);
+        }
+    }
+    const __m512i ia = _mm512_load_si512(back_a), ib = _mm512_load_si512(back_b);
+    for(int c = 0; c < C; ++c)
+    {
+        _mm512_storeu_ps(o + 32 * c, _mm512_permutex2var_ps(lo[c], ia, hi[c]));
+        _mm512_storeu_ps(o + 32 * c + 16, _mm512_permutex2var_ps(lo[c], ib, hi[c]));
+    }
+}
+
+inline void pv_row_bf16(int64_t nk, const uint16_t* vt, int64_t vrs, const float* p, uint16_t* pb, float* o,
+                        int64_t dv, float alpha)
+{
+    const int64_t nkv = (nk + W - 1) / W * W;
+    for(int64_t j = 0; j < nkv; j += W)
+    {
+        const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(p + j));
+        std::memcpy(pb + j, &h, sizeof(h));
+    }
+    for(int64_t c = 0; c < dv; c += 128)
+        switch(std::min<int64_t>(4, (dv - c) / 32))
+        {
+        case 4:
+            pv_row_bf16_chunks<4>(nk, vt + c, vrs, pb, o + c, alpha);
+            break;
+        case 3:
+            pv_row_bf16_chunks<3>(nk, vt + c, vrs, pb, o + c, alpha);
+            break;
+        case 2:
+            pv_row_bf16_chunks<2>(nk, vt + c, vrs, pb, o + c, alpha);
+            break;
+        default:
+            pv_row_bf16_chunks<1>(nk, vt + c, vrs, pb, o + c, alpha);
+            break;
+        }
+}
+#endif
+
 // o[r][c-th vector] = o * alpha[r] + sum_j s[r][j] v[j][c-th vector] for R
 // rows and C vectors of the head dim: V rows read once per R rows.
 template <int R, int C, typename T>
@@ -2055,7 +2136,12 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
             rm[r] = mnew;
             ra[r] = alpha;
         }
-        if(live && vt16 != nullptr) // (else every row keeps its output: P = 0, alpha = 1; V's tile is not read)
+#if defined(__AVX512BF16__)
+        if(live && vt16 != nullptr && nr == 1 && dv % 32 == 0)
+            pv_row_bf16(nk, vt16, vrs, rs, reinterpret_cast<uint16_t*>(kbuf), ro, dv, ra[0]);
+        else
+#endif
+            if(live && vt16 != nullptr) // (else every row keeps its output: P = 0, alpha = 1; V's tile is not read)
             pv_rows(nr, nk, vt16, vrs, rs, ro, dvp, dvp / W, ra);
         else if(live)
             pv_rows(nr, nk, vt, vrs, rs, ro, dvp, dvp / W, ra);
