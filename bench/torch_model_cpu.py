@@ -33,7 +33,8 @@ def build(dtype: torch.dtype, layers: int) -> Any:
         vocab_size=4096, hidden_size=1024, intermediate_size=2816, num_hidden_layers=layers,
         num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=8192,
     )  # fmt: skip
-    return transformers.LlamaForCausalLM(config).to(dtype).eval()
+    model: Any = transformers.LlamaForCausalLM(config)  # (transformers' typing of .to rejects a dtype)
+    return model.to(dtype).eval()
 
 
 def inputs(batch: int, prompt: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
