@@ -439,6 +439,19 @@ def _unexpanded(t: torch.Tensor) -> torch.Tensor:
     return t.as_strided(t.shape, [s if n > 1 else 1 for n, s in zip(t.shape, t.stride())])
 
 
+class _MaskEntry:
+    """One boolean mask's additive bias and what it was made for. The bias is dropped as soon as the
+    mask dies (the weak reference's callback), so a long-context mask's bias does not outlive it."""
+
+    def __init__(self, mask: torch.Tensor, key: tuple[object, ...], bias: torch.Tensor) -> None:
+        self.source = weakref.ref(mask, self._drop)
+        self.key = key
+        self.bias: torch.Tensor | None = bias
+
+    def _drop(self, _ref: object) -> None:
+        self.bias = None
+
+
 class _BoolMaskMemo(threading.local):
     """The additive bias each thread last made from a boolean ``attn_mask``, handed out again while
     that same tensor comes back unmodified for the same call shape: transformers gives one mask to
@@ -448,9 +461,7 @@ class _BoolMaskMemo(threading.local):
     (bumped by every in-place change) is part of the key; a weak reference, so a dead mask is
     never matched by a new tensor at its address."""
 
-    source: weakref.ReferenceType[torch.Tensor] | None = None
-    key: tuple[object, ...] = ()
-    bias: torch.Tensor | None = None
+    entry: _MaskEntry | None = None
 
 
 _bool_masks = _BoolMaskMemo()
@@ -478,11 +489,11 @@ def _bias(
         mask._version, mask.data_ptr(), tuple(mask.shape), mask.stride(), mask.device, stream,
         query.dtype, query.device, rank, mode, tuple(batch), hq, sq, skv,
     )  # fmt: skip
-    slot = _bool_masks
-    if slot.source is not None and slot.source() is mask and slot.key == key and slot.bias is not None:
-        return slot.bias
+    entry = _bool_masks.entry
+    if entry is not None and entry.bias is not None and entry.source() is mask and entry.key == key:
+        return entry.bias
     bias = _additive_bias(mask, query, rank, mode, batch, hq, sq, skv)
-    slot.source, slot.key, slot.bias = weakref.ref(mask), key, bias
+    _bool_masks.entry = _MaskEntry(mask, key, bias)
     return bias
 
 

@@ -1,12 +1,14 @@
 """hipdnn.torch reuses the additive bias it made from a boolean attn_mask while the same mask tensor
 comes back unmodified (transformers hands one mask to every layer): reused only for that tensor,
 at that version and call shape; an in-place change, another tensor, a dead tensor, an inference
-tensor or another thread each get their own conversion, and every result is torch's."""
+tensor or another thread each get their own conversion, and every result is torch's. A dead mask's
+bias is released with it."""
 
 from __future__ import annotations
 
 import gc
 import threading
+import weakref
 from typing import Any
 
 import pytest
@@ -87,9 +89,12 @@ def test_a_dead_mask_is_never_matched() -> None:
     q, k, v = qkv(4)
     mask = padding_mask([129, 1])
     check(q, k, v, mask)
+    bias = weakref.ref(bias_of(mask, q))
     del mask
     gc.collect()
-    assert attention._bool_masks.source is None or attention._bool_masks.source() is None
+    entry = attention._bool_masks.entry
+    assert entry is not None and entry.source() is None and entry.bias is None
+    assert bias() is None, "the bias of a dead mask is released with it"
     fresh = padding_mask([3, 129])  # (may reuse the freed storage's address)
     check(q, k, v, fresh)
 
