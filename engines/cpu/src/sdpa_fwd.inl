@@ -654,15 +654,12 @@ inline V dot_keys_bf16(const uint16_t* base, int64_t krs, int64_t nvalid, const 
 template <int C>
 inline void pv_row_bf16_chunks(int64_t nk, const uint16_t* vt, int64_t vrs, const uint16_t* pb, float* o, float alpha)
 {
-    // lane k of the unpacklo (unpackhi) product holds dim (k / 4) 8 + k % 4 (+ 4) of a 32-dim chunk
-    alignas(64) int32_t to_lo[16], to_hi[16], back_a[16], back_b[16];
-    for(int k = 0; k < 16; ++k)
-    {
-        to_lo[k] = (k / 4) * 8 + k % 4;
-        to_hi[k] = (k / 4) * 8 + 4 + k % 4;
-        back_a[k] = (k % 8 < 4 ? 0 : 16) + (k / 8) * 4 + k % 4;     // dims 0-15 from (lo, hi)
-        back_b[k] = (k % 8 < 4 ? 0 : 16) + (k / 8 + 2) * 4 + k % 4; // dims 16-31
-    }
+    // lane k of the unpacklo (unpackhi) product holds dim (k / 4) 8 + k % 4 (+ 4) of a 32-dim chunk;
+    // back_a / back_b take dims 0-15 / 16-31 from (lo, hi)
+    alignas(64) static constexpr int32_t to_lo[16] = {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27};
+    alignas(64) static constexpr int32_t to_hi[16] = {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31};
+    alignas(64) static constexpr int32_t back_a[16] = {0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23};
+    alignas(64) static constexpr int32_t back_b[16] = {8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
     const __m512i ilo = _mm512_load_si512(to_lo), ihi = _mm512_load_si512(to_hi);
     const __m512 al = _mm512_set1_ps(alpha);
     __m512 lo[C], hi[C];
