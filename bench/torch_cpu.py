@@ -1,5 +1,5 @@
 """hipdnn.torch against torch's own SDPA on CPU tensors, as a model calls them: one attention call at
-decode shapes (Sq = 1, BSHD views, fp32), the whole call's wall time per call (hipdnn.torch's host
+decode shapes (Sq = 1, BSHD views, fp32 and bf16), the whole call's wall time per call (hipdnn.torch's host
 work and the CPU engine's kernel), interleaved round by round with torch's, best round of each; and
 hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms); and
 calls with an ``attn_mask`` as models pass them (``mask_rows``: an expanded causal mask, key padding
@@ -134,16 +134,18 @@ def main() -> int:
     args = ap.parse_args()
     torch.manual_seed(0)
     rows = []
-    for hq, hk, d in ((8, 8, 64), (32, 8, 128)):
+    for dtype, (hq, hk, d) in (
+        (dt, shape) for dt in (torch.float32, torch.bfloat16) for shape in ((8, 8, 64), (32, 8, 128))
+    ):
         for skv in (int(x) for x in args.skvs.split(",")):
-            q = torch.randn(1, 1, hq, d).transpose(1, 2)
-            k = torch.randn(1, skv, hk, d).transpose(1, 2)
-            v = torch.randn(1, skv, hk, d).transpose(1, 2)
+            q = torch.randn(1, 1, hq, d).to(dtype).transpose(1, 2)
+            k = torch.randn(1, skv, hk, d).to(dtype).transpose(1, 2)
+            v = torch.randn(1, skv, hk, d).to(dtype).transpose(1, 2)
             gqa = hq != hk
             want = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
             got = ht.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
             assert isinstance(got, torch.Tensor)
-            err = ((got - want).abs().max() / want.abs().max()).item()
+            err = ((got - want).float().abs().max() / want.float().abs().max()).item()
             times = best_us(
                 {
                     "hipdnn": lambda q=q, k=k, v=v, g=gqa: ht.scaled_dot_product_attention(q, k, v, enable_gqa=g),
@@ -154,7 +156,8 @@ def main() -> int:
                 args.calls,
                 args.rounds,
             )
-            row = {"heads": hq, "kv_heads": hk, "head_dim": d, "sq": 1, "skv": skv, "rel_err_vs_torch": err}
+            row = {"dtype": str(dtype).removeprefix("torch."), "heads": hq, "kv_heads": hk, "head_dim": d}
+            row.update({"sq": 1, "skv": skv, "rel_err_vs_torch": err})
             row.update({f"{name}_us": t for name, t in times.items()})
             row["hipdnn_over_torch"] = times["hipdnn"] / times["torch"]
             print(json.dumps(row), flush=True)
@@ -166,7 +169,8 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "torch": torch.__version__,
-        "method": "wall time per call, best of interleaved rounds (a 50 ms settle before each), fp32, B = 1",
+        "method": "wall time per call, best of interleaved rounds (a 50 ms settle before each), B = 1; rows fp32 "
+        "and bf16, mask rows fp32",
         "rows": rows,
     }
     out = Path(args.out)
