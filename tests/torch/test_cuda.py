@@ -141,6 +141,51 @@ def test_cuda_graph_replay() -> None:
         close(out, reference(static_q, k, v, True, True, lengths), TOL[torch.bfloat16], f"replay {step}")
 
 
+def test_bool_mask_bias_reuse_follows_streams_and_capture() -> None:
+    """hipdnn.torch's reuse of a boolean mask's bias (attention._BoolMaskMemo) on a GPU: reused on the
+    stream it was made on, made anew on another stream, and never reused while a CUDA graph captures,
+    so a replay converts the mask's values of that replay (mask changed in place between replays)."""
+    from hipdnn.torch import attention
+
+    b, h, sq, skv, d = 2, 4, 37, 300, 64
+    q, k, v = inputs(b, h, h, sq, skv, d, torch.bfloat16, "bhsd", seed=31)
+
+    def padded(lengths: list[int]) -> Any:
+        # (top-left causal and a padded tail: key 0 stays visible to every row)
+        return torch.stack([visible(sq, skv, causal=True, len_kv=n) for n in lengths])[:, None]
+
+    def want(mask: Any) -> Any:
+        return reference64(q, k, v, mask=mask)[0]
+
+    mask = padded([300, 120]).to(DEV)
+    first = attention._bias(mask, q, 4, "4d", (b,), h, sq, skv)
+    assert attention._bias(mask, q, 4, "4d", (b,), h, sq, skv) is first
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        assert attention._bias(mask, q, 4, "4d", (b,), h, sq, skv) is not first, "another stream, another bias"
+        got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    side.synchronize()
+    close(got, want(mask), TOL[torch.bfloat16], "bool mask on a side stream")
+
+    # Warm up on the stream that then captures, as torch's docs do: a bias of that stream is left
+    # behind, and only the capture check keeps the capture from reusing it.
+    capture = torch.cuda.Stream()
+    capture.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(capture):
+        for _ in range(2):
+            ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=capture):
+        out = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    for step, lengths in enumerate(([300, 120], [7, 299], [1, 300])):
+        mask.copy_(padded(lengths))
+        graph.replay()
+        torch.cuda.synchronize()
+        close(out, want(mask), TOL[torch.bfloat16], f"replay {step} with lengths {lengths}")
+
+
 def test_compiled_inductor() -> None:
     q, k, v = inputs(2, 8, 2, 129, 129, 64, torch.bfloat16, "bshd", seed=8)
 
