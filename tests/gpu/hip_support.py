@@ -434,8 +434,8 @@ BWD_WORKSPACE_ALIGN = 256
 
 def bwd_pair_bytes(hq: int, hk: int, sq: int, d: int) -> int:
     """Workspace of one (batch, kv head) pair: its Hq / Hk heads' rows (Sq rounded up to 128 each, whole
-    query tiles), D + 2 floats a row, 256-aligned."""
-    raw = (hq // hk) * ((sq + 127) // 128 * 128) * (d + 2) * 4
+    query tiles), D + 4 floats a row and one int flag, 256-aligned."""
+    raw = (hq // hk) * ((sq + 127) // 128 * 128) * (d + 4) * 4 + 4
     return (raw + BWD_WORKSPACE_ALIGN - 1) // BWD_WORKSPACE_ALIGN * BWD_WORKSPACE_ALIGN
 
 

@@ -286,8 +286,9 @@ def refused(ctx: Ctx, ov: dict[int, tuple[list[int], list[int]]], reason: str) -
 
 
 def test_a_call_whose_pair_exceeds_the_workspace_is_refused(mqa_ctx: Ctx) -> None:
-    """64 x 8192 rows x (128 + 2) floats = 272,629,760 bytes > the 256 MiB plan workspace."""
-    refused(mqa_ctx, mqa_overrides(8192), "272629760 bytes of backward workspace per (batch, kv head) pair")
+    """64 x 8192 rows x (128 + 4) floats and a flag = 276,824,320 bytes (256-aligned) > the 256 MiB plan
+    workspace."""
+    refused(mqa_ctx, mqa_overrides(8192), "276824320 bytes of backward workspace per (batch, kv head) pair")
 
 
 def test_gradient_shapes_are_rechecked_per_call(mqa_ctx: Ctx) -> None:

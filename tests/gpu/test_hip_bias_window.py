@@ -6,7 +6,9 @@ checks the build rules on any machine). The semantics are the CPU engine's (rfcs
 j < seq_len_kv[b], j <= i + R + shift and j >= i - L + 1 + shift (shift = Skv_b - Sq_b under
 bottom-right alignment, 0 under top-left; causal is R = 0), all present bounds intersecting; a row with
 no visible key, or whose scores the bias makes all -inf, gives o = 0 and stats = -inf, and the
-backward reads such a row as empty.
+backward reads such a row as empty. A row whose every key carries a huge finite bias (-1e30,
+finfo.min) is not empty: its softmax is taken over its scores as they round (uniform where they are
+all equal), in the forward and in the backward.
 
 The references are float64, written from that definition here (``band_reference``), on the device.
 Every output is NaN-prefilled inside a guard-banded buffer. Plans are built once at a maximum shape
@@ -46,6 +48,7 @@ from tests.gpu.test_hip_engine import (  # noqa: E402
 )
 
 FLOAT = hipdnn.DataType.FLOAT
+BF16_MIN, HALF_MIN = float(torch.finfo(torch.bfloat16).min), float(torch.finfo(torch.float16).min)
 BIAS_TORCH = {FLOAT: torch.float32, BF16: torch.bfloat16, HALF: torch.float16}
 TOL_O = {BF16: 1.6e-2, HALF: 4e-3}
 TOL_GRAD = {BF16: 2e-2, HALF: 5e-3}
@@ -74,6 +77,9 @@ class Opts:
     # a third "1": broadcast over the queries too ("b11": a key padding mask [B, 1, 1, Skv])
     bias_dtype: hipdnn.DataType = FLOAT
     inf_rows: bool = False  # some bias rows all -inf, and scattered -inf entries
+    # some bias rows all at this huge finite value (-1e30, finfo.min: transformers' older padding
+    # masks), some at huge values that differ per key, and scattered huge entries elsewhere
+    huge: float | None = None
     scale: float = 0.9 / 8
     d: int = 64  # head dim of q and k
     dv: int = 64  # of v and o
@@ -132,7 +138,9 @@ def band_reference(
     if o.softcap is not None:
         s = o.softcap * torch.tanh(s / o.softcap)
     if bias is not None:
-        s = s + bias.to(f64).expand(b, hq, sq, skv)
+        # (a finite bias beyond +-2^127 counts as +-2^127, as in the CPU engine: rfcs/0006)
+        limited = bias.to(f64).clamp(-(2.0**127), 2.0**127)
+        s = s + torch.where(bias.isinf(), bias.to(f64), limited).expand(b, hq, sq, skv)
     if o.alibi:
         i = torch.arange(sq, device=q.device, dtype=f64)[:, None]
         j = torch.arange(skv, device=q.device, dtype=f64)[None, :]
@@ -182,6 +190,13 @@ def make_bias(o: Opts, b: int, sq: int, skv: int, gen: Any) -> tuple[Any, list[i
     if o.inf_rows:
         x[..., sq // 2 :: 5, :] = -math.inf  # whole rows fully masked
         x[..., ::3, ::4] = -math.inf  # scattered entries
+    if o.huge is not None:
+        x[..., 1::4, :] = o.huge  # every key of these rows: all their scores equal (P uniform)
+        # huge, and different per key (at most 1e30: the engines count a bias past 2^127 as 2^127,
+        # and their raw-unit kernels one past 2^127 times the scale)
+        spread = 0.5 + 0.5 * torch.rand(x[..., 2::4, :].shape, generator=gen, device=x.device)
+        x[..., 2::4, :] = (max(o.huge, -1e30) * spread).to(x.dtype)
+        x[..., ::3, ::5] = o.huge  # scattered entries
     return x, dims, strides
 
 
@@ -281,7 +296,14 @@ def run_forward(handle: Any, g: Any, t: dict[str, Any], dtype: hipdnn.DataType, 
     assert out.guards_intact() and lse.guards_intact(), "a write landed outside the output"
     err = rel_err(got, want_o) if want_o.norm() > 0 else float(got.abs().max())
     assert err < TOL_O[dtype], f"relative error {err:.2e}"
-    check_lse(lse.view.float(), want_lse)
+    # A row whose scores all carry a bias past 2^100 (finfo.min) has stats only as large as the
+    # kernel's bias limit lets them be (2^127, or 2^127 times the scale where a kernel keeps scores
+    # in raw units: rfcs/0006): huge and of the same sign, not equal.
+    got_lse = lse.view.float()
+    huge = want_lse.isfinite() & (want_lse.abs() > 2.0**100)
+    assert bool((got_lse[huge].abs() > 2.0**100).all()), "stats of a row at a huge bias"
+    assert torch.equal(got_lse[huge].sign(), want_lse[huge].sign().float())
+    check_lse(torch.where(huge, want_lse.float(), got_lse), want_lse)
 
 
 # (name, options): every band and bias combination the task lists
@@ -304,6 +326,9 @@ OPTIONS = [
     ("bias_window_right", Opts(bias="b1", bias_dtype=HALF, left=70, right=5)),
     ("bias_b11_bf16_causal", Opts(bias="b11", bias_dtype=BF16, causal=True)),
     ("bias_1h1_f32_inf", Opts(bias="1h1", inf_rows=True, left=33)),
+    ("bias_huge_f32", Opts(bias="bh", huge=-1e30)),
+    ("bias_huge_bf16_min_causal", Opts(bias="b1", bias_dtype=BF16, huge=BF16_MIN, causal=True)),
+    ("bias_huge_fp16_min_window", Opts(bias="1h", bias_dtype=HALF, huge=HALF_MIN, left=33)),
 ]
 
 # (B, Sq, Skv) served by the one plan built at the maximum shape
@@ -517,7 +542,8 @@ BWD_OPTIONS = [
     o
     for o in OPTIONS
     if o[0] in ("left_tl", "left_br", "right_tl", "both_br", "causal_window", "bias_bh_f32", "bias_b1_bf16",
-                "bias_1h_fp16", "bias_inf_rows", "bias_inf_window_br", "bias_b11_bf16_causal", "bias_1h1_f32_inf")
+                "bias_1h_fp16", "bias_inf_rows", "bias_inf_window_br", "bias_b11_bf16_causal", "bias_1h1_f32_inf",
+                "bias_huge_f32", "bias_huge_bf16_min_causal", "bias_huge_fp16_min_window")
 ]  # fmt: skip
 BWD_SHAPES = [(1, 1, 1), (2, 37, 300), (3, 129, 37), (1, 129, 300), (2, 16, 129)]
 

@@ -256,6 +256,17 @@ def test_dense_masks(dtype: Any, mask_kind: str, sq: int, skv: int) -> None:
         close(g, w, 2 * TOL[dtype], f"{mask_kind} {name}")
 
 
+def masked_everywhere(b: int, sq: int, skv: int, dtype: Any, low: str, gen: Any) -> Any:
+    """A random additive mask [b, 1, sq, skv] with rows at finfo(dtype).min (or -1e30) on every key:
+    batch 0's first row, batch 1's second half, and batch 1's first half past key 5."""
+    fill = torch.finfo(dtype).min if low == "finfo_min" else float(low)
+    mask = torch.randn(b, 1, sq, skv, device=DEV, generator=gen).to(dtype)
+    mask[0, :, 0] = fill
+    mask[1, :, sq // 2 :] = fill
+    mask[1, :, : sq // 2, 5:] = fill
+    return mask
+
+
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize(("sq", "skv"), [(37, 300), (1, 1056), (129, 129)])
 @pytest.mark.parametrize("kind", ["bool", "float"])
@@ -307,15 +318,38 @@ def test_rows_masked_everywhere_by_finfo_min_average(dtype: Any, sq: int, skv: i
         pytest.skip("fp16 has no finite -1e30")
     b, hq, hk, d = 2, 8, 2, 128
     q, k, v = inputs(b, hq, hk, sq, skv, d, dtype, "bhsd", seed=sq * 7 + skv)
-    gen = torch.Generator(device=DEV).manual_seed(9)
-    fill = torch.finfo(dtype).min if low == "finfo_min" else float(low)
-    mask = torch.randn(b, 1, sq, skv, device=DEV, generator=gen).to(dtype)
-    mask[0, :, 0] = fill
-    mask[1, :, sq // 2 :] = fill
-    mask[1, :, : sq // 2, 5:] = fill
+    mask = masked_everywhere(b, sq, skv, dtype, low, torch.Generator(device=DEV).manual_seed(9))
     got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True, scale=scale)
     want = reference64(q, k, v, bias=mask, scale=scale)[0]
     close(got, want, TOL[dtype], "forward")
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("low", ["finfo_min", "-1e30"])
+@pytest.mark.parametrize("dout", ["random", "zero_on_masked_rows"])
+def test_gradients_of_rows_masked_everywhere_by_finfo_min(dtype: Any, low: str, dout: str) -> None:
+    """The backward of the rows above: their scores lie near -1e30, where the forward's stats hold
+    their max but not their softmax sum, and the probabilities taken from the stats came out wrong
+    (bf16 finfo.min: dQ 8 % off) or NaN (-1e30: NaN everywhere, even with dO = 0 on those rows, as a
+    language model's loss leaves padding rows). Values and gradients against float64."""
+    if low == "-1e30" and dtype == torch.float16:
+        pytest.skip("fp16 has no finite -1e30")
+    b, hq, hk, sq, skv, d = 2, 8, 2, 37, 300, 128
+    q, k, v = (x.requires_grad_() for x in inputs(b, hq, hk, sq, skv, d, dtype, "bhsd", seed=41))
+    gen = torch.Generator(device=DEV).manual_seed(10)
+    mask = masked_everywhere(b, sq, skv, dtype, low, gen)
+    grad = torch.randn(b, hq, sq, d, device=DEV, dtype=dtype, generator=gen)
+    if dout == "zero_on_masked_rows":
+        grad[0, :, 0] = 0
+        grad[1, :, sq // 2 :] = 0
+    got = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    got_g = torch.autograd.grad(got, (q, k, v), grad)
+    q64, k64, v64 = (x.detach().double().requires_grad_() for x in (q, k, v))
+    want = reference64(q64, k64, v64, bias=mask)[0]
+    want_g = torch.autograd.grad(want, (q64, k64, v64), grad.double())
+    close(got, want, TOL[dtype], "forward")
+    for name, g, w in zip(("dq", "dk", "dv"), got_g, want_g):
+        close(g, w, 2 * TOL[dtype], name)
 
 
 def same_greedy_tokens(got: Any, want: Any, what: str) -> None:

@@ -6,6 +6,9 @@
 //   1. pre-pass: per query row, delta = rowsum(dO * O) and the forward's log-sum-exp in log2 units
 //      (+inf for rows past the batch's query length and rows the forward saw empty, stats -inf, so
 //      that their probabilities are exactly 0); the tensor-core tier also clears its fp32 dQ sums.
+//      With a bias, rows whose stats cannot hold their softmax sum (a bias near -1e30 on every key
+//      they see) are recomputed and kept out of steps 2-3, then given their gradients by portable
+//      kernels of their own ("Rows the forward's stats cannot serve" below).
 //   2. tensor-core tier (sdpa_bwd_wg_kernel.hip): one block per 128 keys of a pair walks every
 //      visible query tile of the pair's query heads, keeps dK and dV in registers and adds its dQ
 //      share of each tile to the fp32 sums (kept in its register order, bwd_dq_offset); 3. a last
@@ -123,6 +126,10 @@ __global__ void __launch_bounds__(256) sdpa_bwd_prepass(const BwdSlice s, int ze
         }
         s.lse2[w] = l2;
         s.delta[w] = live ? dot : 0.0f;
+        s.lgl[w] = 0.0f;
+        s.mrow[w] = INFINITY; // (sdpa_bwd_exact_rows: not recomputed)
+        if(blockIdx.x == 0 && threadIdx.x == 0)
+            s.exact[z] = 0;
     }
     if(zero_accum)
         for(int c = lane; c < s.w / 4; c += L) // (the sums are 256-byte aligned, w a multiple of 64)
@@ -320,6 +327,301 @@ __global__ void __launch_bounds__(256) sdpa_bwd_portable_dq(const BwdSlice s)
             dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Rows the forward's stats cannot serve (calls with a bias). When every key a row sees carries a bias
+// near -1e30 or finfo.min (transformers' older additive masks on a padding row), its scores lie in the
+// 2^100s: the stats hold their max m but not log2 of their softmax sum l beside it (m + log2 l rounds
+// to m), and the kernels' P = exp2(score - lse2) came out l times too large, or inf or NaN from the
+// rounding error of the bias product (NaN gradients even where dO is 0). Such rows (|lse2| >=
+// kBwdExactLse, log2 units) are recomputed here and kept out of the main kernels:
+//   sdpa_bwd_exact_rows  their max and log2 sum from their scores (one online pass over the keys the
+//                        row sees), into mrow and lgl; lse2 becomes +inf, so the main kernels (either
+//                        tier) leave the row alone, and the pair is flagged;
+//   sdpa_bwd_exact_dq    their dQ rows (written over the main kernels' zeros);
+//   sdpa_bwd_exact_dkdv  their share of dK and dV, added to what the main kernels wrote (flagged
+//                        pairs only; the rows are found 256 at a time, so unflagged rows cost a test).
+// P = exp2(min(score - m, 0) - log2 l): the score's distance from the max first (exact: both lie near
+// the same huge value; at most 0, since every score is made here by the same code as the max),
+// then the sum's log. Portable code (16 lanes a row, width-16 exchanges, loops uniform per block), so
+// both tiers share it; a call with no such row pays three launches that return at once.
+constexpr float kBwdExactLse = 4096.0f;
+
+// A score in log2 units as the exact kernels make it: scaled (or softcapped), ALiBi, then the bias.
+__device__ __forceinline__ float exact_score_log2(float sc, const SdpaBwdArgs& a, float alibi2, const unsigned char* bh,
+                                                  int i, int j, float& dcap)
+{
+    const SdpaArgs& f = a.f;
+    dcap = 1.0f;
+    float lg = f.softcap > 0.0f ? softcapped_log2(sc * a.scale, f.softcap, dcap) : sc * f.scale_log2;
+    lg = fmaf(alibi2, static_cast<float>(j - i), lg);
+    if(bh != nullptr)
+        lg = fmaf(bias_at(bh, f.bias_type, f.bias_ss, i, j), kLog2e, lg);
+    return lg;
+}
+
+template <ElemType T, int D>
+__global__ void __launch_bounds__(256) sdpa_bwd_exact_rows(const BwdSlice s)
+{
+    constexpr int DL = D / 16;
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int d0 = lane * DL;
+    const int i0 = static_cast<int>(blockIdx.x) * kPortableRows;
+    const int i = i0 + static_cast<int>(threadIdx.x >> 4);
+    const int hh = static_cast<int>(blockIdx.y);
+    const int z = static_cast<int>(blockIdx.z);
+    const Pair pr = pair_of(s, z);
+    const int h = pr.hk * (f.hq / f.hk) + hh;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    if(i0 >= len.sq) // (the whole block)
+        return;
+    const bool live = i < len.sq;
+    const int64_t w = ws_row(s, z, hh, live ? i : i0);
+    const float l2 = s.lse2[w];
+    const bool mark = live && fabsf(l2) >= kBwdExactLse && l2 != INFINITY; // (NaN: left as it is)
+    if(!__syncthreads_or(mark))
+        return;
+    float qv[DL];
+    const uint16_t* qp = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh
+                         + static_cast<int64_t>(live ? i : i0) * f.q_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+        qv[e] = d0 + e < f.d ? load_as_float<T>(qp + (d0 + e) * f.q_sd) : 0.0f;
+    const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
+    const unsigned char* bh = f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+    const float alibi2 = f.alibi ? alibi_slope(h, f.hq) * kLog2e : 0.0f;
+    // The block's widest range (its first row's start, its last row's end), and this row's.
+    const int last = min(i0 + kPortableRows, len.sq) - 1;
+    const int begin = max(0, i0 + len.lo), end = min(len.skv, last + len.diag + 1);
+    const int mine0 = max(0, i + len.lo), mine1 = min(len.skv, i + len.diag + 1);
+    float m = -INFINITY, l = 0.0f;
+    for(int j = begin; j < end; ++j)
+    {
+        const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
+        float sc = 0.0f;
+#pragma unroll
+        for(int e = 0; e < DL; ++e)
+            sc += d0 + e < f.d ? qv[e] * load_as_float<T>(kj + (d0 + e) * f.k_sd) : 0.0f;
+        sc = sum16(sc);
+        if(mark && j >= mine0 && j < mine1)
+        {
+            float dcap;
+            const float lg = exact_score_log2(sc, a, alibi2, bh, i, j, dcap);
+            if(lg > m)
+            {
+                l = l * exp2f(m - lg) + 1.0f;
+                m = lg;
+            }
+            else if(lg > -INFINITY || lg != lg) // (NaN: l becomes NaN, as the forward's row)
+                l += exp2f(lg - m);
+        }
+    }
+    if(!mark || lane != 0)
+        return;
+    s.lse2[w] = INFINITY; // the main kernels leave the row to sdpa_bwd_exact_dq / _dkdv
+    if(l > 0.0f || l != l) // (no key seen after all: the row contributes nothing)
+    {
+        s.mrow[w] = m;
+        s.lgl[w] = log2f(l);
+        s.exact[z] = 1;
+    }
+}
+
+template <ElemType T, int D>
+__global__ void __launch_bounds__(256) sdpa_bwd_exact_dq(const BwdSlice s)
+{
+    constexpr int DL = D / 16;
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int d0 = lane * DL;
+    const int i0 = static_cast<int>(blockIdx.x) * kPortableRows;
+    const int i = i0 + static_cast<int>(threadIdx.x >> 4);
+    const int hh = static_cast<int>(blockIdx.y);
+    const int z = static_cast<int>(blockIdx.z);
+    const Pair pr = pair_of(s, z);
+    const int h = pr.hk * (f.hq / f.hk) + hh;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    if(i0 >= len.sq || s.exact[z] == 0)
+        return;
+    const bool live = i < len.sq;
+    const int64_t w = ws_row(s, z, hh, live ? i : i0);
+    const float m = s.mrow[w];
+    const bool mark = live && m != INFINITY;
+    if(!__syncthreads_or(mark))
+        return;
+    const float g = s.lgl[w], delta = s.delta[w];
+    float qv[DL], dov[DL], dq[DL];
+    const uint16_t* qp = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh
+                         + static_cast<int64_t>(live ? i : i0) * f.q_ss;
+    const uint16_t* dop = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh
+                          + static_cast<int64_t>(live ? i : i0) * a.do_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+    {
+        qv[e] = d0 + e < f.d ? load_as_float<T>(qp + (d0 + e) * f.q_sd) : 0.0f;
+        dov[e] = d0 + e < f.dv ? load_as_float<T>(dop + (d0 + e) * a.do_sd) : 0.0f;
+        dq[e] = 0.0f;
+    }
+    const uint16_t* kh = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh;
+    const uint16_t* vh = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh;
+    const unsigned char* bh = f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+    const float alibi2 = f.alibi ? alibi_slope(h, f.hq) * kLog2e : 0.0f;
+    const int last = min(i0 + kPortableRows, len.sq) - 1;
+    const int begin = max(0, i0 + len.lo), end = min(len.skv, last + len.diag + 1);
+    const int mine0 = max(0, i + len.lo), mine1 = min(len.skv, i + len.diag + 1);
+    for(int j = begin; j < end; ++j)
+    {
+        const uint16_t* kj = kh + static_cast<int64_t>(j) * f.k_ss;
+        const uint16_t* vj = vh + static_cast<int64_t>(j) * f.v_ss;
+        float kv[DL], sc = 0.0f, dp = 0.0f;
+#pragma unroll
+        for(int e = 0; e < DL; ++e)
+        {
+            kv[e] = d0 + e < f.d ? load_as_float<T>(kj + (d0 + e) * f.k_sd) : 0.0f;
+            sc += qv[e] * kv[e];
+            dp += d0 + e < f.dv ? dov[e] * load_as_float<T>(vj + (d0 + e) * f.v_sd) : 0.0f;
+        }
+        sc = sum16(sc);
+        dp = sum16(dp);
+        if(mark && j >= mine0 && j < mine1)
+        {
+            float dcap;
+            const float lg = exact_score_log2(sc, a, alibi2, bh, i, j, dcap);
+            const float ds = exp2f(fminf(lg - m, 0.0f) - g) * (dp - delta) * dcap;
+#pragma unroll
+            for(int e = 0; e < DL; ++e)
+                dq[e] += ds * kv[e];
+        }
+    }
+    if(!mark)
+        return;
+    uint16_t* dqp = static_cast<uint16_t*>(a.dq) + pr.b * a.dq_sb + h * a.dq_sh + static_cast<int64_t>(i) * a.dq_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+        if(d0 + e < f.d)
+            dqp[(d0 + e) * a.dq_sd] = float_to_bits<T>(dq[e] * a.scale);
+}
+
+template <ElemType T, int D>
+__global__ void __launch_bounds__(256) sdpa_bwd_exact_dkdv(const BwdSlice s)
+{
+    constexpr int DL = D / 16;
+    const int z = static_cast<int>(blockIdx.y);
+    if(s.exact[z] == 0) // (the whole block: no row of this pair was recomputed)
+        return;
+    const SdpaBwdArgs& a = s.a;
+    const SdpaArgs& f = a.f;
+    const int lane = static_cast<int>(threadIdx.x) & 15;
+    const int d0 = lane * DL;
+    const int j0 = static_cast<int>(blockIdx.x) * kPortableRows;
+    const int j = j0 + static_cast<int>(threadIdx.x >> 4);
+    const Pair pr = pair_of(s, z);
+    const int group = f.hq / f.hk;
+    const BatchLengths len = batch_lengths(f, pr.b);
+    const bool live = j < len.skv;
+    float kj[DL], vj[DL], dk[DL], dv[DL];
+    const uint16_t* kp = static_cast<const uint16_t*>(f.k) + pr.b * f.k_sb + pr.hk * f.k_sh
+                         + static_cast<int64_t>(live ? j : 0) * f.k_ss;
+    const uint16_t* vp = static_cast<const uint16_t*>(f.v) + pr.b * f.v_sb + pr.hk * f.v_sh
+                         + static_cast<int64_t>(live ? j : 0) * f.v_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+    {
+        kj[e] = live && d0 + e < f.d ? load_as_float<T>(kp + (d0 + e) * f.k_sd) : 0.0f;
+        vj[e] = live && d0 + e < f.dv ? load_as_float<T>(vp + (d0 + e) * f.v_sd) : 0.0f;
+        dk[e] = dv[e] = 0.0f;
+    }
+    __shared__ unsigned char rows_on[256];
+    // The block's widest range of rows: from its first key's first row to its last key's last.
+    const int first = max(0, j0 - len.diag);
+    const int stop = min(len.sq, j0 + kPortableRows - len.lo);
+    for(int hh = 0; hh < group; ++hh)
+    {
+        const int h = pr.hk * group + hh;
+        const uint16_t* qh = static_cast<const uint16_t*>(f.q) + pr.b * f.q_sb + h * f.q_sh;
+        const uint16_t* doh = static_cast<const uint16_t*>(a.dout) + pr.b * a.do_sb + h * a.do_sh;
+        const unsigned char* bh = f.bias != nullptr ? bias_head(f, pr.b, h) : nullptr;
+        const float alibi2 = f.alibi ? alibi_slope(h, f.hq) * kLog2e : 0.0f;
+        for(int c0 = first; c0 < stop; c0 += 256)
+        {
+            const int r = c0 + static_cast<int>(threadIdx.x);
+            rows_on[threadIdx.x] = r < stop && s.mrow[ws_row(s, z, hh, r)] != INFINITY;
+            __syncthreads();
+            const int n = min(256, stop - c0);
+            for(int t = 0; t < n; ++t)
+            {
+                if(!rows_on[t]) // (the same row for every lane of the block)
+                    continue;
+                const int i = c0 + t;
+                const int64_t w = ws_row(s, z, hh, i);
+                const uint16_t* qi = qh + static_cast<int64_t>(i) * f.q_ss;
+                const uint16_t* doi = doh + static_cast<int64_t>(i) * a.do_ss;
+                float qv[DL], dov[DL], sc = 0.0f, dp = 0.0f;
+#pragma unroll
+                for(int e = 0; e < DL; ++e)
+                {
+                    qv[e] = d0 + e < f.d ? load_as_float<T>(qi + (d0 + e) * f.q_sd) : 0.0f;
+                    dov[e] = d0 + e < f.dv ? load_as_float<T>(doi + (d0 + e) * a.do_sd) : 0.0f;
+                    sc += qv[e] * kj[e];
+                    dp += dov[e] * vj[e];
+                }
+                sc = sum16(sc);
+                dp = sum16(dp);
+                if(live && j <= i + len.diag && j >= i + len.lo)
+                {
+                    float dcap;
+                    const float lg = exact_score_log2(sc, a, alibi2, bh, i, j, dcap);
+                    const float p = exp2f(fminf(lg - s.mrow[w], 0.0f) - s.lgl[w]);
+                    const float ds = p * (dp - s.delta[w]) * dcap;
+#pragma unroll
+                    for(int e = 0; e < DL; ++e)
+                    {
+                        dv[e] += p * dov[e];
+                        dk[e] += ds * qv[e];
+                    }
+                }
+            }
+            __syncthreads();
+        }
+    }
+    if(j >= f.skv)
+        return;
+    // Added to what the main kernels wrote (one more rounding to the gradients' type).
+    uint16_t* dkp = static_cast<uint16_t*>(a.dk) + pr.b * a.dk_sb + pr.hk * a.dk_sh + static_cast<int64_t>(j) * a.dk_ss;
+    uint16_t* dvp = static_cast<uint16_t*>(a.dv) + pr.b * a.dv_sb + pr.hk * a.dv_sh + static_cast<int64_t>(j) * a.dv_ss;
+#pragma unroll
+    for(int e = 0; e < DL; ++e)
+    {
+        if(d0 + e < f.d)
+            dkp[(d0 + e) * a.dk_sd] = float_to_bits<T>(load_as_float<T>(dkp + (d0 + e) * a.dk_sd) + dk[e] * a.scale);
+        if(d0 + e < f.dv)
+            dvp[(d0 + e) * a.dv_sd] = float_to_bits<T>(load_as_float<T>(dvp + (d0 + e) * a.dv_sd) + dv[e]);
+    }
+}
+
+template <ElemType T, int D>
+hipError_t launch_exact(const BwdSlice& s, int pairs, hipStream_t stream, bool rows)
+{
+    const SdpaArgs& f = s.a.f;
+    const dim3 per_row(static_cast<unsigned>((f.sq + kPortableRows - 1) / kPortableRows),
+                       static_cast<unsigned>(f.hq / f.hk), static_cast<unsigned>(pairs));
+    if(rows)
+    {
+        hipLaunchKernelGGL((sdpa_bwd_exact_rows<T, D>), per_row, dim3(256), 0, stream, s);
+        return hipGetLastError();
+    }
+    hipLaunchKernelGGL((sdpa_bwd_exact_dq<T, D>), per_row, dim3(256), 0, stream, s);
+    hipError_t e = hipGetLastError();
+    if(e != hipSuccess)
+        return e;
+    hipLaunchKernelGGL((sdpa_bwd_exact_dkdv<T, D>),
+                       dim3(static_cast<unsigned>((f.skv + kPortableRows - 1) / kPortableRows), static_cast<unsigned>(pairs)),
+                       dim3(256), 0, stream, s);
+    return hipGetLastError();
+}
+
 // Tensor-core tier: the fp32 dQ sums of a slice, scaled, into dQ (8 columns per thread; the
 // tensor-core tier writes dQ with a unit column stride and 4-byte aligned pairs).
 template <ElemType T>
@@ -397,16 +699,25 @@ hipError_t launch_slice(const BwdSlice& s, int pairs, bool tc, hipStream_t strea
     hipError_t e = hipGetLastError();
     if(e != hipSuccess)
         return e;
-    if(!tc)
-        return s.w == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
-    if((e = bwd_wg_launch(s, pairs, T, stream)) == hipErrorNotSupported)
-        return s.w == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
-    if(e != hipSuccess)
+    // Rows whose stats cannot serve them: only a bias makes scores that large (the exact kernels).
+    const bool exact = f.bias != nullptr;
+    auto exact_pass = [&](bool rows_pass) {
+        return s.w == 64 ? launch_exact<T, 64>(s, pairs, stream, rows_pass) : launch_exact<T, 128>(s, pairs, stream, rows_pass);
+    };
+    if(exact && (e = exact_pass(true)) != hipSuccess)
         return e;
-    const int64_t chunks = rows * (f.d / 8);
-    hipLaunchKernelGGL((sdpa_bwd_dq_convert<T>), dim3(static_cast<unsigned>((chunks + 255) / 256), pairs), dim3(256),
-                       0, stream, s);
-    return hipGetLastError();
+    if(!tc || (e = bwd_wg_launch(s, pairs, T, stream)) == hipErrorNotSupported)
+        e = s.w == 64 ? launch_portable_typed<T, 64>(s, pairs, stream) : launch_portable_typed<T, 128>(s, pairs, stream);
+    else if(e == hipSuccess)
+    {
+        const int64_t chunks = rows * (f.d / 8);
+        hipLaunchKernelGGL((sdpa_bwd_dq_convert<T>), dim3(static_cast<unsigned>((chunks + 255) / 256), pairs), dim3(256),
+                           0, stream, s);
+        e = hipGetLastError();
+    }
+    if(e != hipSuccess || !exact)
+        return e;
+    return exact_pass(false);
 }
 
 bool aligned(const void* p, uintptr_t n)
@@ -487,6 +798,9 @@ hipError_t launch_sdpa_bwd(const SdpaBwdArgs& a, ElemType t, Tier tier, void* wo
         s.dq_accum = base;
         s.lse2 = base + n * rows_per_pair * w;
         s.delta = s.lse2 + n * rows_per_pair;
+        s.lgl = s.delta + n * rows_per_pair;
+        s.mrow = s.lgl + n * rows_per_pair;
+        s.exact = reinterpret_cast<int*>(s.mrow + n * rows_per_pair);
         const hipError_t e = t == ElemType::Bf16 ? launch_slice<ElemType::Bf16>(s, static_cast<int>(n), tc, stream)
                                                  : launch_slice<ElemType::Half>(s, static_cast<int>(n), tc, stream);
         if(e != hipSuccess)

@@ -11,8 +11,10 @@ namespace hipdnn_hip
 // One slice of a backward call: the (batch, kv head) pairs p0 .. p0 + gridDim.y - 1, pair p being
 // batch p / hk, kv head p % hk. The slice's workspace holds, per pair, G = hq / hk heads of sq rows:
 // lse2 (the row's log-sum-exp in log2 units, +inf for a row that must contribute nothing),
-// delta = rowsum(dO * O), and (tensor-core tier) fp32 dQ partial sums of w floats per row, w the
-// kernels' (padded) head dim, kernel_head_dim(d, dv).
+// delta = rowsum(dO * O), the max and log2 of the softmax sum of a row whose stats cannot hold them
+// (mrow +inf elsewhere; sdpa_bwd_exact_rows), and (tensor-core tier) fp32 dQ partial sums of w floats
+// per row, w the kernels' (padded) head dim, kernel_head_dim(d, dv); per pair, whether any of its rows
+// was recomputed.
 struct BwdSlice
 {
     SdpaBwdArgs a;
@@ -20,6 +22,9 @@ struct BwdSlice
     int64_t p0 = 0;
     float* lse2 = nullptr;     // [pairs][G][sq]
     float* delta = nullptr;    // [pairs][G][sq]
+    float* lgl = nullptr;      // [pairs][G][sq]
+    float* mrow = nullptr;     // [pairs][G][sq]
+    int* exact = nullptr;      // [pairs]
     float* dq_accum = nullptr; // [pairs][G][sq][w]
 };
 

@@ -2,9 +2,10 @@
 // the launcher (how a call is cut into slices). Plain C++.
 //
 // The backward keeps, per query row, fp32 dQ partial sums (D floats: every key block adds its share
-// atomically), the row's log-sum-exp in log2 units and delta = rowsum(dO * O) (one float each).
+// atomically), the row's log-sum-exp in log2 units, delta = rowsum(dO * O), and the max and log2 sum
+// of a row that sdpa_bwd_exact_rows recomputes (one float each); a pair also keeps one flag (int).
 // A (batch, kv head) pair owns the rows of its G = Hq / Hk query heads, so one pair needs
-// G * Sq128 * (D + 2) * 4 bytes, Sq128 being Sq rounded up to 128 rows: each head's rows then hold
+// G * Sq128 * (D + 4) * 4 + 4 bytes, Sq128 being Sq rounded up to 128 rows: each head's rows then hold
 // whole query tiles of the tensor-core kernel, whose dQ sums it adds a tile at a time
 // (bwd_dq_offset). A call whose pairs do not all fit runs in slices of whole pairs, one slice after
 // another on the stream; the plan reports enough for its maximum shape, capped at
@@ -57,7 +58,7 @@ inline size_t bwd_pair_bytes(int64_t hq, int64_t hk, int64_t sq, int64_t d)
     if(hq <= 0 || hk <= 0 || sq <= 0 || d <= 0)
         return 0;
     const int64_t rows = (hq / hk) * bwd_rows_per_head(sq);
-    const size_t b = static_cast<size_t>(rows) * static_cast<size_t>(d + 2) * sizeof(float);
+    const size_t b = static_cast<size_t>(rows) * static_cast<size_t>(d + 4) * sizeof(float) + sizeof(int);
     return (b + kBwdWorkspaceAlign - 1) / kBwdWorkspaceAlign * kBwdWorkspaceAlign;
 }
 

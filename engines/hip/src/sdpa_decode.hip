@@ -10,14 +10,14 @@
 //    longer groups take several row groups (adjacent blocks, so the repeated tiles come from L2).
 //  * Split-KV: the keys of one (batch, KV head) are cut into chunks processed by separate blocks
 //    (decode_splits in sdpa_decode_plan.h chooses the count from the grid and the device). Each
-//    writes its rows' partial output, normalised, and log2-sum-exp to the workspace; a second
-//    kernel merges the splits of each row through their log-sum-exps. With one split the block
+//    writes its rows' partial output, normalised, with its max and sum to the workspace; a second
+//    kernel merges the splits of each row, weighted by their sums. With one split the block
 //    writes the output directly and the merge is skipped.
 //  * Inside a block, the 4 warps take 16 keys each of every 64-key tile (their own online softmax
 //    over the block's keys) and are merged through shared memory at the end. Tiles stream through
 //    a ring of cp.async stages (3 at D = 128, 4 at D = 64), one block barrier per tile.
 // A batch whose seq_len_kv is short has most of its split blocks find no keys: they write an
-// empty partial (log-sum-exp -inf) and exit, so work follows each sequence's real length.
+// empty partial (max -inf, sum 0) and exit, so work follows each sequence's real length.
 #include "sdpa_decode_plan.h"
 #include "sdpa_device_common.h"
 #if defined(HIPDNN_HIP_ON_NVIDIA)
@@ -55,7 +55,11 @@ static_assert(kDecMergeBytes<128> <= kDecSmemBytes<128> - size_t(kDecRows) * 128
 struct DecodeArgs
 {
     float* part_o = nullptr;   // [splits][rows][D], rows = B * Hq * Sq
-    float* part_lse = nullptr; // [splits][rows], log2 units; -inf: the split saw no key
+    // [splits][rows]: each split's max score (log2 units; -inf: the split saw no key) and its sum of
+    // exp2(score - max), kept apart: m + log2 l in one float loses l where m is huge (a bias near
+    // -1e30 on every key), and splits of unequal lengths then merged with equal weights.
+    float* part_m = nullptr;
+    float* part_l = nullptr;
     int splits = 1;
     int chunk = 0;      // keys per split, a multiple of kDecBN
     int row_groups = 1; // blocks per (batch, KV head, split) along the packed rows
@@ -260,8 +264,8 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
                     if(a.alibi) // (uniform; the distance from a per-tile base, no conversion per score)
                         s[j][e] = fmaf(alibi2[e >> 1], dist0[e >> 1] + static_cast<float>(j * 8 + (e & 1)), s[j][e]);
                     if(brow[e >> 1] != nullptr) // (clamped key: keys past the chunk are masked below)
-                        s[j][e] = fmaf(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
-                                       1.4426950408889634f, s[j][e]);
+                        s[j][e] += __fmul_rn(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
+                                             1.4426950408889634f); // (rounded first: sdpa_wg_softmax.h)
                 }
                 if(edge)
                 {
@@ -408,7 +412,10 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
     for(int c = 0; c < PER; c += 4)
         *reinterpret_cast<float4*>(po + c) = make_float4(acc[c], acc[c + 1], acc[c + 2], acc[c + 3]);
     if(part == 0)
-        da.part_lse[slot] = ok ? mx + __log2f(lsum) : -INFINITY;
+    {
+        da.part_m[slot] = ok ? mx : -INFINITY;
+        da.part_l[slot] = ok ? lsum : 0.0f;
+    }
 }
 
 // Merge of the splits: one warp per output row; lanes cover the head dim (D / 32 each).
@@ -429,17 +436,18 @@ __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const Sdpa
     const int h = static_cast<int>((rid / a.sq) % a.hq);
     const int b = static_cast<int>(rid / (static_cast<int64_t>(a.sq) * a.hq));
 
-    // Every lane loads the log-sum-exps of its splits at once (one memory latency, not one per
+    // Every lane loads the maxima and sums of its splits at once (one memory latency, not one per
     // split), the warp reduces them, and each lane keeps its splits' weights; the partial rows are
     // then read with no load waiting on another.
     constexpr int LSE_PER_LANE = static_cast<int>(kDecodeMaxSplits) / 32;
-    float w_lane[LSE_PER_LANE];
+    float w_lane[LSE_PER_LANE], l_lane[LSE_PER_LANE];
     float mx = -INFINITY;
 #pragma unroll
     for(int j = 0; j < LSE_PER_LANE; ++j)
     {
         const int i = j * 32 + lane;
-        w_lane[j] = i < da.splits ? da.part_lse[i * nrows + rid] : -INFINITY;
+        w_lane[j] = i < da.splits ? da.part_m[i * nrows + rid] : -INFINITY;
+        l_lane[j] = i < da.splits ? da.part_l[i * nrows + rid] : 0.0f;
         mx = fmaxf(mx, w_lane[j]);
     }
 #pragma unroll
@@ -450,7 +458,7 @@ __global__ void __launch_bounds__(kMergeWarps * 32) sdpa_decode_merge(const Sdpa
 #pragma unroll
     for(int j = 0; j < LSE_PER_LANE; ++j)
     {
-        w_lane[j] = fast_exp2(w_lane[j] - base); // 0 for an empty split (-inf)
+        w_lane[j] = fast_exp2(w_lane[j] - base) * l_lane[j]; // 0 for an empty split (-inf, 0)
         sum += w_lane[j];
     }
 #pragma unroll
@@ -615,7 +623,8 @@ hipError_t launch_sdpa_decode(const SdpaArgs& a, ElemType t, void* workspace, si
     {
         const int64_t nrows = static_cast<int64_t>(a.batch) * a.hq * a.sq;
         da.part_o = static_cast<float*>(workspace);
-        da.part_lse = da.part_o + splits * nrows * shape.d;
+        da.part_m = da.part_o + splits * nrows * shape.d;
+        da.part_l = da.part_m + splits * nrows;
     }
     const bool bf = t == ElemType::Bf16;
     if(shape.d == 64)

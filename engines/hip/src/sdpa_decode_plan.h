@@ -7,7 +7,7 @@
 // included). A block owns one (batch, KV head, split, row group): its rows are the query rows of
 // every query head sharing that KV head (grouped-query packing: G = Hq / Hk heads x Sq positions,
 // kDecodeRows per row group), and its keys are one contiguous chunk of the KV length. With more
-// than one split, each block writes a partial output (fp32, normalised) and its log-sum-exp to
+// than one split, each block writes a partial output (fp32, normalised), its max and its sum to
 // the workspace, and a second kernel merges the splits of each row.
 #ifndef HIPDNN_HIP_ENGINE_SDPA_DECODE_PLAN_H
 #define HIPDNN_HIP_ENGINE_SDPA_DECODE_PLAN_H
@@ -80,13 +80,13 @@ struct DecodeShape
 };
 
 // Bytes of workspace one call of this shape uses with `splits` splits: the partial outputs
-// (fp32, [splits][B * Hq * Sq][D]) and their log-sum-exps ([splits][B * Hq * Sq]).
+// (fp32, [splits][B * Hq * Sq][D]) and their maxima and sums ([splits][B * Hq * Sq] each).
 inline size_t decode_workspace_bytes(const DecodeShape& s, int64_t splits)
 {
     if(splits <= 1)
         return 0;
     const int64_t rows = s.batch * s.hq * s.sq;
-    return static_cast<size_t>(splits) * static_cast<size_t>(rows) * static_cast<size_t>(s.d + 1) * sizeof(float);
+    return static_cast<size_t>(splits) * static_cast<size_t>(rows) * static_cast<size_t>(s.d + 2) * sizeof(float);
 }
 
 inline int64_t decode_splits_for(const DecodeShape& s, int64_t sms)
@@ -106,7 +106,7 @@ inline size_t decode_plan_workspace(const DecodeShape& max_shape, int64_t sms)
     if(max_shape.mask_top_left)
         return 0; // a short query sees only its first kDecodeMaxSq keys: one tile, never split
     const int64_t slots = sms * decode_blocks_per_sm(max_shape.d);
-    const size_t general = static_cast<size_t>(kDecodeMaxWaves * slots * kDecodeRows) * static_cast<size_t>(max_shape.d + 1)
+    const size_t general = static_cast<size_t>(kDecodeMaxWaves * slots * kDecodeRows) * static_cast<size_t>(max_shape.d + 2)
                            * sizeof(float);
     if(max_shape.batch <= 0 || max_shape.hq <= 0 || max_shape.hk <= 0 || max_shape.sq <= 0 || max_shape.skv <= 0)
         return general;

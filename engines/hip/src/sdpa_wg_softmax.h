@@ -114,8 +114,11 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                     else
                         bv = make_float2(bias_at(x.bias, x.type, x.ss, row, min(col, x.skv - 1), x.bias_limit),
                                          bias_at(x.bias, x.type, x.ss, row, min(col + 1, x.skv - 1), x.bias_limit));
-                    s[4 * j + 2 * hf] = fmaf(bv.x, x.inv_scale, s[4 * j + 2 * hf]);
-                    s[4 * j + 2 * hf + 1] = fmaf(bv.y, x.inv_scale, s[4 * j + 2 * hf + 1]);
+                    // (bias / scale rounded before the add, not fused: keys with equal huge biases,
+                    // a -1e30 padding row, keep equal scores; fused, the exact product's rounding
+                    // could go either way with the score added, and a tie become a one-hot row)
+                    s[4 * j + 2 * hf] += __fmul_rn(bv.x, x.inv_scale);
+                    s[4 * j + 2 * hf + 1] += __fmul_rn(bv.y, x.inv_scale);
                 }
             }
         }
