@@ -405,6 +405,7 @@ DECODE_OPTIONS = [
     ("window_tl_right", Opts(left=100, right=2000)),
     ("bias_inf_rows", Opts(bias="1h", inf_rows=True)),
     ("bias_b11", Opts(bias="b11", bias_dtype=HALF)),
+    ("bias_huge", Opts(bias="bh", huge=-1e30)),  # (splits of unequal lengths, merged by their sums)
 ]
 
 
