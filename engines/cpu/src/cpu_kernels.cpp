@@ -530,7 +530,7 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
     return run.total;
 }
 
-size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
+size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv, bool bf16_qkv)
 {
     (void)skv;
     // Every build's layout at both panel widths: the plan's workspace does not depend on the ISA,
@@ -546,13 +546,16 @@ size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv)
             run.lanes = lanes;
             most = std::max(most, sdpa_plan_layout(run, vectors * lanes));
         }
-    SdpaRun amx; // the AMX build's tile kernel
-    amx.sq = sq;
-    amx.d = d;
-    amx.dv = dv;
-    amx.lanes = 16;
-    amx.amx = true;
-    most = std::max(most, sdpa_plan_layout(amx, 0));
+    if(bf16_qkv)
+    {
+        SdpaRun amx; // the AMX build's tile kernel (run_sdpa gives it bf16 q, k and v only)
+        amx.sq = sq;
+        amx.d = d;
+        amx.dv = dv;
+        amx.lanes = 16;
+        amx.amx = true;
+        most = std::max(most, sdpa_plan_layout(amx, 0));
+    }
     return align_up(static_cast<size_t>(most) * sizeof(float));
 }
 

@@ -147,8 +147,10 @@ inline bool sdpa_bias_masks_block(const SdpaProblem& p, int64_t bias_off, int64_
 // covers every smaller shape of an override call; and capped in the sequence
 // lengths (a few panels of queries, one tile of keys; skv is unused), so a
 // wildcard length of a dynamic tensor is sized by passing any large value. The
-// size covers every ISA's kernel, so a plan's workspace never depends on it.
-size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv);
+// size covers every ISA's kernel, so a plan's workspace never depends on it;
+// the AMX build's tile kernel (the largest) only where q, k and v are all bf16
+// (bf16_qkv), the only calls it serves.
+size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv, bool bf16_qkv);
 
 // Runs the attention. scratch holds nthreads slices of per_thread bytes each
 // (64-byte aligned). Returns false (without touching outputs) if the scratch

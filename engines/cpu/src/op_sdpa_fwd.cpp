@@ -119,6 +119,9 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
     }
     if(!refs.why.empty())
         return "";
+    node.bf16_qkv = true;
+    for(int i = 0; i < 3; ++i)
+        node.bf16_qkv = node.bf16_qkv && node.in[i] >= 0 && plan.tensors[node.in[i]].dt == DType::BF16;
     std::string why = plan_varlen(plan, node);
     if(why.empty() && fp8 && node.varlen)
         return format("node '%s' (sdpa_fwd): ragged tensors with FP8 scaling are not supported", nm);
@@ -226,8 +229,11 @@ size_t scratch(const NodeInfo& node, const Shape* eff, std::string* why)
     }
     if(node.fp8) // the reference: one row of q and one of the output, in double
         return static_cast<size_t>(unbounded(meet(q.dims[3], k.dims[3])) + unbounded(v.dims[3])) * sizeof(double);
-    return sdpa_scratch_per_thread(
-        unbounded(q.dims[2]), unbounded(k.dims[2]), unbounded(meet(q.dims[3], k.dims[3])), unbounded(v.dims[3]));
+    return sdpa_scratch_per_thread(unbounded(q.dims[2]),
+                                   unbounded(k.dims[2]),
+                                   unbounded(meet(q.dims[3], k.dims[3])),
+                                   unbounded(v.dims[3]),
+                                   node.bf16_qkv);
 }
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)

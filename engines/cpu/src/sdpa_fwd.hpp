@@ -33,12 +33,13 @@ constexpr int64_t kSdpaAmxQw = 32;     // queries per panel of the AMX kernel (t
 // Panels per work item of the AMX kernel: at most kSdpaAmxPanels, and as many as keep the item's
 // queries and output (Qp and Ot: 64 d + 128 dv bytes a panel, padded) within kSdpaAmxPanelBytes
 // (each item transposes every V tile it reads, so more panels share that work: 16 rather than 8 was
-// 3-6 % faster at S = 512-2048, D = 128; 32 rather than 16 another 1-4 % at S = 1024-4096, not worth
-// doubling every plan's per-thread scratch there), down to kSdpaAmxMinPanels where that leaves too
-// few items for the threads.
+// 3-6 % faster at S = 512-2048, D = 128; 32 rather than 16 another 2-3 % back to back and 6.6 % on a
+// cold call at S = 1024, D = 128, where an item then serves a whole head), down to kSdpaAmxMinPanels
+// where that leaves too few items for the threads. Only plans whose q, k and v are bf16 reserve it
+// (sdpa_scratch_per_thread).
 constexpr int64_t kSdpaAmxPanels = 32;
 constexpr int64_t kSdpaAmxMinPanels = 4;
-constexpr int64_t kSdpaAmxPanelBytes = int64_t(384) << 10;
+constexpr int64_t kSdpaAmxPanelBytes = int64_t(768) << 10;
 constexpr int64_t kSdpaAmxBk = 256;    // keys per tile of the AMX kernel
 
 // Widest panel (queries) of each vector width, and panels per work item of the panel kernel: an item's
