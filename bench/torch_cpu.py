@@ -3,7 +3,8 @@ decode shapes (Sq = 1, BSHD views, fp32 and bf16), the whole call's wall time pe
 work and the CPU engine's kernel), interleaved round by round with torch's, best round of each; and
 hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms); and
 calls with an ``attn_mask`` as models pass them (``mask_rows``: an expanded causal mask, key padding
-masks, prefill and decode).
+masks, prefill and decode); and decode attention between torch ops, as a model calls it
+(``between_ops``: on torch's threads or the engine's worker pool).
 Writes JSON to --out (bench/results/torch_cpu.json).
 
     python bench/torch_cpu.py --out bench/results
@@ -23,6 +24,7 @@ from typing import Any
 
 import torch
 
+import hipdnn
 import hipdnn.torch as ht
 
 
@@ -125,6 +127,74 @@ def mask_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
     return rows
 
 
+def bound_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, threading: str) -> Callable[[], Any]:
+    """The engine's call on these tensors through a plan of its own built on
+    ``Handle(device="cpu", cpu_threading=threading)`` and bound (``Graph.bind``): hipdnn.torch's
+    path without its Python, the output allocated per call as hipdnn.torch does."""
+    dt = ht.plans.DATA_TYPES[q.dtype]
+    handle = hipdnn.Handle(device="cpu", cpu_threading=threading)
+    g = hipdnn.Graph(name="between_ops", io_data_type=dt, intermediate_data_type=hipdnn.DataType.FLOAT)
+    ts = [g.tensor(name=n, dim=list(x.shape), stride=list(x.stride()), data_type=dt) for n, x in zip("qkv", (q, k, v))]
+    gqa = q.shape[1] != k.shape[1]
+    o, _ = g.sdpa(*ts, attn_scale=q.shape[-1] ** -0.5)
+    o.set_output(True)
+    g.build(handle)
+    bound = g.bind(handle, [*ts, o])
+    ws_tensor = torch.empty(max(1, g.get_workspace_size()), dtype=torch.uint8)
+    ws = ws_tensor.data_ptr()
+    b, h, sq, _ = q.shape
+    dv = v.shape[-1]
+    qp, kp, vp = q.data_ptr(), k.data_ptr(), v.data_ptr()
+
+    def call() -> torch.Tensor:
+        out = torch.empty(b, h, sq, dv, dtype=q.dtype)
+        bound([qp, kp, vp, out.data_ptr()], ws)
+        return out
+
+    want = torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+    assert ((call() - want).float().abs().max() / want.float().abs().max()).item() < 2e-2
+    call.keep = (handle, g, bound, ws_tensor)  # type: ignore[attr-defined]  # alive as long as the call
+    return call
+
+
+def between_ops_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
+    """Attention as a model calls it: after a torch op (a decode step's projection, [1, 2048] x
+    [2048, 2048], run on torch's OpenMP threads, which then spin a while). Each timed step is the
+    matmul and one attention call (decode, Sq = 1, BSHD views); attention's time is the step's less
+    the matmul's alone (``matmul_us``). Attention by hipdnn.torch as shipped (``hipdnn_torch``: on
+    torch's threads where they are the engine's), by the engine's own call bound on a handle with
+    each ``cpu_threading`` (``bound_pool``, ``bound_openmp``), and by torch's SDPA."""
+    rows: list[dict[str, Any]] = []
+    for dtype in (torch.float32, torch.bfloat16):
+        a, w = torch.randn(1, 2048).to(dtype), torch.randn(2048, 2048).to(dtype)
+        for hq, hk, d, skv in ((8, 8, 64, 256), (8, 8, 128, 1024), (8, 8, 128, 4096), (32, 8, 128, 4096)):
+            q = torch.randn(1, 1, hq, d).to(dtype).transpose(1, 2)
+            k = torch.randn(1, skv, hk, d).to(dtype).transpose(1, 2)
+            v = torch.randn(1, skv, hk, d).to(dtype).transpose(1, 2)
+            gqa = hq != hk
+            attn: dict[str, Callable[[], Any]] = {
+                "hipdnn_torch": lambda q=q, k=k, v=v, g=gqa: ht.scaled_dot_product_attention(q, k, v, enable_gqa=g),
+                "bound_pool": bound_attention(q, k, v, "pool"),
+                "bound_openmp": bound_attention(q, k, v, "openmp"),
+                "torch": lambda q=q, k=k, v=v, g=gqa: torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, enable_gqa=g
+                ),
+            }
+            steps: dict[str, Callable[[], Any]] = {"matmul": lambda a=a, w=w: a @ w}
+            for name, fn in attn.items():
+                steps[name] = lambda a=a, w=w, fn=fn: (a @ w, fn())
+            times = best_us(steps, calls, rounds)
+            row: dict[str, Any] = {"dtype": str(dtype).removeprefix("torch."), "heads": hq, "kv_heads": hk}
+            row.update({"head_dim": d, "sq": 1, "skv": skv, "matmul_us": times["matmul"]})
+            for name in attn:
+                row[f"{name}_us"] = times[name] - times["matmul"]
+            for name in ("hipdnn_torch", "bound_pool", "bound_openmp"):
+                row[f"{name}_over_torch"] = row[f"{name}_us"] / row["torch_us"]
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--skvs", default="256,1024,4096")
@@ -165,12 +235,15 @@ def main() -> int:
     result = {
         "host": host_rows(args.calls * 10, args.rounds),
         "mask_rows": mask_rows(max(1, args.calls // 20), args.rounds),
+        "between_ops": between_ops_rows(max(1, args.calls // 4), args.rounds),
         "command": "python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "torch": torch.__version__,
         "method": "wall time per call, best of interleaved rounds (a 50 ms settle before each), B = 1; rows fp32 "
-        "and bf16, mask rows fp32",
+        "and bf16, mask rows fp32; between_ops: per step a torch matmul then one attention call, attention's time "
+        "the step's less the matmul's alone",
+        "hipdnn_torch_cpu_threading": ht.plans.cpu_threading(),
         "rows": rows,
     }
     out = Path(args.out)

@@ -95,6 +95,9 @@ def _loading_mode(value: object, what: str) -> PluginLoadingMode:
 #: the most threads ``Handle(cpu_threads=...)`` takes (the CPU engine's CPU_THREADS knob's bound)
 MAX_CPU_THREADS = 1024
 
+#: ``Handle(cpu_threading=...)`` -> the CPU engine's CPU_THREADING knob value
+CPU_THREADING: dict[str, int] = {"pool": 0, "openmp": 1}
+
 
 class Handle:
     """Loads engine plugins when created. Search order (see ``hipdnn.plugins.discovery``): built-in
@@ -111,6 +114,7 @@ class Handle:
         stream: int | None = None,
         device: str | None = None,
         cpu_threads: int | None = None,
+        cpu_threading: str | None = None,
     ) -> None:
         """``cpu_threads``: how many threads a call of a plan built on this handle uses on the CPU
         engine (its ``CPU_THREADS`` knob; the plan's workspace is sized for them); None (default):
@@ -120,7 +124,14 @@ class Handle:
         apply only where they find a GPU, then host engines. Engines that do not declare where
         their memory lives are kept by every choice, after every engine that declares it. A graph's
         ``preferred_engine_id`` is that engine or an error at build, also when the device leaves
-        its memory out (rfcs/0004-plugin-loading.md, section 9)."""
+        its memory out (rfcs/0004-plugin-loading.md, section 9).
+
+        ``cpu_threading``: where the CPU engine runs an attention forward's parallel work (its
+        ``CPU_THREADING`` knob): "pool" (the default), the engine's own worker threads, which never
+        hold a call for a thread the OS has not scheduled; "openmp", the OpenMP runtime's team,
+        which in an application using the same runtime (PyTorch on Linux) are its own threads,
+        still awake from its last op. ``hipdnn.torch`` picks "openmp" where that holds. Every
+        other op runs on the OpenMP team either way."""
         plugin_paths = path_list_arg(plugin_paths, "Handle: plugin_paths")
         self._device = _device_arg(device)
         plugin_loading_mode = _loading_mode(plugin_loading_mode, "Handle: plugin_loading_mode")
@@ -131,6 +142,13 @@ class Handle:
         knobs: dict[str, int] = {}
         if cpu_threads is not None:
             knobs["CPU_THREADS"] = int_arg(cpu_threads, "Handle: cpu_threads", 1, MAX_CPU_THREADS)
+        if cpu_threading is not None:
+            # (an exact str: a subclass's own __eq__ / __hash__ never run)
+            if type(cpu_threading) is not str or cpu_threading not in CPU_THREADING:
+                raise refuse(
+                    "Handle: cpu_threading", f"= {show(cpu_threading)} is not one of {', '.join(CPU_THREADING)}"
+                )
+            knobs["CPU_THREADING"] = CPU_THREADING[cpu_threading]
         self._backend = BackendHandle(
             self.discovery.candidates,
             level,

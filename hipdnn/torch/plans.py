@@ -21,6 +21,7 @@ declares, so they overlap nothing.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -522,6 +523,52 @@ _handles: dict[tuple[str, int | None], Handle] = {}
 _handles_lock = threading.Lock()
 
 
+#: overrides how the CPU handle runs the attention forward's parallel work: "pool", "openmp" or
+#: "auto" (unset: auto, see cpu_threading)
+CPU_THREADING_ENV = "HIPDNN_TORCH_CPU_THREADING"
+
+#: file names of OpenMP runtimes (GNU, LLVM, Intel)
+_OPENMP_RUNTIMES = ("libgomp", "libomp.", "libomp-", "libiomp5")
+
+
+def openmp_runtimes() -> set[str]:
+    """The OpenMP runtime files mapped into this process (read from /proc/self/maps; empty where
+    that cannot be read)."""
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in maps if ".so" in line}
+    except OSError:
+        return set()
+    return {p for p in paths if p.rsplit("/", 1)[-1].startswith(_OPENMP_RUNTIMES)}
+
+
+def torch_shares_engine_openmp() -> bool:
+    """Whether torch's CPU threads are the ones the CPU engine's OpenMP team would run on: torch's
+    parallel backend is OpenMP and the process holds one OpenMP runtime, GNU's ``libgomp.so.1``,
+    the library the engine links (the dynamic loader binds the engine to the copy already loaded,
+    torch's, rather than load a second)."""
+    if "parallel backend: OpenMP" not in torch.__config__.parallel_info():
+        return False
+    runtimes = openmp_runtimes()
+    return len(runtimes) == 1 and next(iter(runtimes)).rsplit("/", 1)[-1] == "libgomp.so.1"
+
+
+def cpu_threading() -> str:
+    """How the CPU handle runs the attention forward's parallel work (``Handle(cpu_threading=)``).
+    ``HIPDNN_TORCH_CPU_THREADING`` set to "pool" or "openmp" decides; otherwise "openmp" where torch
+    shares the engine's OpenMP runtime (torch_shares_engine_openmp), else "pool". On torch's own
+    threads a call starts at once on threads still spinning from torch's last op; the engine's own
+    workers would have to be woken and then fight those threads for the cores (an 8-head decode
+    between two matmuls took 1.4-2.4x torch's SDPA time that way, and the same time on torch's
+    threads: rfcs/0010-torch-integration.md)."""
+    choice = os.environ.get(CPU_THREADING_ENV, "auto").strip().lower() or "auto"
+    if choice in ("pool", "openmp"):
+        return choice
+    if choice != "auto":
+        raise HipdnnError(ErrorCode.INVALID_VALUE, f"{CPU_THREADING_ENV}={choice!r} is not one of auto, pool, openmp")
+    return "openmp" if torch_shares_engine_openmp() else "pool"
+
+
 def handle_for(device: torch.device) -> Handle:
     """The handle plans for ``device`` are built on, one per device type and index, created on first
     use: ``Handle(device="cpu")`` for CPU tensors, ``Handle(device="cuda")`` for CUDA (and ROCm)
@@ -537,7 +584,9 @@ def handle_for(device: torch.device) -> Handle:
                 raise HipdnnError(
                     ErrorCode.INVALID_VALUE, f"hipdnn.torch: tensors on {device} are not served (CPU and CUDA only)"
                 )
-            handle = Handle(device=device.type)
+            handle = (
+                Handle(device="cpu", cpu_threading=cpu_threading()) if device.type == "cpu" else Handle(device="cuda")
+            )
             _handles[key] = handle
         return handle
 
@@ -598,14 +647,17 @@ __all__ = [
     "Slot",
     "call_of",
     "compact_in_order",
+    "cpu_threading",
     "declared_strides",
     "extent",
     "current_stream",
     "gpu_workspace",
     "handle_for",
     "next_capacity",
+    "openmp_runtimes",
     "dispatches",
     "order_code",
     "plain",
     "readable",
+    "torch_shares_engine_openmp",
 ]

@@ -71,7 +71,7 @@ def test_only_engines_declaring_the_knob_get_it() -> None:
         plugin = h._backend.engine_to_plugin[101]
         g, _ = attention(h, 16)
         details = plugin.engine_details(101, g.serialize())
-    assert read_knob_ids(details) == ("CPU_THREADS",)
+    assert read_knob_ids(details) == ("CPU_THREADS", "CPU_THREADING")
     assert read_knob_ids(b"") == ()
     bare = EngineConfig.GetRootAs(serialized_engine_config(202), 0)
     assert bare.EngineId() == 202 and bare.KnobsLength() == 0

@@ -421,17 +421,19 @@ def test_handle_lifecycle(ffi, lib, handle):
     g = const_data(ffi, gb, keep)
     det = ffi.new("hipdnnPluginConstData_t*")
     assert lib.hipdnnEnginePluginGetEngineDetails(handle, ENGINE_ID, g, det) == SUCCESS
-    # A serialized EngineDetails: the engine id, its one knob (CPU_THREADS), the host-memory note.
+    # A serialized EngineDetails: the engine id, its knobs (CPU_THREADS, CPU_THREADING), the
+    # host-memory note.
     details = EngineDetails.GetRootAs(bytes(ffi.buffer(det.ptr, det.size)), 0)
-    assert details.EngineId() == ENGINE_ID and details.KnobsLength() == 1
-    knob = details.Knobs(0)
-    assert knob.KnobIdStr() == b"CPU_THREADS" and b"threads" in knob.Description()
-    assert knob.ValueTypeType() == KnobValue.IntValue and knob.DefaultValueType() == KnobValue.IntValue
-    default = IntValue()
-    default.Init(knob.DefaultValue().Bytes, knob.DefaultValue().Pos)
-    bounds = IntConstraint()
-    bounds.Init(knob.Constraints().Bytes, knob.Constraints().Pos)
-    assert default.Value() == 0 and (bounds.MinValue(), bounds.MaxValue()) == (0, 1024)
+    assert details.EngineId() == ENGINE_ID and details.KnobsLength() == 2
+    for i, (name, word, most) in enumerate(((b"CPU_THREADS", b"threads", 1024), (b"CPU_THREADING", b"OpenMP", 1))):
+        knob = details.Knobs(i)
+        assert knob.KnobIdStr() == name and word in knob.Description()
+        assert knob.ValueTypeType() == KnobValue.IntValue and knob.DefaultValueType() == KnobValue.IntValue
+        default = IntValue()
+        default.Init(knob.DefaultValue().Bytes, knob.DefaultValue().Pos)
+        bounds = IntConstraint()
+        bounds.Init(knob.Constraints().Bytes, knob.Constraints().Pos)
+        assert default.Value() == 0 and (bounds.MinValue(), bounds.MaxValue()) == (0, most)
     assert [details.BehaviorNotes(i) for i in range(details.BehaviorNotesLength())] == [HOST_MEMORY_NOTE]
     assert lib.hipdnnEnginePluginDestroyEngineDetails(handle, det) == SUCCESS
     assert det.ptr == ffi.NULL and det.size == 0
@@ -442,8 +444,8 @@ def test_handle_lifecycle(ffi, lib, handle):
 
 def test_cpu_threads_knob(ffi, lib, handle):
     """EngineConfig.knobs: CPU_THREADS sizes the plan's per-thread scratch (1 thread: the smallest
-    workspace, N: N slices); an unknown knob, a value out of bounds, a float, a knob set twice are
-    BAD_PARAM naming it."""
+    workspace, N: N slices), CPU_THREADING leaves it alone; an unknown knob, a value out of bounds, a
+    float, a knob set twice are BAD_PARAM naming it."""
     dims = [1, 2, 64, 16]
     gb = graph_bytes([T(1, dims), T(2, dims), T(3, dims), T(4, dims)], [sdpa_node(1, 2, 3, 4, scale=0.25)])
     keep = []
@@ -460,12 +462,17 @@ def test_cpu_threads_knob(ffi, lib, handle):
     assert rc1 == rc3 == rc5 == SUCCESS, last_error(ffi, lib)
     assert three - one == five - three > 0  # one scratch slice per thread
     assert workspace([("CPU_THREADS", 0)])[0] == SUCCESS  # 0: the default (OpenMP's count)
+    # where the items run does not change the workspace
+    assert workspace([("CPU_THREADS", 3), ("CPU_THREADING", 1)]) == (SUCCESS, three)
+    assert workspace([("CPU_THREADS", 3), ("CPU_THREADING", 0)]) == (SUCCESS, three)
     for knobs, fragment in (
         ([("THREADS", 2)], "has no knob 'THREADS'"),
         ([("CPU_THREADS", -1)], "= -1 is outside [0, 1024]"),
         ([("CPU_THREADS", 1025)], "= 1025 is outside [0, 1024]"),
         ([("CPU_THREADS", 2.0)], "takes an integer"),
         ([("CPU_THREADS", 2), ("CPU_THREADS", 3)], "is set twice"),
+        ([("CPU_THREADING", 2)], "= 2 is outside [0, 1]"),
+        ([("CPU_THREADING", -1)], "= -1 is outside [0, 1]"),
     ):
         rc, _ = workspace(knobs)
         assert rc == BAD_PARAM and fragment in last_error(ffi, lib), (knobs, last_error(ffi, lib))

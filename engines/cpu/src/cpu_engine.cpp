@@ -259,7 +259,7 @@ std::string place_wildcard_intermediates(Plan& plan, const std::vector<Shape>& e
 
 // Builds the execution plan of a verified graph. Returns "" when the engine
 // can compute every node exactly, else the reason it is not applicable.
-std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
+std::string build_plan(const wire::Graph& g, Plan& plan, int threads, Threading threading)
 {
     DType io_dt;
     if(!(dtype_ok(g.io_data_type()) || to_dtype(g.io_data_type(), io_dt)) || !dtype_ok(g.intermediate_data_type())
@@ -437,6 +437,7 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads)
     }
     plan.threads_set = threads > 0;
     plan.nthreads = plan.threads_set ? threads : max_threads();
+    plan.threading = threading;
     if(std::string why = isa_for_plan(plan.isa); !why.empty())
         return why;
     plan.scratch_offset = off;
@@ -473,7 +474,8 @@ std::string describe(const Plan& plan)
         if(n.kind->describe)
             n.kind->describe(plan, n, s);
     }
-    s += format("; workspace %zu bytes, %d thread(s), isa %s", plan.workspace_size, plan.nthreads, isa_name(plan.isa));
+    s += format("; workspace %zu bytes, %d thread(s) (%s), isa %s", plan.workspace_size, plan.nthreads,
+                plan.threading == Threading::OpenMP ? "OpenMP team" : "worker pool", isa_name(plan.isa));
     return s;
 }
 
@@ -520,7 +522,7 @@ void run(const Plan& plan, sdk::Call& call)
     // otherwise fewer if the caller lowered the OpenMP thread count since.
     const int nthreads = plan.threads_set ? plan.nthreads : std::max(1, std::min(plan.nthreads, max_threads()));
 
-    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base};
+    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base, plan.threading};
     // Data-dependent checks (ragged offsets, page tables) of every node, before any node writes: a
     // later node's bad offsets must not leave an earlier node's outputs written.
     for(const NodeInfo& node : plan.nodes)
@@ -545,15 +547,18 @@ struct CpuEngine
 
     // CPU_THREADS (hipdnn.Handle(cpu_threads=N)): the threads a call of the plan uses, its workspace
     // sized for them; 0, the default: OMP_NUM_THREADS, else every core the process may run on.
+    // CPU_THREADING (hipdnn.Handle(cpu_threading=...)): where the SDPA forward's items run (Threading:
+    // 0 the engine's worker pool, 1 the OpenMP team; every other op runs on the OpenMP team).
     static constexpr int64_t kMaxThreads = 1024;
     static std::vector<sdk::IntKnob> knobs(int64_t)
     {
-        return {{"CPU_THREADS", "threads a call uses (0: OMP_NUM_THREADS, else every core)", 0, 0, kMaxThreads}};
+        return {{"CPU_THREADS", "threads a call uses (0: OMP_NUM_THREADS, else every core)", 0, 0, kMaxThreads},
+                {"CPU_THREADING", "where the SDPA forward runs (0: the engine's worker pool, 1: the OpenMP team)", 0, 0, 1}};
     }
 
     std::string plan(int64_t, const sdk::GraphView& g, Plan& out, const sdk::KnobValues& knobs) const
     {
-        return build_plan(g.graph, out, static_cast<int>(knobs.at(0)));
+        return build_plan(g.graph, out, static_cast<int>(knobs.at(0)), static_cast<Threading>(knobs.at(1)));
     }
 
     size_t workspace_size(int64_t, const Plan& p) const { return p.workspace_size; }

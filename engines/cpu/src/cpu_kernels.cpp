@@ -596,16 +596,28 @@ SdpaIsa sdpa_isa(Isa isa)
     }
 }
 
-// The SDPA forward's items run on the work pool (work_pool.hpp), not an OpenMP team: a call never
-// waits for a thread the OS has not scheduled, and a small one never wakes any.
+// The SDPA forward's items run on the work pool (work_pool.hpp) by default: a call never waits for a
+// thread the OS has not scheduled, and a small one never wakes any. With Threading::OpenMP they are
+// handed out by the OpenMP team in the same order (each to the first thread free).
 template <class F>
-void sdpa_parallel(int64_t total, int nt, bool wake, F f)
+void sdpa_parallel(Threading threading, int64_t total, int nt, bool wake, F f)
 {
+#ifdef _OPENMP
+    if(threading == Threading::OpenMP)
+    {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if(nt > 1)
+        for(int64_t w = 0; w < total; ++w)
+            f(w, omp_get_thread_num());
+        return;
+    }
+#else
+    (void)threading;
+#endif
     pool_for(total, nt, wake, f);
 }
 } // namespace
 
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa)
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading)
 {
     const SdpaIsa k = sdpa_isa(isa);
     SdpaRun run;
@@ -648,7 +660,7 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
         }
         const int64_t total = run.b * run.hq * run.nqb;
         nt = static_cast<int>(std::min<int64_t>(nt, total));
-        sdpa_parallel(total, nt, wake, [&](int64_t w, int tid) {
+        sdpa_parallel(threading, total, nt, wake, [&](int64_t w, int tid) {
             k.item(run, w, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
         });
         return true;
@@ -673,7 +685,7 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     }
     const int64_t total = blocks * run.chunks;
     nt = static_cast<int>(std::min<int64_t>(nt, total));
-    sdpa_parallel(total, nt, wake, [&](int64_t w, int tid) {
+    sdpa_parallel(threading, total, nt, wake, [&](int64_t w, int tid) {
         float* part = run.chunks > 1 ? reinterpret_cast<float*>(scratch + static_cast<size_t>(w) * per_thread) + run.off_part
                                      : nullptr;
         k.rows_item(run, w, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread), part);

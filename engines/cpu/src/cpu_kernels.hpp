@@ -152,12 +152,25 @@ inline bool sdpa_bias_masks_block(const SdpaProblem& p, int64_t bias_off, int64_
 // (bf16_qkv), the only calls it serves.
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv, bool bf16_qkv);
 
+// Where a call's parallel items run (the CPU_THREADING knob).
+//   Pool:   the engine's own worker pool (work_pool.hpp): the caller never waits for a worker the OS
+//           has not scheduled; the default.
+//   OpenMP: the OpenMP runtime's team. Where the application uses the same runtime (PyTorch's
+//           GNU OpenMP: the engine's libgomp.so.1 is then the one already loaded), calls run on
+//           its threads, which are awake and spinning right after its own ops, instead of adding
+//           threads that would fight them for the cores.
+enum class Threading : int
+{
+    Pool = 0,
+    OpenMP = 1,
+};
+
 // Runs the attention. scratch holds nthreads slices of per_thread bytes each
 // (64-byte aligned). Returns false (without touching outputs) if the scratch
 // would be too small; that is a bug guard, never expected.
 // Small problems (decode, short prefill) run on the calling thread, or on as many threads as their
-// work pays for; isa picks the kernel build.
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa);
+// work pays for; isa picks the kernel build, threading where the items run.
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading);
 
 // -------------------------------------------------------------- Matmul ----
 struct MatmulProblem

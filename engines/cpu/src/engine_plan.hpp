@@ -140,6 +140,7 @@ struct Plan : sdk::DeclaredTensors
     std::vector<std::pair<int64_t, int>> by_uid; // sorted by uid
     int nthreads = 1;
     bool threads_set = false; // nthreads came from the CPU_THREADS knob: calls use exactly that many
+    Threading threading = Threading::Pool; // the CPU_THREADING knob
     Isa isa = Isa::Baseline; // the kernels' build, chosen when the plan was built (isa_for_plan)
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;
@@ -273,6 +274,7 @@ struct RunArgs
     int nthreads;
     Isa isa;    // plan.isa
     char* base; // the workspace's aligned base (NodeInfo::aux_offset counts from it)
+    Threading threading; // plan.threading
 };
 
 struct OpDesc

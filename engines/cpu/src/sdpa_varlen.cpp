@@ -531,7 +531,7 @@ bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args
                 if(!run_backward_checked(bp, plan, node, args))
                     return false;
             }
-            else if(!run_sdpa(bp.fwd, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa))
+            else if(!run_sdpa(bp.fwd, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, args.threading))
                 return false;
             continue;
         }
