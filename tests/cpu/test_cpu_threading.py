@@ -83,3 +83,49 @@ def test_the_engine_declares_the_knob() -> None:
         g.build(h)
         details = plugin.engine_details(101, g.serialize())
     assert read_knob_ids(details) == ("CPU_THREADS", "CPU_THREADING")
+
+
+@pytest.mark.parametrize("threading_choice", ["pool", "openmp"])
+def test_calls_from_several_threads_at_once(threading_choice: str) -> None:
+    """Python threads executing one plan at once (each call with its own workspace): on the OpenMP
+    team each caller gets a team of its own, on the pool a caller that finds it busy runs alone;
+    every call's values are the single-threaded call's."""
+    import threading
+
+    f32 = hipdnn.DataType.FLOAT
+    rng = np.random.default_rng(5)
+    with hipdnn.Handle(device="cpu", cpu_threads=2, cpu_threading=threading_choice) as h:
+        g = hipdnn.Graph(name="concurrent", io_data_type=f32)
+        dims = {"q": [1, 4, 1, 64], "k": [1, 4, 1500, 64], "v": [1, 4, 1500, 64]}
+        ts = {n: g.tensor(name=n, dim=d, data_type=f32) for n, d in dims.items()}
+        o, _ = g.sdpa(ts["q"], ts["k"], ts["v"], attn_scale=0.125)
+        o.set_output(True)
+        g.build(h)
+        inputs = {ts[n]: rng.standard_normal(d).astype(np.float32) for n, d in dims.items()}
+        size = max(1, g.get_workspace_size())
+
+        def run() -> np.ndarray:
+            out = np.full([1, 4, 1, 64], np.nan, np.float32)
+            g.execute(h, {**inputs, o: out}, np.empty(size, np.uint8))
+            return out
+
+        want = run()
+        results: list[np.ndarray] = []
+        errors: list[BaseException] = []
+        start = threading.Barrier(4)
+
+        def worker() -> None:
+            try:
+                start.wait()
+                for _ in range(20):
+                    results.append(run())
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors, errors
+    assert len(results) == 80 and all(np.array_equal(r, want) for r in results)
