@@ -437,7 +437,12 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads, Threading 
     }
     plan.threads_set = threads > 0;
     plan.nthreads = plan.threads_set ? threads : max_threads();
+#ifdef _OPENMP
     plan.threading = threading;
+#else
+    plan.threading = Threading::Pool; // no OpenMP team in this build (the plan says so)
+    (void)threading;
+#endif
     if(std::string why = isa_for_plan(plan.isa); !why.empty())
         return why;
     plan.scratch_offset = off;
