@@ -230,6 +230,11 @@ EXTRA = {
         BASE, dt=DT.BFLOAT16, hq=2, hk=1, sq=129, skv=129, d=128, dv=128, bias="b1", alibi=True
     ),
     "s1000_fp32_d128": replace(BASE, hq=2, hk=2, sq=1000, skv=1000, d=128, dv=128),
+    # K and V of a head past a megabyte: each panel prefetches its share of the next key tile (the
+    # last tile short: 2100 keys), some panels skipped by the mask
+    "s200_k2100_next_tile_prefetch_causal_br": replace(
+        BASE, hq=2, hk=1, sq=200, skv=2100, d=64, dv=64, causal=True, bottom_right=True
+    ),
     # Lengths whose last query block runs in 2-vector panels (a block is 4 panels of 3 vectors: 192
     # queries on AVX-512, 96 on AVX2): 256 ends in 64 queries, 208 in 16 (one panel, half empty),
     # 320 in 128 on AVX-512 (four 32-query panels where 3-vector ones would take 144 lanes).
