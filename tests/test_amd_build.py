@@ -107,3 +107,36 @@ def test_amd_plugin_loads(amd_build: AmdBuild) -> None:
     handle = hipdnn.Handle(plugin_paths=[amd_build.plugin], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
     (plugin,) = handle.loaded_plugins()
     assert 201 in plugin.engine_ids
+
+
+# A probe of hip_portability.h's hipdnn_fmul_rn, compiled as the engine's kernels are (hipcc, -O3,
+# HIP's default contraction): the product must stay a v_mul_f32 of its own, never folded into an
+# FMA with the add or subtract that uses it. HIP's own __fmul_rn is a plain product there, which
+# clang contracts (v_fmac_f32), and equal huge biases then gave unequal scores.
+PROBE = """
+#include "hip_portability.h"
+__global__ void bias_add(float* s, const float* b, float inv) { s[threadIdx.x] += hipdnn_fmul_rn(b[threadIdx.x], inv); }
+__global__ void rescale(float* a, const float* m, float c, float base) {
+    a[threadIdx.x] = hipdnn_fmul_rn(m[threadIdx.x], c) - base;
+}
+"""
+
+
+def test_rounded_products_are_not_contracted(tmp_path: Path) -> None:
+    src = tmp_path / "probe.hip"
+    src.write_text(PROBE)
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_PATH"} | {"HIP_PLATFORM": "amd"}
+    run = subprocess.run(
+        [HIPCC, "--offload-arch=gfx90a", "--cuda-device-only", "-O3", "-S", "-I", str(ROOT / "engines/hip/src"),
+         str(src)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    (asm,) = tmp_path.glob("probe*gfx90a*.s")
+    text = asm.read_text()
+    for kernel in ("bias_add", "rescale"):
+        body = re.search(rf"^_Z\d+{kernel}\w*:(.*?)s_endpgm", text, re.S | re.M)
+        assert body is not None, f"{kernel} not found in the probe's ISA"
+        ops = re.findall(r"^\s+(v_\w+)", body.group(1), re.M)
+        assert "v_mul_f32_e32" in ops or "v_mul_f32_e64" in ops, (kernel, ops)
+        assert not [op for op in ops if op.startswith(("v_fma", "v_mac", "v_mad"))], (kernel, ops)

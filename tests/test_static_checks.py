@@ -37,3 +37,17 @@ def test_wgmma_header_is_what_its_generator_writes() -> None:
     script = REPO / "engines" / "hip" / "tools" / "gen_wgmma.py"
     gen = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
     assert gen.returncode == 0, gen.stdout + gen.stderr
+
+
+def test_hip_engine_rounds_products_through_the_portability_helper() -> None:
+    """HIP's __fmul_rn is contracted into an FMA on AMD (tests/test_amd_build.py): the engine's
+    kernels use hip_portability.h's hipdnn_fmul_rn instead."""
+    src = REPO / "engines" / "hip" / "src"
+    raw = [
+        f"{p.name}:{n}"
+        for p in sorted(src.iterdir())
+        if p.suffix in (".h", ".hip", ".cpp") and p.name != "hip_portability.h"
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if "__fmul_rn" in line
+    ]
+    assert not raw, raw

@@ -69,6 +69,26 @@ typedef cudaLaunchAttribute hipLaunchAttribute;
 
 #endif
 
+#if defined(__CUDACC__) || defined(__HIPCC__)
+// A float product rounded on its own: never contracted into an FMA with the add or subtract that
+// uses it (equal huge biases must give equal scores; an unchanged maximum must give alpha == 1).
+// nvcc keeps __fmul_rn apart from neighbouring adds. HIP's __fmul_rn is a plain product, which
+// clang contracts under HIP's default -ffp-contract=fast (v_fmac_f32 on gfx90a), so on AMD
+// contraction is switched off for this one multiply (tests/test_amd_build.py checks the ISA).
+#if defined(HIPDNN_HIP_ON_NVIDIA)
+__device__ __forceinline__ float hipdnn_fmul_rn(float a, float b)
+{
+    return __fmul_rn(a, b);
+}
+#else
+__device__ __forceinline__ float hipdnn_fmul_rn(float a, float b)
+{
+#pragma clang fp contract(off)
+    return a * b;
+}
+#endif
+#endif
+
 // The SDK's PluginApiDataTypes.h declares its own opaque hipStream_t only when no
 // GPU runtime did; this engine's hipStream_t above is the runtime's.
 #ifndef HIPDNN_HAVE_HIP_STREAM_T

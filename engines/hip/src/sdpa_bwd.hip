@@ -355,7 +355,7 @@ __device__ __forceinline__ float exact_score_log2(float sc, const SdpaBwdArgs& a
     float lg = f.softcap > 0.0f ? softcapped_log2(sc * a.scale, f.softcap, dcap) : sc * f.scale_log2;
     lg = fmaf(alibi2, static_cast<float>(j - i), lg);
     if(bh != nullptr) // (the product rounded first, so that equal huge biases give equal scores)
-        lg += __fmul_rn(bias_at(bh, f.bias_type, f.bias_ss, i, j), kLog2e);
+        lg += hipdnn_fmul_rn(bias_at(bh, f.bias_type, f.bias_ss, i, j), kLog2e);
     return lg;
 }
 

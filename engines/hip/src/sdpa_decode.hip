@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(kDecThreads, 2) sdpa_decode_split(const SdpaAr
                     if(a.alibi) // (uniform; the distance from a per-tile base, no conversion per score)
                         s[j][e] = fmaf(alibi2[e >> 1], dist0[e >> 1] + static_cast<float>(j * 8 + (e & 1)), s[j][e]);
                     if(brow[e >> 1] != nullptr) // (clamped key: keys past the chunk are masked below)
-                        s[j][e] += __fmul_rn(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
+                        s[j][e] += hipdnn_fmul_rn(bias_at(brow[e >> 1], a.bias_type, 0, 0, min(col, a.skv - 1)),
                                              1.4426950408889634f); // (rounded first: sdpa_wg_softmax.h)
                 }
                 if(edge)

@@ -106,7 +106,7 @@ __global__ void __launch_bounds__(kThreads) sdpa_fwd_portable(SdpaArgs a)
                     s = cap2 * softcap_tanh(s * cap2_inv);
                 s = fmaf(alibi2, static_cast<float>(key - row), s);
                 if(bh != nullptr) // clamped indices: rows past sq and keys past skv are masked below
-                    s += __fmul_rn(1.4426950408889634f, // (rounded first: sdpa_wg_softmax.h)
+                    s += hipdnn_fmul_rn(1.4426950408889634f, // (rounded first: sdpa_wg_softmax.h)
                                    bias_at(bh, a.bias_type, a.bias_ss, min(row, a.sq - 1), min(key, a.skv - 1)));
                 if(key < row + len.lo)
                     s = -INFINITY;

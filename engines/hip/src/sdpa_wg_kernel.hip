@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kWgThreads<D>, 1) sdpa_fwd_wg(const SdpaArgs a
                 = pack2<T>(o[4 * j + 2 * hf] * inv, o[4 * j + 2 * hf + 1] * inv);
         if(a.stats != nullptr && t == 0)
             a.stats[b * a.st_sb + h * a.st_sh + row * a.st_ss]
-                = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+                = valid ? (hipdnn_fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
     }
 }
 

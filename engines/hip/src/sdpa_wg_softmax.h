@@ -117,8 +117,8 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                     // (bias / scale rounded before the add, not fused: keys with equal huge biases,
                     // a -1e30 padding row, keep equal scores; fused, the exact product's rounding
                     // could go either way with the score added, and a tie become a one-hot row)
-                    s[4 * j + 2 * hf] += __fmul_rn(bv.x, x.inv_scale);
-                    s[4 * j + 2 * hf + 1] += __fmul_rn(bv.y, x.inv_scale);
+                    s[4 * j + 2 * hf] += hipdnn_fmul_rn(bv.x, x.inv_scale);
+                    s[4 * j + 2 * hf + 1] += hipdnn_fmul_rn(bv.y, x.inv_scale);
                 }
             }
         }
@@ -170,9 +170,9 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                 mx = fmaxf(mx, fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            // __fmul_rn: no contraction into an FMA, so an unchanged maximum gives alpha == 1 exactly
-            const float base = mx == -INFINITY ? 0.0f : __fmul_rn(mx, sl2);
-            alpha[hf] = mx == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base);
+            // hipdnn_fmul_rn: no contraction into an FMA, so an unchanged maximum gives alpha == 1 exactly
+            const float base = mx == -INFINITY ? 0.0f : hipdnn_fmul_rn(mx, sl2);
+            alpha[hf] = mx == m[hf] ? 1.0f : fast_exp2(hipdnn_fmul_rn(m[hf], sl2) - base);
             m[hf] = mx;
             float sum = 0.0f;
 #pragma unroll
@@ -197,7 +197,7 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
                 mx[hf] = fmaxf(mx[hf], fmaxf(s[4 * j + 2 * hf], s[4 * j + 2 * hf + 1]));
             mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 1));
             mx[hf] = fmaxf(mx[hf], __shfl_xor_sync(0xffffffffu, mx[hf], 2));
-            base[hf] = mx[hf] == -INFINITY ? 0.0f : __fmul_rn(mx[hf], sl2);
+            base[hf] = mx[hf] == -INFINITY ? 0.0f : hipdnn_fmul_rn(mx[hf], sl2);
         }
         float sum[2] = {0.0f, 0.0f};
         // A bias can make scores huge (finfo.min masks: about -2^127 in raw units). The FFMA below
@@ -226,7 +226,7 @@ __device__ __forceinline__ void wg_softmax_probs(float (&s)[BN / 2], float (&m)[
 #pragma unroll
             for(int hf = 0; hf < 2; ++hf)
             {
-                alpha[hf] = mx[hf] == m[hf] ? 1.0f : fast_exp2(__fmul_rn(m[hf], sl2) - base[hf]);
+                alpha[hf] = mx[hf] == m[hf] ? 1.0f : fast_exp2(hipdnn_fmul_rn(m[hf], sl2) - base[hf]);
 #pragma unroll
                 for(int j = 0; j < BN / 8; ++j)
                 {

@@ -614,7 +614,7 @@ __global__ void __launch_bounds__(kWsThreads<NC>, 1)
             }
             if(a.stats != nullptr && t == 0 && row < a.sq)
                 a.stats[w.b * a.st_sb + w.h * a.st_sh + row * a.st_ss]
-                    = valid ? (__fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
+                    = valid ? (hipdnn_fmul_rn(m[hf], sl2) + __log2f(lsum)) * 0.69314718055994531f : -INFINITY;
         }
         named_sync(wg_bar, 128);
 #pragma unroll
