@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -51,3 +52,18 @@ def test_hip_engine_rounds_products_through_the_portability_helper() -> None:
         if "__fmul_rn" in line
     ]
     assert not raw, raw
+
+
+def test_cpu_engine_links_wider_isa_files_last() -> None:
+    """engines/cpu/CMakeLists.txt lists the files built for wider ISAs after every baseline file,
+    narrowest first: the linker keeps the first copy of an inline function several objects emit,
+    which must be one every CPU that can call it runs."""
+    text = (REPO / "engines" / "cpu" / "CMakeLists.txt").read_text()
+    listed = text[text.index("add_library(hipdnn_cpu_engine SHARED") :]
+    sources = re.findall(r"src/(\w+)\.cpp", listed[: listed.index(")")])
+    level = {"avx2": 1, "avx512": 2, "amx": 3}
+    levels = [next((v for k, v in level.items() if name.endswith("_" + k)), 0) for name in sources]
+    assert levels == sorted(levels), list(zip(sources, levels))
+    assert {s for s, lv in zip(sources, levels) if lv} == {
+        "sdpa_fwd_avx2", "sdpa_bwd_avx2", "sdpa_fwd_avx512", "sdpa_bwd_avx512", "sdpa_fwd_amx"
+    }  # fmt: skip
