@@ -9,7 +9,10 @@ own signature, autograd, ``torch.compile`` and a transformers attention backend:
 
 Plans are built and cached per attention kind (device, dtype, heads, head dims, layouts, masks,
 scale) at a capacity that grows by powers of two; every other call is served by shape overrides
-(``plan_cache().stats()`` says what it did). See rfcs/0010-torch-integration.md.
+(``plan_cache().stats()`` says what it did). On the CPU, attention runs on torch's own OpenMP
+threads wherever torch runs on the same OpenMP runtime as the CPU engine (GNU's ``libgomp.so.1``, as
+torch's Linux wheels do), else on the engine's worker pool; ``HIPDNN_TORCH_CPU_THREADING=pool`` or
+``openmp`` decides instead. See rfcs/0010-torch-integration.md.
 """
 
 from __future__ import annotations
