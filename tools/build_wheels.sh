@@ -71,6 +71,23 @@ if [ "$check" = 1 ]; then
   "$venv/bin/python" -m pip install -q --upgrade pip
   wheel=$(ls "$out"/hipdnn-*manylinux*.whl | head -n 1)
   "$venv/bin/python" -m pip install -q "$wheel"
+  # RECORD lists every file with its hash (tools/wheel_openmp.py rewrote some): pip does not check.
+  "$python" - "$wheel" <<'PY'
+import base64, csv, hashlib, io, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as zf:
+    names = {n for n in zf.namelist() if not n.endswith("/")}  # (directory entries are not files)
+    record = next(n for n in names if n.endswith(".dist-info/RECORD"))
+    rows = [r for r in csv.reader(io.StringIO(zf.read(record).decode())) if r]
+    listed = {r[0] for r in rows}
+    assert listed == names, (sorted(names - listed), sorted(listed - names))
+    for name, digest, size in rows:
+        if name == record:
+            continue
+        data = zf.read(name)
+        want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        assert digest == want and int(size) == len(data), name
+print("RECORD matches every file of", sys.argv[1].rsplit("/", 1)[-1])
+PY
   # From an empty directory: nothing of the source tree can be imported by accident.
   if "$python" -m zipfile -l "$wheel" | grep -q 'libscipy_openblas'; then
     echo "build_wheels.sh: $wheel carries its own OpenBLAS; it should use the scipy-openblas32 wheel's" >&2
