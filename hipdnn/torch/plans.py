@@ -558,9 +558,9 @@ def cpu_threading() -> str:
     ``HIPDNN_TORCH_CPU_THREADING`` set to "pool" or "openmp" decides; otherwise "openmp" where torch
     shares the engine's OpenMP runtime (torch_shares_engine_openmp), else "pool". On torch's own
     threads a call starts at once on threads still spinning from torch's last op; the engine's own
-    workers would have to be woken and then fight those threads for the cores (an 8-head decode
-    between two matmuls took 1.4-2.4x torch's SDPA time that way, and the same time on torch's
-    threads: rfcs/0010-torch-integration.md)."""
+    workers would have to be woken and then fight those threads for the cores (decode calls right
+    after a torch matmul took 0.50-2.37x torch's SDPA time that way, 0.38-1.27x on torch's threads:
+    rfcs/0010-torch-integration.md)."""
     choice = os.environ.get(CPU_THREADING_ENV, "auto").strip().lower() or "auto"
     if choice in ("pool", "openmp"):
         return choice
