@@ -4,7 +4,7 @@
     python bench/cpu_sdpa.py --quick              # S = 512, 1024 only (and fewer decode rows)
     python bench/cpu_sdpa.py --backward-only      # backward rows at S = 512, 1024, 2048: cpu_sdpa_bwd.{json,png}
     python bench/cpu_sdpa.py --dtype bfloat16 --seqs 512,1024,2048 --out bench/results/cpu_sdpa_bf16
-                                                  # bf16 forward vs torch on bf16 tensors (prefill rows only)
+                                                  # bf16 forward and backward vs torch on bf16 tensors
     python bench/cpu_sdpa.py --engine-dir DIR     # the CPU engine built in DIR (e.g. an older commit's)
     python bench/cpu_sdpa.py --isa avx2,avx512 --no-backward --seqs 512,1024,2048 --out bench/results/cpu_sdpa_isa
                                                   # each ISA build of the kernels (HIPDNN_CPU_ISA), in one run
@@ -32,11 +32,12 @@ arrays), a bound call (``Graph.bind``, pointers), and ``torch.nn.functional.scal
 A round times ``--decode-calls`` calls of each back to back (after the settle sleep) and the best round's
 mean is kept, in microseconds.
 
-bf16. ``--dtype bfloat16`` runs the forward rows with q, k, v and o in bf16 (stats fp32) against torch's SDPA on
-bf16 tensors holding the same bits (numpy, the backward and the decode rows are fp32 only and are skipped).
-Each row also has both implementations' error against a float64 reference on the values those bf16 inputs
-hold (``rel_err_vs_f64``, ``torch_rel_err_vs_f64``, max abs error over max abs reference); the output's own
-rounding to bf16 is 2^-9 relative, so both sit near 2e-3.
+bf16. ``--dtype bfloat16`` runs the forward and backward rows with q, k, v, o, dO and the gradients in bf16
+(stats fp32) against torch's SDPA on bf16 tensors holding the same bits, forward and autograd backward
+(numpy and the decode rows are fp32 only and are skipped). Each row also has both implementations' error
+against a float64 reference on the values those bf16 inputs hold (``rel_err_vs_f64``,
+``torch_rel_err_vs_f64``, max abs error over max abs reference; the backward's reference is torch's autograd
+in float64); an output's own rounding to bf16 is 2^-9 relative, so both sit near 2e-3.
 
 ISA. ``--isa`` (comma-separated: baseline, avx2, avx512, amx; default: the engine's own choice, the widest
 the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
@@ -362,7 +363,7 @@ class Engine:
         o.set_output(True).set_data_type(io)
         st.set_output(True).set_data_type(F32)
         g.build(handle)
-        self.g, self.handle = g, handle
+        self.g, self.handle, self.bf16 = g, handle, bf16
         self.out = np.empty((b, h, s, d), BF16_NP if bf16 else np.float32)
         self.stats = np.empty((b, h, s, 1), np.float32)
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
@@ -386,9 +387,10 @@ class EngineBwd:
     ) -> None:
         b, h, s, d, causal = shape
         q, k, v = qkv
-        g = hipdnn.Graph(name="bench_bwd", io_data_type=F32, intermediate_data_type=F32, compute_data_type=F32)
+        io = BF16 if fwd.bf16 else F32
+        g = hipdnn.Graph(name="bench_bwd", io_data_type=io, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
-        t = {n: g.tensor(name=n, dim=dims, stride=strides, data_type=F32) for n in ("q", "k", "v", "o", "do")}
+        t = {n: g.tensor(name=n, dim=dims, stride=strides, data_type=io) for n in ("q", "k", "v", "o", "do")}
         ts = g.tensor(name="stats", dim=[b, h, s, 1], stride=[h * s, s, 1, 1], data_type=F32)
         dq, dk, dv = g.sdpa_backward(
             t["q"], t["k"], t["v"], t["o"], t["do"], ts, attn_scale=1.0 / math.sqrt(d), use_causal_mask=causal
@@ -397,7 +399,7 @@ class EngineBwd:
             x.set_output(True).set_stride(strides)
         g.build(handle)
         self.g, self.handle = g, handle
-        self.grads = tuple(np.empty((b, h, s, d), np.float32) for _ in range(3))
+        self.grads = tuple(np.empty((b, h, s, d), BF16_NP if fwd.bf16 else np.float32) for _ in range(3))
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         fwd()
         self.pack = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: fwd.out.copy(), t["do"]: do, ts: fwd.stats.copy()}
@@ -523,6 +525,10 @@ def bench_backward(
     b, h, s, d, causal = shape
     q, k, v = qkv
     do = rng.standard_normal((b, h, s, d)).astype(np.float32)
+    if eng.bf16:
+        # q, k, v are the forward's bf16 arrays; torch gets the same bits
+        do = to_bf16(do)
+        return bench_backward_bf16(handle, eng, shape, qkv, do, torch, args, isa, peak)
     with isa_env(args.isa_asked.get(isa)):
         ours = EngineBwd(handle, eng, shape, qkv, do)
     impls: Impls = {"hipdnn": ours}
@@ -555,6 +561,55 @@ def bench_backward(
     fl = bwd_flops(b, h, s, d, causal)
     base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "flops": fl, "rel_err_vs_ref": err}
     row = row_of(best, "hipdnn", fl, peak, base)
+    show("  bwd", row)
+    return row
+
+
+def bench_backward_bf16(
+    handle: hipdnn.Handle,
+    eng: Engine,
+    shape: tuple[int, int, int, int, bool],
+    qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
+    do: np.ndarray,
+    torch: Any,
+    args: argparse.Namespace,
+    isa: str,
+    peak: float | None,
+) -> Row:
+    """The bf16 backward beside torch's bf16 backward on the same bits; both against float64 gradients
+    of the values those bits hold (torch's autograd in float64)."""
+    b, h, s, d, causal = shape
+    with isa_env(args.isa_asked.get(isa)):
+        ours = EngineBwd(handle, eng, shape, qkv, do)
+    impls: Impls = {"hipdnn": ours}
+    row_extra: Row = {}
+    if torch is not None:
+
+        def as_torch(x: np.ndarray) -> Any:
+            return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
+
+        tq, tk, tv = (as_torch(x).requires_grad_(True) for x in qkv)
+        to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
+        tdo = as_torch(do)
+
+        def run_torch() -> Any:
+            return torch.autograd.grad(to, (tq, tk, tv), tdo, retain_graph=True)
+
+        impls["torch"] = run_torch
+        q64, k64, v64 = (torch.from_numpy(bf16_to_f32(x).astype(np.float64)).requires_grad_(True) for x in qkv)
+        o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
+        do64 = torch.from_numpy(bf16_to_f32(do)).double()
+        want = [x.numpy() for x in torch.autograd.grad(o64, (q64, k64, v64), do64)]
+
+        def err(got: tuple[np.ndarray, ...]) -> float:
+            return max(float(np.abs(g - w).max() / float(np.abs(w).max())) for g, w in zip(got, want))
+
+        row_extra["rel_err_vs_f64"] = err(tuple(bf16_to_f32(x) for x in ours()))
+        row_extra["torch_rel_err_vs_f64"] = err(tuple(x.float().numpy() for x in run_torch()))
+    best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
+    fl = bwd_flops(b, h, s, d, causal)
+    base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "dtype": "bfloat16", "flops": fl}
+    row = row_of(best, "hipdnn", fl, peak, {**base, **row_extra})
     show("  bwd", row)
     return row
 
@@ -709,9 +764,7 @@ def main() -> None:
     if bf16:
         if BF16_NP is None:
             sys.exit("--dtype bfloat16 needs ml_dtypes (numpy's bfloat16)")
-        if args.backward_only:
-            sys.exit("the backward rows are fp32 only")
-        args.no_backward = args.no_decode = True
+        args.no_decode = True  # (the decode rows are fp32)
 
     info = cpu_info(args.fma_ghz, probe=not args.no_probe)
     torch: Any = None
@@ -760,7 +813,9 @@ def main() -> None:
         qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         for isa, eng in engs.items():
-            brows.append(bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak_for(info, isa)))
+            brows.append(
+                bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak_for(info, isa, bf16))
+            )
 
     for d in () if args.no_prefill else (int(x) for x in args.dims.split(",")):
         for causal in (False, True):
@@ -774,7 +829,7 @@ def main() -> None:
                     with isa_env(args.isa_asked[isa]):
                         engs[isa] = Engine(handle, b, h, s, d, causal, qb, kb, vb, bf16=bf16)
                 if args.backward_only:
-                    backward(engs, (b, h, s, d, causal), (q, k, v))
+                    backward(engs, (b, h, s, d, causal), (qb, kb, vb))
                     del engs
                     continue
                 impls: Impls = {f"hipdnn[{isa}]": eng for isa, eng in engs.items()}
@@ -825,7 +880,7 @@ def main() -> None:
                     rows.append(row)
                     show("", row)
                 if not args.no_backward:
-                    backward(engs, (b, h, s, d, causal), (q, k, v))
+                    backward(engs, (b, h, s, d, causal), (qb, kb, vb))
                 del engs, impls
     drows = [] if args.no_decode else bench_decode(handles, torch, args, rng)
 

@@ -46,7 +46,10 @@
 // batch / length) graphs size it at build time. The kernels (sdpa_bwd.inl)
 // are built for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
 // and AVX-512 (16 lanes), each in a file of its own (sdpa_bwd.hpp); the
-// plan's ISA picks one (cpu_isa.cpp). This file is the driver: layout,
+// plan's ISA picks one (cpu_isa.cpp). On AMX plans, bf16 calls run the five
+// products on AMX-BF16 tiles instead (sdpa_bwd_amx.cpp, amx_item in
+// sdpa_bwd.inl), reading Q and dO through bf16 transposes that the pre-pass
+// writes into the call's allocation. This file is the driver: layout,
 // allocation, the passes' work split and the choice of build.
 
 #include "sdpa_bwd.hpp"
@@ -103,6 +106,31 @@ void layout(Run& r, int w)
     take(r.off_dk, BK * r.dp);
     take(r.off_dv, BK * r.dvp);
     r.total = o;
+    // The AMX build's scratch (sdpa_bwd.hpp), from the same base: only where its head dims rule it in.
+    r.amx_total = 0;
+    if(r.d > 0 && r.dv > 0 && r.d % 32 == 0 && r.dv % 32 == 0)
+    {
+        int64_t a = 0;
+        auto put = [&](int64_t& off, int64_t floats) {
+            off = a;
+            a += round_to(floats, 16);
+        };
+        put(r.a_kp, r.d * BK / 2); // bf16 buffers, counted in floats
+        put(r.a_kk, r.d * BK / 2);
+        put(r.a_vp, r.dv * BK / 2);
+        put(r.a_q, BQ * r.d / 2);
+        put(r.a_do, BQ * r.dv / 2);
+        put(r.a_dq, 32 * r.d);
+        put(r.a_pq, BQ * BK / 2);
+        put(r.a_dsq, BQ * BK / 2);
+        put(r.a_dsr, BQ * BK / 2);
+        put(r.a_s, BQ * BK);
+        put(r.a_dp, BQ * BK);
+        put(r.a_dk, r.d * BK);
+        put(r.a_dv, r.dv * BK);
+        r.amx_total = a;
+    }
+    r.total = std::max(r.total, r.amx_total);
 }
 
 inline bool in_place(const void* base, DType t, const Shape& s, int64_t width, int w)
@@ -153,6 +181,19 @@ struct FreeDeleter
     void operator()(float* p) const { std::free(p); }
 };
 
+// Whether the AMX build takes the call: an AMX plan on a build that has it, bf16 q, k, v and dO with
+// unit last strides, K and V rows an even number of elements apart (its packs move pairs as 32-bit
+// words), and head dims that are multiples of 32 (whole tile steps; layout() sized its scratch).
+bool amx_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
+{
+    if(isa != Isa::Amx || !bwd_amx::built() || r.amx_total == 0)
+        return false;
+    const SdpaProblem& f = p.fwd;
+    const bool bf16 = f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
+    return bf16 && f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
+           && f.ks.strides[2] % 2 == 0 && f.vs.strides[2] % 2 == 0;
+}
+
 } // namespace
 
 size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
@@ -167,8 +208,8 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
 SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
                            size_t* alloc_bytes)
 {
-    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512 (and AMX, whose tiles only the forward
-    // uses), else 8 (AVX2 or the baseline).
+    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512 and AMX (whose tile build serves the calls
+    // amx_serves names; the AVX-512 build the rest), else 8 (AVX2 or the baseline).
     const Isa which = HIPDNN_BWD_X86 ? isa : Isa::Baseline;
     const int w = isa_has_avx512(which) ? 16 : 8;
     Run r;
@@ -199,12 +240,20 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         chunks = std::max<int64_t>(1, acc1 == 0 ? 1 : static_cast<int64_t>(kChunkBudget / acc1));
     r.chunks = std::max<int64_t>(1, chunks);
     const bool direct = r.chunks == 1 && p.dq_t == DType::F32 && p.dqs.strides[3] == 1 && r.d % w == 0;
-    // One allocation: lse, delta and lgl [rows] each, then (unless direct) the accumulators.
+    const bool amx = amx_serves(p, r, which);
+    r.sqp = (r.sq + 31) / 32 * 32;
+    // One allocation: lse, delta and lgl [rows] each, then (unless direct) the accumulators, then (on
+    // the AMX build) Q^T and dO^T in bf16.
     const size_t stat_bytes = mul_or_zero({static_cast<size_t>(rows), 3, sizeof(float)});
     const size_t acc_bytes = direct ? 0 : mul_or_zero({acc1, static_cast<size_t>(r.chunks)});
+    const size_t heads = mul_or_zero({static_cast<size_t>(r.b), static_cast<size_t>(r.hq)});
+    const size_t amx_bytes = amx ? mul_or_zero({heads, static_cast<size_t>(r.d + r.dv), static_cast<size_t>(r.sqp),
+                                                sizeof(uint16_t)})
+                                 : 0;
     size_t bytes = 0;
     if(rows > 0
-       && (stat_bytes == 0 || (!direct && acc_bytes == 0) || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes)))
+       && (stat_bytes == 0 || (!direct && acc_bytes == 0) || (amx && amx_bytes == 0)
+           || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes) || __builtin_add_overflow(bytes, amx_bytes, &bytes)))
     {
         *alloc_bytes = std::numeric_limits<size_t>::max();
         return SdpaBwdStatus::AllocFailed;
@@ -230,6 +279,12 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         r.dq_ld = r.dp;
         r.dq_part = rows * r.dp;
     }
+    if(amx)
+    {
+        // (after the stats and accumulators: a multiple of 4 bytes in, 2-byte elements)
+        r.qt16 = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(mem.get()) + stat_bytes + acc_bytes);
+        r.dot16 = r.qt16 + heads * static_cast<size_t>(r.d * r.sqp);
+    }
 
     // Pre-pass (and post-pass) work: blocks of up to 256 rows of one head.
     constexpr int64_t RB = 256;
@@ -242,12 +297,23 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
             fn(r, b, h, rb * RB, std::min(r.sq, (rb + 1) * RB));
         });
     };
-    row_items(bwd_base::run_row_stats);
+    if(amx)
+        row_items([](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
+            bwd_base::run_row_stats(run, b, h, i0, i1);
+            bwd_amx::run_amx_transposes(run, b, h, i0, i1);
+        });
+    else
+        row_items(bwd_base::run_row_stats);
 
     void (*fn)(const Run&, int64_t, float*) = bwd_base::run_item;
     void (*exact)(const Run&, int64_t, float*) = bwd_base::run_exact_rows;
 #if HIPDNN_BWD_X86
-    if(isa_has_avx512(which))
+    if(amx)
+    {
+        fn = bwd_amx::run_item;
+        exact = bwd_avx512::run_exact_rows;
+    }
+    else if(isa_has_avx512(which))
     {
         fn = bwd_avx512::run_item;
         exact = bwd_avx512::run_exact_rows;

@@ -38,6 +38,19 @@ struct Run
     // Q rows [BQ][dp], dO rows [BQ][dvp], S and dP [BQ][BK], dK^T [dp][BK], dV^T [dvp][BK].
     int64_t off_kt = 0, off_vt = 0, off_kr = 0, off_qr = 0, off_dor = 0, off_s = 0, off_dp = 0, off_dk = 0,
             off_dv = 0, total = 0;
+    // The AMX build (sdpa_bwd_amx.cpp: bf16 q, k, v and dO, head dims multiples of 32) reads Q and dO
+    // transposed, bf16 [b][hq][d][sqp] and [b][hq][dv][sqp] (sqp: Sq rounded up to 32; queries past a
+    // batch's length zero), made by its pre-pass (run_amx_transposes) into the call's allocation.
+    uint16_t* qt16 = nullptr;
+    uint16_t* dot16 = nullptr;
+    int64_t sqp = 0;
+    // Its per-thread scratch (floats from the same base; it never runs beside the fp32 layout):
+    // K in pairs of head dims [d/2][BK][2] and of keys [BK/2][d][2], V in pairs of head dims, padded
+    // Q and dO rows [BQ][d] for a head's last block, a dQ strip [32][d] (fp32), P and dS in pairs of
+    // queries [BQ/2][BK][2], dS rows [BQ][BK] (bf16), then S, dP (fp32 [BQ][BK]), dK^T, dV^T (fp32
+    // [d][BK]). amx_total is 0 where the head dims rule the build out.
+    int64_t a_kp = 0, a_kk = 0, a_vp = 0, a_q = 0, a_do = 0, a_dq = 0, a_pq = 0, a_dsq = 0, a_dsr = 0, a_s = 0,
+            a_dp = 0, a_dk = 0, a_dv = 0, amx_total = 0;
 };
 
 } // namespace sdpa_bwd
@@ -56,6 +69,16 @@ struct Run
 HIPDNN_BWD_DECLARE(bwd_base)
 HIPDNN_BWD_DECLARE(bwd_avx2)
 HIPDNN_BWD_DECLARE(bwd_avx512)
+HIPDNN_BWD_DECLARE(bwd_amx)
 #undef HIPDNN_BWD_DECLARE
+
+// The AMX build: whether it was compiled (else its entries forward to the baseline build and the
+// driver never picks it), and its pre-pass over rows [i0, i1) of head (b, h) (i0 a multiple of 32):
+// Q^T and dO^T into r.qt16, r.dot16.
+namespace bwd_amx
+{
+bool built();
+void run_amx_transposes(const sdpa_bwd::Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1);
+} // namespace bwd_amx
 
 } // namespace hipdnn_cpu

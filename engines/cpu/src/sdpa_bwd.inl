@@ -15,6 +15,9 @@
 #if defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+#if defined(HIPDNN_BWD_AMX)
+#include "amx_tiles.hpp"
+#endif
 
 // Vectors are passed between this build's own helpers only; the baseline build's note about
 // their ABI does not apply.
@@ -792,11 +795,69 @@ struct Scores
     }
 };
 
+// The softmax recompute of one tile: rows [0, nq) of s (raw dots q.k) and dpm (dO.v) for queries
+// q0 + i and keys k0 + j. s becomes P = exp2(S' - lse - lgl) and dpm dS = scale P (dP - delta) (times
+// 1 - tanh^2 where softcapped), both zero outside each row's visible columns and on dead rows. Issues
+// the item's prefetches a row's share at a time, and the next query block's bias strip.
+template <int W>
+inline void recompute_rows(const SdpaProblem& p, const Scores<W>& sc, const Band& bd, const float* lse,
+                           const float* del, const float* lgl, int64_t boff, int64_t q0, int64_t nq, int64_t i1,
+                           int64_t k0, int64_t nk, float* s, float* dpm, float* dt, Prefetches& pre)
+{
+    typedef typename Vec<W>::F V;
+    const float scale = p.scale;
+    const bool capped = p.softcap > 0.0f;
+    // a bias with contiguous keys: the lines of one row's key-block strip, prefetched a block ahead
+    const int64_t bias_esz = p.bias_t == DType::F32 ? 4 : 2; // fp32, fp16 or bf16
+    const int64_t bias_lines = p.bias && p.bias_st[3] == 1 ? (BK * bias_esz + 63) / 64 : 0;
+    const char* bias_bytes = static_cast<const char*>(p.bias);
+    for(int64_t i = 0; i < nq; ++i)
+    {
+        pre.issue();
+        const int64_t qi = q0 + i;
+        // The next query block's bias strip for this key block: its rows lie a whole
+        // bias row apart, which the hardware prefetchers do not follow.
+        if(bias_lines > 0 && qi + BQ <= i1)
+        {
+            const char* nb = bias_bytes + ((boff + (qi + BQ) * p.bias_st[2] + k0) * bias_esz);
+            for(int64_t l = 0; l < bias_lines; ++l)
+                __builtin_prefetch(nb + 64 * l, 0, 2);
+        }
+        float* sr = s + i * BK;
+        float* dr = dpm + i * BK;
+        // visible columns [c0, c1) of this row
+        const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
+        const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
+        if(!(lse[qi] < kInf) || c1 <= c0)
+        {
+            std::memset(sr, 0, sizeof(float) * BK);
+            std::memset(dr, 0, sizeof(float) * BK);
+            continue;
+        }
+        const float l2 = lse[qi], lg = lgl[qi];
+        const float dls = del[qi] * scale;
+        const V base = vset<W>(static_cast<float>(k0 - qi)) * sc.slope;
+        sc.prep(sr, dt, boff + qi * p.bias_st[2], k0, c0, c1);
+        for(int64_t j = 0; j < BK; j += W)
+        {
+            const V pv = exp2v<W>((sc.log2(sr, j, base) - l2) - lg);
+            vstore<W>(sr + j, pv);
+            V ds = pv * (vload<W>(dr + j) * scale - dls);
+            if(capped)
+                ds *= vload<W>(dt + j);
+            vstore<W>(dr + j, ds);
+        }
+        for(int64_t j = 0; j < c0; ++j)
+            sr[j] = dr[j] = 0.0f;
+        for(int64_t j = c1; j < BK; ++j)
+            sr[j] = dr[j] = 0.0f;
+    }
+}
+
 // One work item: the key blocks kb = c, c + C, ... of kv head hk of batch b.
 template <int W>
 inline void item(const Run& r, int64_t w, float* ws)
 {
-    typedef typename Vec<W>::F V;
     const SdpaBwdProblem& P = *r.p;
     const SdpaProblem& p = P.fwd;
     const int64_t c = w % r.chunks;
@@ -813,14 +874,8 @@ inline void item(const Run& r, int64_t w, float* ws)
     const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
-    const float scale = p.scale;
-    const bool capped = p.softcap > 0.0f;
     alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
     const bool pf = std::max(r.dp, r.dvp) >= 128; // prefetching in the products: see mk()
-    // a bias with contiguous keys: the lines of one row's key-block strip, prefetched a block ahead
-    const int64_t bias_esz = p.bias_t == DType::F32 ? 4 : 2; // fp32, fp16 or bf16
-    const int64_t bias_lines = p.bias && p.bias_st[3] == 1 ? (BK * bias_esz + 63) / 64 : 0;
-    const char* bias_bytes = static_cast<const char*>(p.bias);
     for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
     {
         const int64_t k0 = kb * BK;
@@ -880,47 +935,7 @@ inline void item(const Run& r, int64_t w, float* ws)
                         rows_of(P.dout, P.dout_t, P.dos, dooff, q0, nq, r.dv, r.dvp, r.do_in, ws + r.off_dor, dors);
                     gemm<W>(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false, pf);
                     gemm<W>(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false, pf);
-                    for(int64_t i = 0; i < nq; ++i)
-                    {
-                        pre.issue();
-                        const int64_t qi = q0 + i;
-                        // The next query block's bias strip for this key block: its rows lie a whole
-                        // bias row apart, which the hardware prefetchers do not follow.
-                        if(bias_lines > 0 && qi + BQ <= i1)
-                        {
-                            const char* nb = bias_bytes + ((boff + (qi + BQ) * p.bias_st[2] + k0) * bias_esz);
-                            for(int64_t l = 0; l < bias_lines; ++l)
-                                __builtin_prefetch(nb + 64 * l, 0, 2);
-                        }
-                        float* sr = s + i * BK;
-                        float* dr = dpm + i * BK;
-                        // visible columns [c0, c1) of this row
-                        const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
-                        const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
-                        if(!(lse[qi] < kInf) || c1 <= c0)
-                        {
-                            std::memset(sr, 0, sizeof(float) * BK);
-                            std::memset(dr, 0, sizeof(float) * BK);
-                            continue;
-                        }
-                        const float l2 = lse[qi], lg = lgl[qi];
-                        const float dls = del[qi] * scale;
-                        const V base = vset<W>(static_cast<float>(k0 - qi)) * sc.slope;
-                        sc.prep(sr, dt, boff + qi * p.bias_st[2], k0, c0, c1);
-                        for(int64_t j = 0; j < BK; j += W)
-                        {
-                            const V pv = exp2v<W>((sc.log2(sr, j, base) - l2) - lg);
-                            vstore<W>(sr + j, pv);
-                            V ds = pv * (vload<W>(dr + j) * scale - dls);
-                            if(capped)
-                                ds *= vload<W>(dt + j);
-                            vstore<W>(dr + j, ds);
-                        }
-                        for(int64_t j = 0; j < c0; ++j)
-                            sr[j] = dr[j] = 0.0f;
-                        for(int64_t j = c1; j < BK; ++j)
-                            sr[j] = dr[j] = 0.0f;
-                    }
+                    recompute_rows<W>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, dt, pre);
                     // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
                     gemm<W>(r.dv, BK, nq, dom, 1, dors, s, BK, dv, BK, !first, pf);
                     gemm<W>(r.d, BK, nq, qm, 1, qrs, dpm, BK, dk, BK, !first, pf);
@@ -1029,6 +1044,312 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
     }
 }
 
+#if defined(HIPDNN_BWD_AMX)
+// ============================================================== AMX kernel ====
+// bf16 q, k, v and dO (unit last strides, even K / V row strides, head dims multiples of 32) on
+// AMX-BF16 tiles: every product takes bf16 operands and sums their exact products in fp32. P and dS
+// are rounded to bf16 for the three products that take them, as flash attention's bf16 backward
+// does; the softmax recompute stays fp32 (recompute_rows, shared with the other builds). Per key
+// block (packed once, shared by the group's heads and query blocks):
+//   Kp [d/2][BK][2]    K in pairs of head dims: B of S = Q K^T
+//   Vp [dv/2][BK][2]   V likewise: B of dP = dO V^T
+//   Kk [BK/2][d][2]    K in pairs of keys: B of dQ = dS K
+// (keys past the batch's length packed as zeros), then per query block (up to BQ rows from a
+// multiple of 32, so that the pre-pass's transposes serve as A operands in whole 32-query steps):
+//   S = Q Kp, dP = dO Vp           A: Q and dO rows in place (a zero-padded copy for a head's last block)
+//   recompute_rows                 S -> P, dP -> dS in fp32
+//   Pq, dSq [BQ/2][BK][2]          P and dS in pairs of queries; dSr [BQ][BK], dS rows (bf16)
+//   dV^T += dO^T Pq, dK^T += Q^T dSq   A: r.dot16, r.qt16 (run_amx_transposes)
+//   dQ += dSr Kk                   C: dQ's rows (through a 32-row strip where a block passes Sq)
+// Tiles 0-3 accumulate a 32 x 32 block of C, 4-5 hold A's two 16-row halves, 6-7 B's two 16-column halves.
+
+inline int64_t round32(int64_t n)
+{
+    return (n + 31) & ~int64_t(31);
+}
+
+// C [m][n] (+)= A [m][kd] . B: A bf16 rows lda elements apart; B [kd/2][n][2] bf16 in the tiles'
+// pair layout, its pair rows ldb elements apart; C fp32 rows ldc apart. m, n and kd multiples of 32.
+inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
+                     float* c, int64_t ldc, bool accumulate)
+{
+    const int64_t cs = ldc * 4, as = lda * 2, bs = ldb * 2; // strides in bytes
+    for(int64_t i = 0; i < m; i += 32)
+        for(int64_t j = 0; j < n; j += 32)
+        {
+            float* c0 = c + i * ldc + j;
+            float* c1 = c0 + 16 * ldc;
+            if(accumulate)
+            {
+                _tile_loadd(0, c0, cs);
+                _tile_loadd(1, c0 + 16, cs);
+                _tile_loadd(2, c1, cs);
+                _tile_loadd(3, c1 + 16, cs);
+            }
+            else
+            {
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+            }
+            for(int64_t k = 0; k < kd; k += 32)
+            {
+                _tile_loadd(4, a + i * lda + k, as);
+                _tile_loadd(5, a + (i + 16) * lda + k, as);
+                _tile_loadd(6, b + (k / 2) * ldb + 2 * j, bs);
+                _tile_loadd(7, b + (k / 2) * ldb + 2 * (j + 16), bs);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, c0, cs);
+            _tile_stored(1, c0 + 16, cs);
+            _tile_stored(2, c1, cs);
+            _tile_stored(3, c1 + 16, cs);
+        }
+}
+
+// Rows [0, n) of a bf16 slice (rs elements apart, rs even, unit last stride) in pairs of head
+// dims: dst [d/2][BK] 32-bit words, a 16 x 16 word transpose at a time; keys from n to BK zero.
+inline void pack_dim_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d, uint16_t* dst)
+{
+    alignas(64) uint32_t tmp[16 * 16];
+    float* out = reinterpret_cast<float*>(dst);
+    for(int64_t j0 = 0; j0 < BK; j0 += 16)
+    {
+        const int64_t kn = std::min<int64_t>(16, std::max<int64_t>(0, n - j0));
+        for(int64_t e = 0; e < d / 2; e += 16)
+        {
+            if(kn == 16)
+            {
+                transpose16(reinterpret_cast<const float*>(src + j0 * rs) + e, rs / 2, out + e * BK + j0, BK);
+                continue;
+            }
+            for(int64_t t = 0; t < 16; ++t)
+                if(t < kn)
+                    std::memcpy(tmp + t * 16, src + (j0 + t) * rs + 2 * e, 64);
+                else
+                    std::memset(tmp + t * 16, 0, 64);
+            transpose16(reinterpret_cast<const float*>(tmp), 16, out + e * BK + j0, BK);
+        }
+    }
+}
+
+// Rows [0, n) of a bf16 slice in pairs of rows: dst [BK/2][d][2]; rows from n to BK zero.
+inline void pack_row_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d, uint16_t* dst)
+{
+    alignas(64) static constexpr uint16_t lo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+                                                    8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+    alignas(64) static constexpr uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+                                                    24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+    const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
+    for(int64_t t = 0; t < BK; t += 2)
+    {
+        uint16_t* o = dst + (t / 2) * 2 * d;
+        for(int64_t e = 0; e < d; e += 32)
+        {
+            const __m512i x = t < n ? _mm512_loadu_si512(src + t * rs + e) : _mm512_setzero_si512();
+            const __m512i y = t + 1 < n ? _mm512_loadu_si512(src + (t + 1) * rs + e) : _mm512_setzero_si512();
+            _mm512_store_si512(o + 2 * e, _mm512_permutex2var_epi16(x, vlo, y));
+            _mm512_store_si512(o + 2 * e + 32, _mm512_permutex2var_epi16(x, vhi, y));
+        }
+    }
+}
+
+// Rows [0, n) (n even) of an fp32 [n][BK] tile rounded to bf16 in pairs of rows: out [n/2][BK][2].
+inline void bf16_row_pairs(const float* x, int64_t n, uint16_t* out)
+{
+    alignas(64) static constexpr uint16_t inter[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                                       8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i vi = _mm512_load_si512(inter);
+    for(int64_t t = 0; t < n; t += 2)
+        for(int64_t j = 0; j < BK; j += 16)
+        {
+            // (lower half: row t's 16 values, upper half: row t + 1's)
+            const __m512i ab = reinterpret_cast<__m512i>(
+                _mm512_cvtne2ps_pbh(_mm512_load_ps(x + (t + 1) * BK + j), _mm512_load_ps(x + t * BK + j)));
+            _mm512_store_si512(out + t * BK + 2 * j, _mm512_permutexvar_epi16(vi, ab));
+        }
+}
+
+// Rows [0, n) of an fp32 [n][BK] tile rounded to bf16 rows: out [n][BK].
+inline void bf16_rows(const float* x, int64_t n, uint16_t* out)
+{
+    for(int64_t t = 0; t < n; ++t)
+        for(int64_t j = 0; j < BK; j += 32)
+            _mm512_store_si512(out + t * BK + j, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(
+                                                     _mm512_load_ps(x + t * BK + j + 16), _mm512_load_ps(x + t * BK + j))));
+}
+
+// Rows [i0, i1) of a bf16 head slice (rows rs apart, unit last stride, `width` wide) transposed into
+// dst [width][sqp] (column i: query i), 16 x 16 blocks widened to fp32 for the register transpose.
+// Rows at or past `live` (the batch's length) are written as zeros, and so are the columns from Sq
+// to sqp where i1 is the head's last row.
+inline void transpose_rows_bf16(const uint16_t* src, int64_t rs, int64_t i0, int64_t i1, int64_t live,
+                                int64_t width, int64_t sq, int64_t sqp, uint16_t* dst)
+{
+    const int64_t end = i1 == sq ? sqp : i1;
+    const int64_t stop = std::min(i1, live);
+    const __mmask16 all = 0xFFFF; // (the all-lanes mask forms: the plain ones trip GCC 12, see avx512_exp2.hpp)
+    for(int64_t i = i0; i < end; i += 16)
+        for(int64_t e = 0; e < width; e += 16)
+        {
+            __m512 x[16];
+#pragma GCC unroll 16
+            for(int t = 0; t < 16; ++t)
+                x[t] = i + t < stop ? _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+                                          all, _mm512_maskz_cvtepu16_epi32(all, _mm256_loadu_si256(
+                                                   reinterpret_cast<const __m256i*>(src + (i + t) * rs + e))),
+                                          16))
+                                    : _mm512_setzero_ps();
+            transpose16_round<1>(x);
+            transpose16_round<2>(x);
+            transpose16_round<4>(x);
+            transpose16_round<8>(x);
+#pragma GCC unroll 16
+            for(int t = 0; t < 16; ++t)
+                _mm256_storeu_si256(
+                    reinterpret_cast<__m256i*>(dst + (e + t) * sqp + i),
+                    _mm512_maskz_cvtepi32_epi16(all, _mm512_maskz_srli_epi32(all, _mm512_castps_si512(x[t]), 16)));
+        }
+}
+
+// Rows [q0, q0 + n) of a bf16 head slice (those below sq), copied into dst [n32][width]; the rest zero.
+inline const uint16_t* padded_rows(const uint16_t* src, int64_t rs, int64_t q0, int64_t n32, int64_t sq,
+                                   int64_t width, uint16_t* dst)
+{
+    for(int64_t i = 0; i < n32; ++i)
+        if(q0 + i < sq)
+            std::memcpy(dst + i * width, src + (q0 + i) * rs, sizeof(uint16_t) * static_cast<size_t>(width));
+        else
+            std::memset(dst + i * width, 0, sizeof(uint16_t) * static_cast<size_t>(width));
+    return dst;
+}
+
+// One work item of the AMX build (as item: key blocks kb = c, c + C, ... of kv head hk of batch b).
+inline void amx_item(const Run& r, int64_t w, float* ws)
+{
+    const SdpaBwdProblem& P = *r.p;
+    const SdpaProblem& p = P.fwd;
+    const int64_t c = w % r.chunks;
+    const int64_t hk = (w / r.chunks) % r.hk;
+    const int64_t b = w / (r.chunks * r.hk);
+    const Band bd = band_of(p, b, r.sq, r.skv);
+    const int64_t d = r.d, dvw = r.dv;
+    uint16_t* kp = reinterpret_cast<uint16_t*>(ws + r.a_kp);
+    uint16_t* kk = reinterpret_cast<uint16_t*>(ws + r.a_kk);
+    uint16_t* vp = reinterpret_cast<uint16_t*>(ws + r.a_vp);
+    uint16_t* qpad = reinterpret_cast<uint16_t*>(ws + r.a_q);
+    uint16_t* dopad = reinterpret_cast<uint16_t*>(ws + r.a_do);
+    uint16_t* pq = reinterpret_cast<uint16_t*>(ws + r.a_pq);
+    uint16_t* dsq = reinterpret_cast<uint16_t*>(ws + r.a_dsq);
+    uint16_t* dsr = reinterpret_cast<uint16_t*>(ws + r.a_dsr);
+    float* dqs = ws + r.a_dq;
+    float* s = ws + r.a_s;
+    float* dpm = ws + r.a_dp;
+    float* dk = ws + r.a_dk; // transposed: [d][BK]
+    float* dv = ws + r.a_dv; // [dv][BK]
+    const uint16_t* kb_rows = static_cast<const uint16_t*>(p.k) + b * p.ks.strides[0] + hk * p.ks.strides[1];
+    const uint16_t* vb_rows = static_cast<const uint16_t*>(p.v) + b * p.vs.strides[0] + hk * p.vs.strides[1];
+    const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
+    const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
+    alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
+    Prefetches none;              // (its fp32 rows do not occur here)
+    none.lines = 1;
+    bool configured = false;
+    for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
+    {
+        const int64_t k0 = kb * BK;
+        const int64_t nk = std::min(BK, r.skv - k0);
+        bool first = true; // dK, dV not yet written for this key block
+        const int64_t klast = std::min(k0 + nk, bd.skv_b) - 1;
+        const int64_t i0 = std::max<int64_t>(0, k0 - bd.hi);
+        const int64_t i1 = std::min<int64_t>(bd.sq_b - 1, klast - bd.lo);
+        if(klast >= k0 && i0 <= i1)
+        {
+            if(!configured)
+            {
+                amx_configure_16x64();
+                configured = true;
+            }
+            const int64_t nlive = klast + 1 - k0;
+            pack_dim_pairs(kb_rows + k0 * p.ks.strides[2], p.ks.strides[2], nlive, d, kp);
+            pack_dim_pairs(vb_rows + k0 * p.vs.strides[2], p.vs.strides[2], nlive, dvw, vp);
+            pack_row_pairs(kb_rows + k0 * p.ks.strides[2], p.ks.strides[2], nlive, d, kk);
+            for(int64_t g = 0; g < r.group; ++g)
+            {
+                const int64_t h = hk * r.group + g;
+                const Scores<16> sc(p, h, r.hq);
+                const int64_t boff = p.bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
+                const uint16_t* qh = static_cast<const uint16_t*>(p.q) + b * p.qs.strides[0] + h * p.qs.strides[1];
+                const uint16_t* doh =
+                    static_cast<const uint16_t*>(P.dout) + b * P.dos.strides[0] + h * P.dos.strides[1];
+                const uint16_t* qth = r.qt16 + (b * r.hq + h) * d * r.sqp;
+                const uint16_t* doth = r.dot16 + (b * r.hq + h) * dvw * r.sqp;
+                const float* lse = r.lse + (b * r.hq + h) * r.sq;
+                const float* del = r.del + (b * r.hq + h) * r.sq;
+                const float* lgl = r.lgl + (b * r.hq + h) * r.sq;
+                float* dqh = r.dqa != nullptr
+                                 ? r.dqa + c * r.dq_part + (b * r.hq + h) * r.sq * r.dq_ld
+                                 : static_cast<float*>(P.dq) + b * P.dqs.strides[0] + h * P.dqs.strides[1];
+                for(int64_t q0 = i0 / 32 * 32; q0 <= i1; q0 += BQ)
+                {
+                    const int64_t nq = std::min(BQ, i1 + 1 - q0);
+                    const int64_t n32 = round32(nq);
+                    if(p.bias && sdpa_bias_masks_block(p, boff, q0, q0 + nq, k0, k0 + nk))
+                        continue; // P = dS = 0 throughout: nothing to add to dQ, dK or dV
+                    const bool inside = q0 + n32 <= r.sq; // every row the tiles touch is one of the head's
+                    const int64_t qs2 = p.qs.strides[2], dos2 = P.dos.strides[2];
+                    const uint16_t* qa = inside ? qh + q0 * qs2 : padded_rows(qh, qs2, q0, n32, r.sq, d, qpad);
+                    const uint16_t* doa =
+                        inside ? doh + q0 * dos2 : padded_rows(doh, dos2, q0, n32, r.sq, dvw, dopad);
+                    amx_gemm(n32, BK, d, qa, inside ? qs2 : d, kp, 2 * BK, s, BK, false);
+                    amx_gemm(n32, BK, dvw, doa, inside ? dos2 : dvw, vp, 2 * BK, dpm, BK, false);
+                    recompute_rows<16>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, dt, none);
+                    // (rows past the block's last query: whatever the tiles left there, as zeros)
+                    std::memset(s + nq * BK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * BK));
+                    std::memset(dpm + nq * BK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * BK));
+                    bf16_row_pairs(s, n32, pq);
+                    bf16_row_pairs(dpm, n32, dsq);
+                    bf16_rows(dpm, n32, dsr);
+                    // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
+                    amx_gemm(dvw, BK, n32, doth + q0, r.sqp, pq, 2 * BK, dv, BK, !first);
+                    amx_gemm(d, BK, n32, qth + q0, r.sqp, dsq, 2 * BK, dk, BK, !first);
+                    first = false;
+                    // dQ's rows in whole 32-row strips below Sq in place, a strip past it through dqs
+                    const int64_t direct = inside ? n32 : (r.sq - q0) / 32 * 32;
+                    if(direct > 0)
+                        amx_gemm(direct, d, BK, dsr, BK, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                    if(direct < nq)
+                    {
+                        amx_gemm(32, d, BK, dsr + direct * BK, BK, kk, 2 * d, dqs, d, false);
+                        for(int64_t i = direct; i < nq; ++i)
+                        {
+                            float* row = dqh + (q0 + i) * r.dq_ld;
+                            const float* add = dqs + (i - direct) * d;
+                            for(int64_t e = 0; e < d; e += 16)
+                                _mm512_storeu_ps(row + e, _mm512_add_ps(_mm512_loadu_ps(row + e),
+                                                                        _mm512_loadu_ps(add + e)));
+                        }
+                    }
+                }
+            }
+        }
+        if(first)
+        {
+            std::memset(dk, 0, sizeof(float) * static_cast<size_t>(d * BK));
+            std::memset(dv, 0, sizeof(float) * static_cast<size_t>(dvw * BK));
+        }
+        store_rows_t<16>(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, d, dk, BK);
+        store_rows_t<16>(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, dvw, dv, BK);
+    }
+    if(configured)
+        _tile_release();
+}
+#endif // HIPDNN_BWD_AMX
+
 } // namespace
 
 // (flatten: every helper inlined into the item, as one function of the item's ISA)
@@ -1037,7 +1358,11 @@ __attribute__((flatten)) void run_item(const Run& r, int64_t w, float* ws)
 #if HIPDNN_BWD_W == 16
     const FlushToZero ftz;
 #endif
+#if defined(HIPDNN_BWD_AMX)
+    amx_item(r, w, ws);
+#else
     item<HIPDNN_BWD_W>(r, w, ws);
+#endif
 }
 
 __attribute__((flatten)) void run_exact_rows(const Run& r, int64_t bh, float* ws)
@@ -1057,6 +1382,25 @@ void run_dq_rows(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
 {
     dq_rows(r, b, h, i0, i1);
 }
+
+#if defined(HIPDNN_BWD_AMX)
+bool built()
+{
+    return true;
+}
+
+void run_amx_transposes(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
+{
+    const SdpaBwdProblem& P = *r.p;
+    const SdpaProblem& p = P.fwd;
+    const int64_t live = band_of(p, b, r.sq, r.skv).sq_b;
+    const uint16_t* q = static_cast<const uint16_t*>(p.q) + b * p.qs.strides[0] + h * p.qs.strides[1];
+    const uint16_t* dout = static_cast<const uint16_t*>(P.dout) + b * P.dos.strides[0] + h * P.dos.strides[1];
+    transpose_rows_bf16(q, p.qs.strides[2], i0, i1, live, r.d, r.sq, r.sqp, r.qt16 + (b * r.hq + h) * r.d * r.sqp);
+    transpose_rows_bf16(dout, P.dos.strides[2], i0, i1, live, r.dv, r.sq, r.sqp,
+                        r.dot16 + (b * r.hq + h) * r.dv * r.sqp);
+}
+#endif
 
 } // namespace HIPDNN_BWD_NS
 } // namespace hipdnn_cpu

@@ -36,6 +36,9 @@
 
 #if defined(__AVX__) || defined(__AVX512F__)
 #include <immintrin.h>
+#if defined(HIPDNN_SDPA_AMX)
+#include "amx_tiles.hpp"
+#endif
 #endif
 
 // Vectors are passed between internal (always inlined) helpers only; the
@@ -1320,28 +1323,6 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 // P is rounded to bf16 for its product as flash attention does (the running sums l stay fp32).
 // All eight tiles are 16 rows x 64 bytes; tiles 0-3 accumulate, 4-5 hold A, 6-7 hold B.
 
-struct alignas(64) AmxTileConfig
-{
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-};
-
-inline void amx_configure()
-{
-    AmxTileConfig c;
-    std::memset(&c, 0, sizeof(c));
-    c.palette_id = 1;
-    for(int t = 0; t < 8; ++t)
-    {
-        c.rows[t] = 16;
-        c.colsb[t] = 64;
-    }
-    _tile_loadconfig(&c);
-}
-
 constexpr int64_t AQ = kSdpaAmxQw; // queries per panel
 static_assert(AQ == 32 && W == 16, "two 16-lane vectors (two tile columns) per panel");
 constexpr int64_t ABK = kSdpaAmxBk;   // keys per tile of the AMX kernel
@@ -1793,7 +1774,7 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
     uint64_t started = 0;
     uint64_t rising = 0; // panels whose last tile raised the running max
     if(kbeg < kend)
-        amx_configure();
+        amx_configure_16x64();
     // K is read in place where its rows hold whole 32-dim steps at unit stride, else copied per tile
     // into Kb (rows past the tile's keys are left as they are: their scores are never read).
     const bool k_direct = p.ks.strides[3] == 1 && d == dpa;

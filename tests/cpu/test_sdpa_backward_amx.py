@@ -1,0 +1,124 @@
+"""SDPA backward on the CPU engine's AMX build: bf16 q, k, v and dO with head dims that are multiples of
+32 run the five products on AMX-BF16 tiles (P and dS rounded to bf16 for the products that take them,
+the softmax recompute in fp32; sdpa_bwd.inl's amx_item). Every option of the backward, odd lengths on
+both sides of the tiles' 32-row steps and the 128-query blocks, GQA / MQA (key blocks split over
+chunks), padding with empty sequences, every bias shape, ALiBi, softcapping, huge and -inf masks, BSHD
+rows, and layouts the tiles do not take (padded rows with an odd key stride, a strided head dim),
+which the AVX-512 build serves. Each against the float64 reference in NaN-filled guarded buffers
+(tests/cpu/test_sdpa_backward.run_bwd and test_sdpa_softcap.run_backward)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import hipdnn
+from tests.cpu import test_sdpa_softcap as softcap
+from tests.cpu.test_sdpa_backward import run_bwd
+from tests.cpu.test_sdpa_isa import HAVE
+from tests.cpu.test_sdpa_modes import Case
+
+DT = hipdnn.DataType
+BF16 = DT.BFLOAT16
+
+pytestmark = pytest.mark.skipif("amx" not in HAVE, reason="this CPU has no AMX-BF16 tiles")
+
+
+@pytest.fixture(scope="module")
+def amx_handle() -> Iterator[hipdnn.Handle]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HIPDNN_CPU_ISA", "amx")
+        h = hipdnn.Handle()
+        yield h
+        h.close()
+
+
+BASE = Case(dt=BF16, sq=37, skv=37, d=64, dv=64)
+CASES = {
+    "one_query_one_key": replace(BASE, sq=1, skv=1, d=32, dv=32),
+    "s37": BASE,
+    # 32-row steps: exactly one, one past, and a head whose last block passes Sq
+    "s32_s64": replace(BASE, sq=32, skv=64),
+    "s33_s65": replace(BASE, sq=33, skv=65, causal=True),
+    # several 128-query blocks and 64-key blocks, the last ones partial
+    "s300_s129_d128": replace(BASE, sq=300, skv=129, d=128, dv=128),
+    "s129_s300_d96_dv32": replace(BASE, sq=129, skv=300, d=96, dv=32),
+    "d32_dv128": replace(BASE, sq=70, skv=90, d=32, dv=128, causal=True, bottom_right=True),
+    # GQA and MQA: one kv head splits its key blocks over chunks (fp32 dQ accumulators summed)
+    "gqa_causal": replace(BASE, hq=4, hk=2, sq=200, skv=200, causal=True),
+    "mqa_d128": replace(BASE, hq=3, hk=1, sq=129, skv=257, d=128, dv=128),
+    "decode": replace(BASE, b=2, hq=8, hk=2, sq=1, skv=300),
+    "window": replace(BASE, sq=150, skv=150, left=17, right=0),
+    "window_br_right": replace(BASE, sq=90, skv=160, left=33, right=4, bottom_right=True),
+    "causal_br_dead_rows": replace(BASE, sq=170, skv=60, causal=True, bottom_right=True),
+    "padding": replace(BASE, b=3, sq=70, skv=90, padding=True, seq_q=[70, 33, 1], seq_kv=[90, 0, 61]),
+    "padding_causal_gqa": replace(
+        BASE, b=2, hq=4, hk=2, sq=80, skv=80, padding=True, seq_q=[50, 80], seq_kv=[77, 20], causal=True
+    ),
+    "bias_full": replace(BASE, b=2, bias="full", sq=100, skv=77),
+    "bias_b1_causal": replace(BASE, b=2, hq=4, hk=2, bias="b1", causal=True),
+    "bias_keys_only": replace(BASE, b=2, bias="keys_only", sq=70, skv=130),
+    "bias_queries_only": replace(BASE, b=2, bias="queries_only", sq=90, skv=60),
+    "alibi_gqa": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
+    "scale_tensor": replace(BASE, scale_tensor=True),
+    "bshd": replace(BASE, layout="bshd", sq=50, skv=70, d=64, dv=32),
+    # layouts the tiles do not take: the AVX-512 build serves them
+    "padded_rows": replace(BASE, layout="padded", sq=40, skv=45, d=32, dv=32),
+    "strided_head_dim": replace(BASE, layout="dstride", sq=40, skv=45, d=32, dv=32),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_amx_backward_case(amx_handle: hipdnn.Handle, name: str) -> None:
+    run_bwd(amx_handle, CASES[name], seed=len(name) + 7)
+
+
+# softcapping (the cap's derivative on dS), with the bias, ALiBi, window and padding together
+SOFTCAP = {
+    "softcap": softcap.Case(dt=BF16, d=32, dv=32, sq=70, skv=90, cap=2.0, causal=True),
+    "softcap_everything": replace(softcap.EVERYTHING, dt=BF16, d=64, dv=64, cap=2.0, scale=0.2),
+}
+
+
+@pytest.mark.parametrize("name", list(SOFTCAP))
+def test_amx_backward_softcap(amx_handle: hipdnn.Handle, name: str) -> None:
+    softcap.run_backward(amx_handle, SOFTCAP[name], seed=len(name), cap_matters=False)
+
+
+@st.composite
+def amx_cases(draw: st.DrawFn) -> Case:
+    b = draw(st.integers(1, 2))
+    hk = draw(st.integers(1, 2))
+    sq = draw(st.sampled_from([1, 2, 31, 32, 33, 64, 65, 129, 150]))
+    skv = draw(st.sampled_from([1, 3, 37, 63, 64, 65, 129]))
+    padding = draw(st.booleans())
+    return Case(
+        b=b,
+        hq=hk * draw(st.integers(1, 3)),
+        hk=hk,
+        sq=sq,
+        skv=skv,
+        d=draw(st.sampled_from([32, 64, 96, 128])),
+        dv=draw(st.sampled_from([32, 64, 128])),
+        dt=BF16,
+        layout=draw(st.sampled_from(["bhsd", "bhsd", "bshd"])),
+        causal=draw(st.booleans()),
+        bottom_right=draw(st.booleans()),
+        left=draw(st.one_of(st.none(), st.integers(1, 90))),
+        right=draw(st.one_of(st.none(), st.integers(0, 20))),
+        padding=padding,
+        seq_q=[draw(st.integers(0, sq)) for _ in range(b)] if padding else [],
+        seq_kv=[draw(st.integers(0, skv)) for _ in range(b)] if padding else [],
+        bias=draw(st.sampled_from([None, "full", "b1", "h1", "11", "keys_only", "queries_only", "scalar"])),
+        alibi=draw(st.booleans()),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(c=amx_cases(), seed=st.integers(0, 2**16))
+def test_amx_backward_hypothesis(amx_handle: hipdnn.Handle, c: Case, seed: int) -> None:
+    run_bwd(amx_handle, c, seed)
