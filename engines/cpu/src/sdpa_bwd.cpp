@@ -297,9 +297,12 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
             fn(r, b, h, rb * RB, std::min(r.sq, (rb + 1) * RB));
         });
     };
+    // The row passes: the baseline build's (scalar code, the same numbers on every ISA), or on the
+    // AMX build's calls its own (vectorized: bf16 rows widened and rounded 16 at a time), with the
+    // transposes its tiles read.
     if(amx)
         row_items([](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
-            bwd_base::run_row_stats(run, b, h, i0, i1);
+            bwd_amx::run_row_stats(run, b, h, i0, i1);
             bwd_amx::run_amx_transposes(run, b, h, i0, i1);
         });
     else
@@ -333,7 +336,7 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         fn(r, it, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
     });
     if(!direct)
-        row_items(bwd_base::run_dq_rows);
+        row_items(amx ? bwd_amx::run_dq_rows : bwd_base::run_dq_rows);
     return SdpaBwdStatus::Ok;
 }
 

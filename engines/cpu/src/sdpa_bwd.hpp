@@ -39,8 +39,9 @@ struct Run
     int64_t off_kt = 0, off_vt = 0, off_kr = 0, off_qr = 0, off_dor = 0, off_s = 0, off_dp = 0, off_dk = 0,
             off_dv = 0, total = 0;
     // The AMX build (sdpa_bwd_amx.cpp: bf16 q, k, v and dO, head dims multiples of 32) reads Q and dO
-    // transposed, bf16 [b][hq][d][sqp] and [b][hq][dv][sqp] (sqp: Sq rounded up to 32; queries past a
-    // batch's length zero), made by its pre-pass (run_amx_transposes) into the call's allocation.
+    // transposed in chunks of 32 queries, bf16 [b][hq][sqp/32][d][32] and [b][hq][sqp/32][dv][32] (sqp:
+    // Sq rounded up to 32; queries past a batch's length zero), made by its pre-pass
+    // (run_amx_transposes) into the call's allocation.
     uint16_t* qt16 = nullptr;
     uint16_t* dot16 = nullptr;
     int64_t sqp = 0;
@@ -56,8 +57,8 @@ struct Run
 } // namespace sdpa_bwd
 
 // Per ISA build: the main pass's work item w, exact_rows' item bh (one (batch, query head)), and
-// the row pre- and post-passes over rows [i0, i1) of head (b, h). Only the baseline build's row
-// passes are called (they are scalar code).
+// the row pre- and post-passes over rows [i0, i1) of head (b, h). The baseline build's row passes
+// serve every build but the AMX one, which calls its own.
 #define HIPDNN_BWD_DECLARE(ns)                                                                                         \
     namespace ns                                                                                                       \
     {                                                                                                                  \

@@ -332,6 +332,23 @@ inline uint16_t to_bf16(float f)
     return static_cast<uint16_t>(x >> 16);
 }
 
+#if HIPDNN_BWD_W == 16
+// 16 floats rounded to bf16 exactly as to_bf16 rounds them (nearest even, NaN quieted), as a 256-bit
+// vector. (The all-lanes mask forms: the plain ones trip GCC 12, see avx512_exp2.hpp.)
+inline __m256i to_bf16x16(__m512 v)
+{
+    const __mmask16 all = 0xFFFF;
+    const __m512i x = _mm512_castps_si512(v);
+    const __m512i hi = _mm512_maskz_srli_epi32(all, x, 16);
+    const __m512i odd = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    const __m512i rounded =
+        _mm512_maskz_srli_epi32(all, _mm512_add_epi32(x, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    const __m512i quiet = _mm512_or_si512(hi, _mm512_set1_epi32(0x40));
+    return _mm512_maskz_cvtepi32_epi16(all, _mm512_mask_blend_epi32(nan, rounded, quiet));
+}
+#endif
+
 inline float ld(const void* base, int64_t i, DType t)
 {
     switch(t)
@@ -580,10 +597,42 @@ inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64
         transpose_f32<W>(srcT, ldt, width, n, static_cast<float*>(base) + off, s.strides[2]);
         return;
     }
+    int64_t e0 = 0; // columns before e0 are written
+#if HIPDNN_BWD_W == 16
+    if(t == DType::BF16 && s.strides[3] == 1)
+    {
+        // 16 x 16 blocks transposed in registers, each row rounded to bf16 as 16 lanes at once
+        uint16_t* out = static_cast<uint16_t*>(base) + off;
+        const int64_t rs = s.strides[2];
+        for(; e0 + 16 <= width; e0 += 16)
+        {
+            int64_t j = 0;
+            for(; j + 16 <= n; j += 16)
+            {
+                __m512 x[16];
+#pragma GCC unroll 16
+                for(int u = 0; u < 16; ++u)
+                    x[u] = _mm512_loadu_ps(srcT + (e0 + u) * ldt + j);
+                transpose16_round<1>(x);
+                transpose16_round<2>(x);
+                transpose16_round<4>(x);
+                transpose16_round<8>(x);
+#pragma GCC unroll 16
+                for(int u = 0; u < 16; ++u)
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j + u) * rs + e0), to_bf16x16(x[u]));
+            }
+            for(; j < n; ++j)
+                for(int64_t e = e0; e < e0 + 16; ++e)
+                    out[j * rs + e] = to_bf16(srcT[e * ldt + j]);
+        }
+    }
+#endif
+    if(e0 == width)
+        return;
     for(int64_t j = 0; j < n; ++j)
     {
         const int64_t row = off + j * s.strides[2];
-        for(int64_t e = 0; e < width; ++e)
+        for(int64_t e = e0; e < width; ++e)
             st(base, row + e * s.strides[3], t, srcT[e * ldt + j]);
     }
 }
@@ -607,6 +656,8 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
     const int64_t soff = b * p.ss.strides[0] + h * p.ss.strides[1];
     const bool f32 = p.ot == DType::F32 && P.dout_t == DType::F32;
     const bool unit = f32 && p.os.strides[3] == 1 && P.dos.strides[3] == 1;
+    const bool bf16_unit = p.ot == DType::BF16 && P.dout_t == DType::BF16 && p.os.strides[3] == 1
+                           && P.dos.strides[3] == 1;
     const int64_t base = (b * r.hq + h) * r.sq;
     for(int64_t i = i0; i < i1; ++i)
     {
@@ -625,6 +676,21 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
                     part[l] += o[e + l] * g[e + l];
             for(; e < r.dv; ++e)
                 part[0] += o[e] * g[e];
+            for(int l = 0; l < 8; ++l)
+                s += part[l];
+        }
+        else if(bf16_unit)
+        {
+            // as the fp32 rows: 8 independent partial sums of the widened products, combined in double
+            const uint16_t* o = static_cast<const uint16_t*>(p.o) + orow;
+            const uint16_t* g = static_cast<const uint16_t*>(P.dout) + drow;
+            float part[8] = {};
+            int64_t e = 0;
+            for(; e + 8 <= r.dv; e += 8)
+                for(int l = 0; l < 8; ++l)
+                    part[l] += from_bf16(o[e + l]) * from_bf16(g[e + l]);
+            for(; e < r.dv; ++e)
+                part[0] += from_bf16(o[e]) * from_bf16(g[e]);
             for(int l = 0; l < 8; ++l)
                 s += part[l];
         }
@@ -668,7 +734,18 @@ void dq_rows(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
     {
         const float* a = r.dqa + (base + i) * r.dq_ld;
         const int64_t qr = qoff + i * P.dqs.strides[2];
-        for(int64_t e = 0; e < r.d; ++e)
+        int64_t e0 = 0; // columns before e0 are written
+#if HIPDNN_BWD_W == 16
+        if(P.dq_t == DType::BF16 && P.dqs.strides[3] == 1)
+            for(; e0 + 16 <= r.d; e0 += 16)
+            {
+                __m512 x = _mm512_loadu_ps(a + e0);
+                for(int64_t c = 1; c < r.chunks; ++c)
+                    x = _mm512_add_ps(x, _mm512_loadu_ps(a + c * r.dq_part + e0));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(P.dq) + qr + e0), to_bf16x16(x));
+            }
+#endif
+        for(int64_t e = e0; e < r.d; ++e)
         {
             float x = a[e];
             for(int64_t c = 1; c < r.chunks; ++c)
@@ -1068,10 +1145,12 @@ inline int64_t round32(int64_t n)
     return (n + 31) & ~int64_t(31);
 }
 
-// C [m][n] (+)= A [m][kd] . B: A bf16 rows lda elements apart; B [kd/2][n][2] bf16 in the tiles'
-// pair layout, its pair rows ldb elements apart; C fp32 rows ldc apart. m, n and kd multiples of 32.
-inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb,
-                     float* c, int64_t ldc, bool accumulate)
+// C [m][n] (+)= A [m][kd] . B: A bf16, row i's k-th 32-element step at a + i * lda + (k / 32) * akstep
+// (row-major: akstep 32; the pre-pass's chunked transposes: lda 32, akstep 32 rows); B [kd/2][n][2]
+// bf16 in the tiles' pair layout, its pair rows ldb elements apart; C fp32 rows ldc apart. m, n and
+// kd multiples of 32.
+inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_t lda, int64_t akstep,
+                     const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate)
 {
     const int64_t cs = ldc * 4, as = lda * 2, bs = ldb * 2; // strides in bytes
     for(int64_t i = 0; i < m; i += 32)
@@ -1095,8 +1174,9 @@ inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_
             }
             for(int64_t k = 0; k < kd; k += 32)
             {
-                _tile_loadd(4, a + i * lda + k, as);
-                _tile_loadd(5, a + (i + 16) * lda + k, as);
+                const uint16_t* ak = a + (k / 32) * akstep;
+                _tile_loadd(4, ak + i * lda, as);
+                _tile_loadd(5, ak + (i + 16) * lda, as);
                 _tile_loadd(6, b + (k / 2) * ldb + 2 * j, bs);
                 _tile_loadd(7, b + (k / 2) * ldb + 2 * (j + 16), bs);
                 _tile_dpbf16ps(0, 4, 6);
@@ -1184,9 +1264,10 @@ inline void bf16_rows(const float* x, int64_t n, uint16_t* out)
 }
 
 // Rows [i0, i1) of a bf16 head slice (rows rs apart, unit last stride, `width` wide) transposed into
-// dst [width][sqp] (column i: query i), 16 x 16 blocks widened to fp32 for the register transpose.
-// Rows at or past `live` (the batch's length) are written as zeros, and so are the columns from Sq
-// to sqp where i1 is the head's last row.
+// dst in chunks of 32 queries, [sqp/32][width][32] (query i of head dim e at ((i/32) width + e) 32 +
+// i % 32: one 32-query step of a tile's A operand is 1 KB in one piece), 16 x 16 blocks widened to
+// fp32 for the register transpose. Rows at or past `live` (the batch's length) are written as
+// zeros, and so are the queries from Sq to sqp where i1 is the head's last row.
 inline void transpose_rows_bf16(const uint16_t* src, int64_t rs, int64_t i0, int64_t i1, int64_t live,
                                 int64_t width, int64_t sq, int64_t sqp, uint16_t* dst)
 {
@@ -1211,7 +1292,7 @@ inline void transpose_rows_bf16(const uint16_t* src, int64_t rs, int64_t i0, int
 #pragma GCC unroll 16
             for(int t = 0; t < 16; ++t)
                 _mm256_storeu_si256(
-                    reinterpret_cast<__m256i*>(dst + (e + t) * sqp + i),
+                    reinterpret_cast<__m256i*>(dst + ((i / 32) * width + e + t) * 32 + i % 32),
                     _mm512_maskz_cvtepi32_epi16(all, _mm512_maskz_srli_epi32(all, _mm512_castps_si512(x[t]), 16)));
         }
 }
@@ -1256,8 +1337,9 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
     const int64_t dvoff = b * P.dvs.strides[0] + hk * P.dvs.strides[1];
     alignas(64) float dt[BK] = {}; // (written by Scores::prep where softcapped)
-    Prefetches none;              // (its fp32 rows do not occur here)
-    none.lines = 1;
+    // (no prefetches: its fp32 rows do not occur here, and the next query block's rows, tried,
+    // gained nothing)
+    Prefetches none;
     bool configured = false;
     for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
     {
@@ -1305,8 +1387,8 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
                     const uint16_t* qa = inside ? qh + q0 * qs2 : padded_rows(qh, qs2, q0, n32, r.sq, d, qpad);
                     const uint16_t* doa =
                         inside ? doh + q0 * dos2 : padded_rows(doh, dos2, q0, n32, r.sq, dvw, dopad);
-                    amx_gemm(n32, BK, d, qa, inside ? qs2 : d, kp, 2 * BK, s, BK, false);
-                    amx_gemm(n32, BK, dvw, doa, inside ? dos2 : dvw, vp, 2 * BK, dpm, BK, false);
+                    amx_gemm(n32, BK, d, qa, inside ? qs2 : d, 32, kp, 2 * BK, s, BK, false);
+                    amx_gemm(n32, BK, dvw, doa, inside ? dos2 : dvw, 32, vp, 2 * BK, dpm, BK, false);
                     recompute_rows<16>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, dt, none);
                     // (rows past the block's last query: whatever the tiles left there, as zeros)
                     std::memset(s + nq * BK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * BK));
@@ -1315,16 +1397,16 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
                     bf16_row_pairs(dpm, n32, dsq);
                     bf16_rows(dpm, n32, dsr);
                     // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
-                    amx_gemm(dvw, BK, n32, doth + q0, r.sqp, pq, 2 * BK, dv, BK, !first);
-                    amx_gemm(d, BK, n32, qth + q0, r.sqp, dsq, 2 * BK, dk, BK, !first);
+                    amx_gemm(dvw, BK, n32, doth + q0 * dvw, 32, 32 * dvw, pq, 2 * BK, dv, BK, !first);
+                    amx_gemm(d, BK, n32, qth + q0 * d, 32, 32 * d, dsq, 2 * BK, dk, BK, !first);
                     first = false;
                     // dQ's rows in whole 32-row strips below Sq in place, a strip past it through dqs
                     const int64_t direct = inside ? n32 : (r.sq - q0) / 32 * 32;
                     if(direct > 0)
-                        amx_gemm(direct, d, BK, dsr, BK, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                        amx_gemm(direct, d, BK, dsr, BK, 32, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
                     if(direct < nq)
                     {
-                        amx_gemm(32, d, BK, dsr + direct * BK, BK, kk, 2 * d, dqs, d, false);
+                        amx_gemm(32, d, BK, dsr + direct * BK, BK, 32, kk, 2 * d, dqs, d, false);
                         for(int64_t i = direct; i < nq; ++i)
                         {
                             float* row = dqh + (q0 + i) * r.dq_ld;
