@@ -74,6 +74,7 @@ namespace hipdnn_cpu
 namespace
 {
 
+using sdpa_bwd::ABK;
 using sdpa_bwd::BK;
 using sdpa_bwd::BQ;
 using sdpa_bwd::Run;
@@ -115,19 +116,19 @@ void layout(Run& r, int w)
             off = a;
             a += round_to(floats, 16);
         };
-        put(r.a_kp, r.d * BK / 2); // bf16 buffers, counted in floats
-        put(r.a_kk, r.d * BK / 2);
-        put(r.a_vp, r.dv * BK / 2);
+        put(r.a_kp, r.d * ABK / 2); // bf16 buffers, counted in floats
+        put(r.a_kk, r.d * ABK / 2);
+        put(r.a_vp, r.dv * ABK / 2);
         put(r.a_q, BQ * r.d / 2);
         put(r.a_do, BQ * r.dv / 2);
         put(r.a_dq, 32 * r.d);
-        put(r.a_pq, BQ * BK / 2);
-        put(r.a_dsq, BQ * BK / 2);
-        put(r.a_dsr, BQ * BK / 2);
-        put(r.a_s, BQ * BK);
-        put(r.a_dp, BQ * BK);
-        put(r.a_dk, r.d * BK);
-        put(r.a_dv, r.dv * BK);
+        put(r.a_pq, BQ * ABK / 2);
+        put(r.a_dsq, BQ * ABK / 2);
+        put(r.a_dsr, BQ * ABK / 2);
+        put(r.a_s, BQ * ABK);
+        put(r.a_dp, BQ * ABK);
+        put(r.a_dk, r.d * ABK);
+        put(r.a_dv, r.dv * ABK);
         r.amx_total = a;
     }
     r.total = std::max(r.total, r.amx_total);
@@ -230,17 +231,18 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d, w) && rows_aligned(p.fwd.k, p.fwd.ks);
     r.do_in = in_place(p.dout, p.dout_t, p.dos, r.dv, w);
     r.nkb = (r.skv + BK - 1) / BK;
+    const bool amx = amx_serves(p, r, which);
+    const int64_t key_blocks = amx ? (r.skv + ABK - 1) / ABK : r.nkb; // what the chunks split
     const int64_t pairs = r.b * r.hk;
     const int64_t rows = r.b * r.hq * r.sq;
     // Chunks: about 2 items per thread, fewer when their accumulators would pass the budget.
     const size_t acc1 = mul_or_zero({static_cast<size_t>(rows), static_cast<size_t>(r.dp), sizeof(float)});
-    int64_t chunks = std::min<int64_t>(std::max<int64_t>(1, r.nkb),
+    int64_t chunks = std::min<int64_t>(std::max<int64_t>(1, key_blocks),
                                        (2 * nthreads + pairs - 1) / std::max<int64_t>(1, pairs));
     if(chunks > 1 && (acc1 == 0 || acc1 > kChunkBudget / static_cast<size_t>(chunks)))
         chunks = std::max<int64_t>(1, acc1 == 0 ? 1 : static_cast<int64_t>(kChunkBudget / acc1));
     r.chunks = std::max<int64_t>(1, chunks);
     const bool direct = r.chunks == 1 && p.dq_t == DType::F32 && p.dqs.strides[3] == 1 && r.d % w == 0;
-    const bool amx = amx_serves(p, r, which);
     r.sqp = (r.sq + 31) / 32 * 32;
     // One allocation: lse, delta and lgl [rows] each, then (unless direct) the accumulators, then (on
     // the AMX build) Q^T and dO^T in bf16.

@@ -17,6 +17,11 @@ namespace sdpa_bwd
 
 constexpr int64_t BQ = 128; // queries per tile (128, not 64: 0.5-3.5 % faster, fp32 S = 512-2048)
 constexpr int64_t BK = 64; // keys per tile
+// Keys per block of the AMX build: each block streams the head's dQ accumulators, Q and dO rows and
+// their transposes once, so 128 halves that traffic against 64 (bf16, B=1 H=8 D=128 S=2048 on 2
+// cores: 1024-1045 -> 1130-1179 GFLOP/s). 256 gained 8 % more there but lost 8 % causal at S=1024
+// D=64 and doubles the scratch (~0.9 MB a thread at D=128).
+constexpr int64_t ABK = 128;
 
 struct Run
 {

@@ -30,6 +30,7 @@ namespace HIPDNN_BWD_NS
 namespace
 {
 
+using sdpa_bwd::ABK;
 using sdpa_bwd::BK;
 using sdpa_bwd::BQ;
 using sdpa_bwd::Run;
@@ -872,14 +873,14 @@ struct Scores
     }
 };
 
-// The softmax recompute of one tile: rows [0, nq) of s (raw dots q.k) and dpm (dO.v) for queries
-// q0 + i and keys k0 + j. s becomes P = exp2(S' - lse - lgl) and dpm dS = scale P (dP - delta) (times
+// The softmax recompute of one tile: rows [0, nq) of s (raw dots q.k) and dpm (dO.v), ld floats
+// apart, BK columns each, for queries q0 + i and keys k0 + j. s becomes P = exp2(S' - lse - lgl) and dpm dS = scale P (dP - delta) (times
 // 1 - tanh^2 where softcapped), both zero outside each row's visible columns and on dead rows. Issues
 // the item's prefetches a row's share at a time, and the next query block's bias strip.
 template <int W>
 inline void recompute_rows(const SdpaProblem& p, const Scores<W>& sc, const Band& bd, const float* lse,
                            const float* del, const float* lgl, int64_t boff, int64_t q0, int64_t nq, int64_t i1,
-                           int64_t k0, int64_t nk, float* s, float* dpm, float* dt, Prefetches& pre)
+                           int64_t k0, int64_t nk, float* s, float* dpm, int64_t ld, float* dt, Prefetches& pre)
 {
     typedef typename Vec<W>::F V;
     const float scale = p.scale;
@@ -900,8 +901,8 @@ inline void recompute_rows(const SdpaProblem& p, const Scores<W>& sc, const Band
             for(int64_t l = 0; l < bias_lines; ++l)
                 __builtin_prefetch(nb + 64 * l, 0, 2);
         }
-        float* sr = s + i * BK;
-        float* dr = dpm + i * BK;
+        float* sr = s + i * ld;
+        float* dr = dpm + i * ld;
         // visible columns [c0, c1) of this row
         const int64_t c0 = std::max<int64_t>(0, qi + bd.lo - k0);
         const int64_t c1 = std::min<int64_t>(nk, std::min(qi + bd.hi, bd.skv_b - 1) - k0 + 1);
@@ -1012,7 +1013,7 @@ inline void item(const Run& r, int64_t w, float* ws)
                         rows_of(P.dout, P.dout_t, P.dos, dooff, q0, nq, r.dv, r.dvp, r.do_in, ws + r.off_dor, dors);
                     gemm<W>(nq, BK, r.d, qm, qrs, 1, kt, BK, s, BK, false, pf);
                     gemm<W>(nq, BK, r.dv, dom, dors, 1, vt, BK, dpm, BK, false, pf);
-                    recompute_rows<W>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, dt, pre);
+                    recompute_rows<W>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, BK, dt, pre);
                     // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
                     gemm<W>(r.dv, BK, nq, dom, 1, dors, s, BK, dv, BK, !first, pf);
                     gemm<W>(r.d, BK, nq, qm, 1, qrs, dpm, BK, dk, BK, !first, pf);
@@ -1128,14 +1129,14 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
 // are rounded to bf16 for the three products that take them, as flash attention's bf16 backward
 // does; the softmax recompute stays fp32 (recompute_rows, shared with the other builds). Per key
 // block (packed once, shared by the group's heads and query blocks):
-//   Kp [d/2][BK][2]    K in pairs of head dims: B of S = Q K^T
-//   Vp [dv/2][BK][2]   V likewise: B of dP = dO V^T
-//   Kk [BK/2][d][2]    K in pairs of keys: B of dQ = dS K
+//   Kp [d/2][ABK][2]   K in pairs of head dims: B of S = Q K^T
+//   Vp [dv/2][ABK][2]  V likewise: B of dP = dO V^T
+//   Kk [ABK/2][d][2]   K in pairs of keys: B of dQ = dS K
 // (keys past the batch's length packed as zeros), then per query block (up to BQ rows from a
 // multiple of 32, so that the pre-pass's transposes serve as A operands in whole 32-query steps):
 //   S = Q Kp, dP = dO Vp           A: Q and dO rows in place (a zero-padded copy for a head's last block)
 //   recompute_rows                 S -> P, dP -> dS in fp32
-//   Pq, dSq [BQ/2][BK][2]          P and dS in pairs of queries; dSr [BQ][BK], dS rows (bf16)
+//   Pq, dSq [BQ/2][ABK][2]         P and dS in pairs of queries; dSr [BQ][ABK], dS rows (bf16)
 //   dV^T += dO^T Pq, dK^T += Q^T dSq   A: r.dot16, r.qt16 (run_amx_transposes)
 //   dQ += dSr Kk                   C: dQ's rows (through a 32-row strip where a block passes Sq)
 // Tiles 0-3 accumulate a 32 x 32 block of C, 4-5 hold A's two 16-row halves, 6-7 B's two 16-column halves.
@@ -1192,19 +1193,19 @@ inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_
 }
 
 // Rows [0, n) of a bf16 slice (rs elements apart, rs even, unit last stride) in pairs of head
-// dims: dst [d/2][BK] 32-bit words, a 16 x 16 word transpose at a time; keys from n to BK zero.
+// dims: dst [d/2][ABK] 32-bit words, a 16 x 16 word transpose at a time; keys from n to ABK zero.
 inline void pack_dim_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d, uint16_t* dst)
 {
     alignas(64) uint32_t tmp[16 * 16];
     float* out = reinterpret_cast<float*>(dst);
-    for(int64_t j0 = 0; j0 < BK; j0 += 16)
+    for(int64_t j0 = 0; j0 < ABK; j0 += 16)
     {
         const int64_t kn = std::min<int64_t>(16, std::max<int64_t>(0, n - j0));
         for(int64_t e = 0; e < d / 2; e += 16)
         {
             if(kn == 16)
             {
-                transpose16(reinterpret_cast<const float*>(src + j0 * rs) + e, rs / 2, out + e * BK + j0, BK);
+                transpose16(reinterpret_cast<const float*>(src + j0 * rs) + e, rs / 2, out + e * ABK + j0, ABK);
                 continue;
             }
             for(int64_t t = 0; t < 16; ++t)
@@ -1212,12 +1213,12 @@ inline void pack_dim_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d
                     std::memcpy(tmp + t * 16, src + (j0 + t) * rs + 2 * e, 64);
                 else
                     std::memset(tmp + t * 16, 0, 64);
-            transpose16(reinterpret_cast<const float*>(tmp), 16, out + e * BK + j0, BK);
+            transpose16(reinterpret_cast<const float*>(tmp), 16, out + e * ABK + j0, ABK);
         }
     }
 }
 
-// Rows [0, n) of a bf16 slice in pairs of rows: dst [BK/2][d][2]; rows from n to BK zero.
+// Rows [0, n) of a bf16 slice in pairs of rows: dst [ABK/2][d][2]; rows from n to ABK zero.
 inline void pack_row_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d, uint16_t* dst)
 {
     alignas(64) static constexpr uint16_t lo[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
@@ -1225,7 +1226,7 @@ inline void pack_row_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d
     alignas(64) static constexpr uint16_t hi[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
                                                     24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
     const __m512i vlo = _mm512_load_si512(lo), vhi = _mm512_load_si512(hi);
-    for(int64_t t = 0; t < BK; t += 2)
+    for(int64_t t = 0; t < ABK; t += 2)
     {
         uint16_t* o = dst + (t / 2) * 2 * d;
         for(int64_t e = 0; e < d; e += 32)
@@ -1238,29 +1239,30 @@ inline void pack_row_pairs(const uint16_t* src, int64_t rs, int64_t n, int64_t d
     }
 }
 
-// Rows [0, n) (n even) of an fp32 [n][BK] tile rounded to bf16 in pairs of rows: out [n/2][BK][2].
+// Rows [0, n) (n even) of an fp32 [n][ABK] tile rounded to bf16 in pairs of rows: out [n/2][ABK][2].
 inline void bf16_row_pairs(const float* x, int64_t n, uint16_t* out)
 {
     alignas(64) static constexpr uint16_t inter[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
                                                        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     const __m512i vi = _mm512_load_si512(inter);
     for(int64_t t = 0; t < n; t += 2)
-        for(int64_t j = 0; j < BK; j += 16)
+        for(int64_t j = 0; j < ABK; j += 16)
         {
             // (lower half: row t's 16 values, upper half: row t + 1's)
             const __m512i ab = reinterpret_cast<__m512i>(
-                _mm512_cvtne2ps_pbh(_mm512_load_ps(x + (t + 1) * BK + j), _mm512_load_ps(x + t * BK + j)));
-            _mm512_store_si512(out + t * BK + 2 * j, _mm512_permutexvar_epi16(vi, ab));
+                _mm512_cvtne2ps_pbh(_mm512_load_ps(x + (t + 1) * ABK + j), _mm512_load_ps(x + t * ABK + j)));
+            _mm512_store_si512(out + t * ABK + 2 * j, _mm512_permutexvar_epi16(vi, ab));
         }
 }
 
-// Rows [0, n) of an fp32 [n][BK] tile rounded to bf16 rows: out [n][BK].
+// Rows [0, n) of an fp32 [n][ABK] tile rounded to bf16 rows: out [n][ABK].
 inline void bf16_rows(const float* x, int64_t n, uint16_t* out)
 {
     for(int64_t t = 0; t < n; ++t)
-        for(int64_t j = 0; j < BK; j += 32)
-            _mm512_store_si512(out + t * BK + j, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(
-                                                     _mm512_load_ps(x + t * BK + j + 16), _mm512_load_ps(x + t * BK + j))));
+        for(int64_t j = 0; j < ABK; j += 32)
+            _mm512_store_si512(out + t * ABK + j,
+                               reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_load_ps(x + t * ABK + j + 16),
+                                                                             _mm512_load_ps(x + t * ABK + j))));
 }
 
 // Rows [i0, i1) of a bf16 head slice (rows rs apart, unit last stride, `width` wide) transposed into
@@ -1330,8 +1332,8 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
     float* dqs = ws + r.a_dq;
     float* s = ws + r.a_s;
     float* dpm = ws + r.a_dp;
-    float* dk = ws + r.a_dk; // transposed: [d][BK]
-    float* dv = ws + r.a_dv; // [dv][BK]
+    float* dk = ws + r.a_dk; // transposed: [d][ABK]
+    float* dv = ws + r.a_dv; // [dv][ABK]
     const uint16_t* kb_rows = static_cast<const uint16_t*>(p.k) + b * p.ks.strides[0] + hk * p.ks.strides[1];
     const uint16_t* vb_rows = static_cast<const uint16_t*>(p.v) + b * p.vs.strides[0] + hk * p.vs.strides[1];
     const int64_t dkoff = b * P.dks.strides[0] + hk * P.dks.strides[1];
@@ -1341,10 +1343,11 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
     // gained nothing)
     Prefetches none;
     bool configured = false;
-    for(int64_t kb = c; kb < r.nkb; kb += r.chunks)
+    const int64_t nab = (r.skv + ABK - 1) / ABK; // key blocks of ABK keys
+    for(int64_t kb = c; kb < nab; kb += r.chunks)
     {
-        const int64_t k0 = kb * BK;
-        const int64_t nk = std::min(BK, r.skv - k0);
+        const int64_t k0 = kb * ABK;
+        const int64_t nk = std::min(ABK, r.skv - k0);
         bool first = true; // dK, dV not yet written for this key block
         const int64_t klast = std::min(k0 + nk, bd.skv_b) - 1;
         const int64_t i0 = std::max<int64_t>(0, k0 - bd.hi);
@@ -1387,26 +1390,29 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
                     const uint16_t* qa = inside ? qh + q0 * qs2 : padded_rows(qh, qs2, q0, n32, r.sq, d, qpad);
                     const uint16_t* doa =
                         inside ? doh + q0 * dos2 : padded_rows(doh, dos2, q0, n32, r.sq, dvw, dopad);
-                    amx_gemm(n32, BK, d, qa, inside ? qs2 : d, 32, kp, 2 * BK, s, BK, false);
-                    amx_gemm(n32, BK, dvw, doa, inside ? dos2 : dvw, 32, vp, 2 * BK, dpm, BK, false);
-                    recompute_rows<16>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0, nk, s, dpm, dt, none);
+                    amx_gemm(n32, ABK, d, qa, inside ? qs2 : d, 32, kp, 2 * ABK, s, ABK, false);
+                    amx_gemm(n32, ABK, dvw, doa, inside ? dos2 : dvw, 32, vp, 2 * ABK, dpm, ABK, false);
+                    // the recompute a BK-key strip at a time (strips past Skv come out zero)
+                    for(int64_t j0 = 0; j0 < ABK; j0 += BK)
+                        recompute_rows<16>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0 + j0,
+                                           std::min(BK, nk - j0), s + j0, dpm + j0, ABK, dt, none);
                     // (rows past the block's last query: whatever the tiles left there, as zeros)
-                    std::memset(s + nq * BK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * BK));
-                    std::memset(dpm + nq * BK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * BK));
+                    std::memset(s + nq * ABK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * ABK));
+                    std::memset(dpm + nq * ABK, 0, sizeof(float) * static_cast<size_t>((n32 - nq) * ABK));
                     bf16_row_pairs(s, n32, pq);
                     bf16_row_pairs(dpm, n32, dsq);
                     bf16_rows(dpm, n32, dsr);
                     // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
-                    amx_gemm(dvw, BK, n32, doth + q0 * dvw, 32, 32 * dvw, pq, 2 * BK, dv, BK, !first);
-                    amx_gemm(d, BK, n32, qth + q0 * d, 32, 32 * d, dsq, 2 * BK, dk, BK, !first);
+                    amx_gemm(dvw, ABK, n32, doth + q0 * dvw, 32, 32 * dvw, pq, 2 * ABK, dv, ABK, !first);
+                    amx_gemm(d, ABK, n32, qth + q0 * d, 32, 32 * d, dsq, 2 * ABK, dk, ABK, !first);
                     first = false;
                     // dQ's rows in whole 32-row strips below Sq in place, a strip past it through dqs
                     const int64_t direct = inside ? n32 : (r.sq - q0) / 32 * 32;
                     if(direct > 0)
-                        amx_gemm(direct, d, BK, dsr, BK, 32, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                        amx_gemm(direct, d, ABK, dsr, ABK, 32, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
                     if(direct < nq)
                     {
-                        amx_gemm(32, d, BK, dsr + direct * BK, BK, 32, kk, 2 * d, dqs, d, false);
+                        amx_gemm(32, d, ABK, dsr + direct * ABK, ABK, 32, kk, 2 * d, dqs, d, false);
                         for(int64_t i = direct; i < nq; ++i)
                         {
                             float* row = dqh + (q0 + i) * r.dq_ld;
@@ -1421,11 +1427,11 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
         }
         if(first)
         {
-            std::memset(dk, 0, sizeof(float) * static_cast<size_t>(d * BK));
-            std::memset(dv, 0, sizeof(float) * static_cast<size_t>(dvw * BK));
+            std::memset(dk, 0, sizeof(float) * static_cast<size_t>(d * ABK));
+            std::memset(dv, 0, sizeof(float) * static_cast<size_t>(dvw * ABK));
         }
-        store_rows_t<16>(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, d, dk, BK);
-        store_rows_t<16>(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, dvw, dv, BK);
+        store_rows_t<16>(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, d, dk, ABK);
+        store_rows_t<16>(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, dvw, dv, ABK);
     }
     if(configured)
         _tile_release();
