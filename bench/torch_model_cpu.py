@@ -1,9 +1,12 @@
 """A Llama-shaped transformers model (random weights, nothing downloaded) on the CPU, with attention
 through hipdnn.torch ("hipdnn", the CPU engine) and through torch's own SDPA ("sdpa"), in one run:
 the time of a prefill forward (a left-padded batch, so a boolean mask reaches attention in every
-layer) and decode tokens/s of ``generate`` with a dynamic cache, fp32 and bf16. The two
-implementations alternate round by round on the same model and inputs; the best round of each is
-kept. The greedy tokens of both are compared (they must agree up to a near tie of the top logits).
+layer), decode tokens/s of ``generate`` with a dynamic cache, and a training step (forward and
+backward of the causal-LM loss on the same batch), fp32 and bf16. The two implementations alternate
+round by round on the same model and inputs; the best round of each is kept. The greedy tokens of
+both are compared (they must agree up to a near tie of the top logits), and so are the training
+step's weight gradients (``train_grad_rel_err``: layer 0's q_proj and the last layer's o_proj, max
+abs difference over max abs value).
 
     python bench/torch_model_cpu.py --out bench/results        # writes torch_model_cpu.json
 """
@@ -80,18 +83,33 @@ def case(dtype: torch.dtype, args: argparse.Namespace) -> dict[str, Any]:
     err = ((logits["hipdnn"] - logits["sdpa"])[live].abs().max() / logits["sdpa"][live].abs().max()).item()
     gen = {impl: generate(impl) for impl in IMPLS}
     agree = tokens_agree(gen["hipdnn"], gen["sdpa"])
+    labels = ids.masked_fill(~mask.bool(), -100)  # (no loss on the padding)
+    watched = [model.model.layers[0].self_attn.q_proj.weight, model.model.layers[-1].self_attn.o_proj.weight]
+
+    def train_step(impl: str) -> list[torch.Tensor]:
+        model.set_attn_implementation(impl)
+        model.zero_grad(set_to_none=True)
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        return [w.grad.float() for w in watched]
+
+    grads = {impl: train_step(impl) for impl in IMPLS}
+    grad_err = max(((a - b).abs().max() / b.abs().max()).item() for a, b in zip(grads["hipdnn"], grads["sdpa"]))
     pre = best_of({impl: lambda impl=impl: prefill(impl) for impl in IMPLS}, args.rounds)
     dec = best_of({impl: lambda impl=impl: generate(impl) for impl in IMPLS}, args.rounds)
+    trn = best_of({impl: lambda impl=impl: train_step(impl) for impl in IMPLS}, args.rounds)
+    model.zero_grad(set_to_none=True)
     row: dict[str, Any] = {
         "dtype": str(dtype).removeprefix("torch."), "batch": args.batch, "prompt": args.prompt,
         "padded": args.pad, "new_tokens": args.new, "layers": args.layers,
-        "prefill_logits_rel_err": err, "greedy_tokens_agree": agree,
+        "prefill_logits_rel_err": err, "greedy_tokens_agree": agree, "train_grad_rel_err": grad_err,
     }  # fmt: skip
     for impl in IMPLS:
         row[f"{impl}_prefill_ms"] = pre[impl] * 1e3
         row[f"{impl}_generate_ms"] = dec[impl] * 1e3
+        row[f"{impl}_train_step_ms"] = trn[impl] * 1e3
     row["prefill_hipdnn_over_sdpa"] = pre["hipdnn"] / pre["sdpa"]
     row["generate_hipdnn_over_sdpa"] = dec["hipdnn"] / dec["sdpa"]
+    row["train_step_hipdnn_over_sdpa"] = trn["hipdnn"] / trn["sdpa"]
     print(json.dumps(row), flush=True)
     return row
 
@@ -128,8 +146,9 @@ def main() -> int:
         "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "method": "wall time of one prefill forward and of one generate call (prefill + new tokens), best of "
-        "rounds, the implementations alternating on one model; a 0.2 s sleep before each",
+        "method": "wall time of one prefill forward, of one generate call (prefill + new tokens) and of one "
+        "training step (forward + backward of the loss), best of rounds, the implementations alternating on "
+        "one model; a 0.2 s sleep before each",
         "rows": rows,
     }
     out = Path(args.out)
