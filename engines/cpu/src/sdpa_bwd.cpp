@@ -299,16 +299,36 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
             fn(r, b, h, rb * RB, std::min(r.sq, (rb + 1) * RB));
         });
     };
-    // The row passes: the baseline build's (scalar code, the same numbers on every ISA), or on the
-    // AMX build's calls its own (vectorized: bf16 rows widened and rounded 16 at a time), with the
-    // transposes its tiles read.
+    // The row passes: for fp32 the baseline build's (scalar code, the same numbers on every ISA); for
+    // fp16 / bf16 tensors the ISA's own (their rows widened and rounded 8 or 16 at a time), and on the
+    // AMX build's calls with the transposes its tiles read.
+    using RowPass = void (*)(const Run&, int64_t, int64_t, int64_t, int64_t);
+    RowPass stats_pass = bwd_base::run_row_stats, dq_pass = bwd_base::run_dq_rows;
+#if HIPDNN_BWD_X86
+    const bool sixteen = p.fwd.ot != DType::F32 || p.dout_t != DType::F32 || p.dq_t != DType::F32;
+    if(amx)
+    {
+        stats_pass = bwd_amx::run_row_stats;
+        dq_pass = bwd_amx::run_dq_rows;
+    }
+    else if(sixteen && isa_has_avx512(which))
+    {
+        stats_pass = bwd_avx512::run_row_stats;
+        dq_pass = bwd_avx512::run_dq_rows;
+    }
+    else if(sixteen && which == Isa::Avx2)
+    {
+        stats_pass = bwd_avx2::run_row_stats;
+        dq_pass = bwd_avx2::run_dq_rows;
+    }
+#endif
     if(amx)
         row_items([](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
             bwd_amx::run_row_stats(run, b, h, i0, i1);
             bwd_amx::run_amx_transposes(run, b, h, i0, i1);
         });
     else
-        row_items(bwd_base::run_row_stats);
+        row_items(stats_pass);
 
     void (*fn)(const Run&, int64_t, float*) = bwd_base::run_item;
     void (*exact)(const Run&, int64_t, float*) = bwd_base::run_exact_rows;
@@ -338,7 +358,7 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         fn(r, it, reinterpret_cast<float*>(scratch + static_cast<size_t>(tid) * per_thread));
     });
     if(!direct)
-        row_items(amx ? bwd_amx::run_dq_rows : bwd_base::run_dq_rows);
+        row_items(dq_pass);
     return SdpaBwdStatus::Ok;
 }
 

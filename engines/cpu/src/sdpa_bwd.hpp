@@ -63,7 +63,7 @@ struct Run
 
 // Per ISA build: the main pass's work item w, exact_rows' item bh (one (batch, query head)), and
 // the row pre- and post-passes over rows [i0, i1) of head (b, h). The baseline build's row passes
-// serve every build but the AMX one, which calls its own.
+// serve fp32 calls on every build; calls with fp16 / bf16 tensors run their own build's.
 #define HIPDNN_BWD_DECLARE(ns)                                                                                         \
     namespace ns                                                                                                       \
     {                                                                                                                  \

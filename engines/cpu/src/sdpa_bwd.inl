@@ -392,6 +392,56 @@ inline void st(void* base, int64_t i, DType t, float x)
     }
 }
 
+// n elements of a row of fp16 or bf16 (unit stride; any other type element by element) widened to
+// fp32 into d: 16 or 8 at a time where the build has the instructions (F16C's conversion is exact and
+// ignores the flush-to-zero the AVX-512 items run under), else one by one.
+inline void widen_row(const void* src, DType t, int64_t n, float* d)
+{
+    int64_t e = 0;
+#if defined(__AVX512F__)
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    const __mmask16 all = 0xFFFF; // (the all-lanes mask forms: the plain ones trip GCC 12, see avx512_exp2.hpp)
+    if(t == DType::F16)
+        for(; e + 16 <= n; e += 16)
+            _mm512_storeu_ps(d + e,
+                             _mm512_maskz_cvtph_ps(all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + e))));
+    else if(t == DType::BF16)
+        for(; e + 16 <= n; e += 16)
+            _mm512_storeu_ps(d + e, _mm512_castsi512_ps(_mm512_maskz_slli_epi32(
+                                        all,
+                                        _mm512_maskz_cvtepu16_epi32(
+                                            all, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + e))),
+                                        16)));
+#elif defined(__AVX2__) && defined(__F16C__)
+    const uint16_t* h = static_cast<const uint16_t*>(src);
+    if(t == DType::F16)
+        for(; e + 8 <= n; e += 8)
+            _mm256_storeu_ps(d + e, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + e))));
+    else if(t == DType::BF16)
+        for(; e + 8 <= n; e += 8)
+            _mm256_storeu_ps(d + e, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + e))),
+                                        16)));
+#endif
+    for(; e < n; ++e)
+        d[e] = ld(src, e, t);
+}
+
+#if HIPDNN_BWD_W == 16
+// 16 floats rounded to fp16 exactly as to_half rounds them (nearest even, subnormals kept, NaN as
+// the sign and 0x7e00), as a 256-bit vector.
+inline __m256i to_half16(__m512 v)
+{
+    const __m256i h = _mm512_maskz_cvtps_ph(0xFFFF, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); // (GCC 12)
+    const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    if(nan == 0)
+        return h;
+    const __m256i quiet = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(static_cast<short>(0x8000))),
+                                          _mm256_set1_epi16(0x7e00));
+    return _mm256_mask_blend_epi16(nan, h, quiet);
+}
+#endif
+
 // ------------------------------------------------------------------ GEMM ----
 // c[R rows][NV*W] (+)= sum_k a[r*ars + k*aks] * b[k*ldb + 0..NV*W): R rows of
 // a strided source broadcast one element at a time against NV vectors of b.
@@ -536,12 +586,15 @@ inline const float* rows_of(const void* base, DType t, const Shape& s, int64_t o
         return static_cast<const float*>(base) + off + r0 * s.strides[2];
     }
     const bool copy = t == DType::F32 && s.strides[3] == 1;
+    const bool widen = (t == DType::F16 || t == DType::BF16) && s.strides[3] == 1;
     for(int64_t i = 0; i < n; ++i)
     {
         const int64_t row = off + (r0 + i) * s.strides[2];
         float* d = dst + i * wp;
         if(copy)
             std::memcpy(d, static_cast<const float*>(base) + row, sizeof(float) * static_cast<size_t>(width));
+        else if(widen)
+            widen_row(static_cast<const uint16_t*>(base) + row, t, width, d);
         else
             for(int64_t e = 0; e < width; ++e)
                 d[e] = ld(base, row + e * s.strides[3], t);
@@ -587,6 +640,26 @@ inline void transposed(const void* base, DType t, const Shape& s, int64_t off, i
     }
 }
 
+// As transposed, but fp16 / bf16 rows with unit last stride are widened whole first (into tmp
+// [n][wp], vectorized) and then transposed in registers: element by element they had cost the fp16
+// backward most of its time.
+template <int W>
+inline void transposed_rows(const void* base, DType t, const Shape& s, int64_t off, int64_t r0, int64_t n,
+                            int64_t width, int64_t wp, float* tmp, float* dst, int64_t T)
+{
+    if((t != DType::F16 && t != DType::BF16) || s.strides[3] != 1)
+    {
+        transposed<W>(base, t, s, off, r0, n, width, dst, T);
+        return;
+    }
+    int64_t rs;
+    const float* rows = rows_of(base, t, s, off, r0, n, width, wp, false, tmp, rs);
+    if(n < T)
+        for(int64_t e = 0; e < width; ++e)
+            std::memset(dst + e * T + n, 0, sizeof(float) * static_cast<size_t>(T - n));
+    transpose_f32<W>(rows, rs, n, width, dst, T);
+}
+
 // n rows of `width` to a gradient tensor at element offset off (its strides, its type), from their
 // transpose srcT [width][ldt].
 template <int W>
@@ -600,9 +673,10 @@ inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64
     }
     int64_t e0 = 0; // columns before e0 are written
 #if HIPDNN_BWD_W == 16
-    if(t == DType::BF16 && s.strides[3] == 1)
+    if((t == DType::BF16 || t == DType::F16) && s.strides[3] == 1)
     {
-        // 16 x 16 blocks transposed in registers, each row rounded to bf16 as 16 lanes at once
+        // 16 x 16 blocks transposed in registers, each row rounded to bf16 / fp16 as 16 lanes at once
+        const bool half = t == DType::F16;
         uint16_t* out = static_cast<uint16_t*>(base) + off;
         const int64_t rs = s.strides[2];
         for(; e0 + 16 <= width; e0 += 16)
@@ -620,11 +694,12 @@ inline void store_rows_t(void* base, DType t, const Shape& s, int64_t off, int64
                 transpose16_round<8>(x);
 #pragma GCC unroll 16
                 for(int u = 0; u < 16; ++u)
-                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j + u) * rs + e0), to_bf16x16(x[u]));
+                    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (j + u) * rs + e0),
+                                        half ? to_half16(x[u]) : to_bf16x16(x[u]));
             }
             for(; j < n; ++j)
                 for(int64_t e = e0; e < e0 + 16; ++e)
-                    out[j * rs + e] = to_bf16(srcT[e * ldt + j]);
+                    out[j * rs + e] = half ? to_half(srcT[e * ldt + j]) : to_bf16(srcT[e * ldt + j]);
         }
     }
 #endif
@@ -657,8 +732,8 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
     const int64_t soff = b * p.ss.strides[0] + h * p.ss.strides[1];
     const bool f32 = p.ot == DType::F32 && P.dout_t == DType::F32;
     const bool unit = f32 && p.os.strides[3] == 1 && P.dos.strides[3] == 1;
-    const bool bf16_unit = p.ot == DType::BF16 && P.dout_t == DType::BF16 && p.os.strides[3] == 1
-                           && P.dos.strides[3] == 1;
+    auto sixteen = [](DType t) { return t == DType::F16 || t == DType::BF16; };
+    const bool half_unit = sixteen(p.ot) && sixteen(P.dout_t) && p.os.strides[3] == 1 && P.dos.strides[3] == 1;
     const int64_t base = (b * r.hq + h) * r.sq;
     for(int64_t i = i0; i < i1; ++i)
     {
@@ -680,18 +755,26 @@ void row_stats(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
             for(int l = 0; l < 8; ++l)
                 s += part[l];
         }
-        else if(bf16_unit)
+        else if(half_unit)
         {
-            // as the fp32 rows: 8 independent partial sums of the widened products, combined in double
+            // as the fp32 rows: 8 independent partial sums of the products, combined in double; the
+            // rows widened 64 elements at a time
             const uint16_t* o = static_cast<const uint16_t*>(p.o) + orow;
             const uint16_t* g = static_cast<const uint16_t*>(P.dout) + drow;
             float part[8] = {};
-            int64_t e = 0;
-            for(; e + 8 <= r.dv; e += 8)
-                for(int l = 0; l < 8; ++l)
-                    part[l] += from_bf16(o[e + l]) * from_bf16(g[e + l]);
-            for(; e < r.dv; ++e)
-                part[0] += from_bf16(o[e]) * from_bf16(g[e]);
+            alignas(64) float wo[64], wg[64];
+            for(int64_t e0 = 0; e0 < r.dv; e0 += 64)
+            {
+                const int64_t m = std::min<int64_t>(64, r.dv - e0);
+                widen_row(o + e0, p.ot, m, wo);
+                widen_row(g + e0, P.dout_t, m, wg);
+                int64_t e = 0;
+                for(; e + 8 <= m; e += 8)
+                    for(int l = 0; l < 8; ++l)
+                        part[l] += wo[e + l] * wg[e + l];
+                for(; e < m; ++e)
+                    part[0] += wo[e] * wg[e];
+            }
             for(int l = 0; l < 8; ++l)
                 s += part[l];
         }
@@ -737,13 +820,14 @@ void dq_rows(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
         const int64_t qr = qoff + i * P.dqs.strides[2];
         int64_t e0 = 0; // columns before e0 are written
 #if HIPDNN_BWD_W == 16
-        if(P.dq_t == DType::BF16 && P.dqs.strides[3] == 1)
+        if((P.dq_t == DType::BF16 || P.dq_t == DType::F16) && P.dqs.strides[3] == 1)
             for(; e0 + 16 <= r.d; e0 += 16)
             {
                 __m512 x = _mm512_loadu_ps(a + e0);
                 for(int64_t c = 1; c < r.chunks; ++c)
                     x = _mm512_add_ps(x, _mm512_loadu_ps(a + c * r.dq_part + e0));
-                _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(P.dq) + qr + e0), to_bf16x16(x));
+                _mm256_storeu_si256(reinterpret_cast<__m256i*>(static_cast<uint16_t*>(P.dq) + qr + e0),
+                                    P.dq_t == DType::F16 ? to_half16(x) : to_bf16x16(x));
             }
 #endif
         for(int64_t e = e0; e < r.d; ++e)
@@ -984,8 +1068,9 @@ inline void item(const Run& r, int64_t w, float* ws)
                 const int64_t rows_visited = r.group * (i1 + 1 - i0);
                 pre.per_call = (pre.total + rows_visited - 1) / rows_visited;
             }
-            transposed<W>(p.k, p.kt, p.ks, koff, k0, nk, r.d, kt, BK);
-            transposed<W>(p.v, p.vt, p.vs, voff, k0, nk, r.dv, vt, BK);
+            // (the dO rows' buffer is free until the first query block: V's rows are widened there)
+            transposed_rows<W>(p.k, p.kt, p.ks, koff, k0, nk, r.d, r.dp, ws + r.off_kr, kt, BK);
+            transposed_rows<W>(p.v, p.vt, p.vs, voff, k0, nk, r.dv, r.dvp, ws + r.off_dor, vt, BK);
             int64_t krs;
             const float* km = rows_of(p.k, p.kt, p.ks, koff, k0, nk, r.d, r.dp, r.k_in, ws + r.off_kr, krs);
             for(int64_t g = 0; g < r.group; ++g)

@@ -858,8 +858,8 @@ inline void transpose_q_f32(const float* q, int64_t rs, int64_t n, int64_t d, in
 }
 
 // Writes an item's rows from Ot (per panel of qw queries: orows rows of qw lanes, dims along the
-// rows) when o is fp32, or bf16 on a build with AVX512-BF16, with unit head-dim stride: 16 x 16
-// transposes back to query rows, o = acc / l (bf16: rounded to nearest even), 16 dims a store;
+// rows) when o is fp32 or fp16, or bf16 on a build with AVX512-BF16, with unit head-dim stride: 16 x 16
+// transposes back to query rows, o = acc / l (bf16, fp16: rounded to nearest even), 16 dims a store;
 // write_row's rules otherwise (rows past nq and empty rows 0 with stats -inf, a NaN l a NaN row).
 // Returns false (nothing written) for any other output.
 inline bool write_rows16(const SdpaProblem& p, int64_t b, int64_t h, int64_t dv, int64_t q0, int64_t nq, int64_t nq_all,
@@ -870,7 +870,8 @@ inline bool write_rows16(const SdpaProblem& p, int64_t b, int64_t h, int64_t dv,
 #else
     const bool bf16 = false;
 #endif
-    if((p.ot != DType::F32 && !bf16) || p.os.strides[3] != 1)
+    const bool half = p.ot == DType::F16;
+    if((p.ot != DType::F32 && !bf16 && !half) || p.os.strides[3] != 1)
         return false;
     // (locals: the stores below could alias p's fields for all the compiler knows)
     const int64_t obase = b * p.os.strides[0] + h * p.os.strides[1] + q0 * p.os.strides[2];
@@ -912,6 +913,13 @@ inline bool write_rows16(const SdpaProblem& p, int64_t b, int64_t h, int64_t dv,
                     continue;
                 }
 #endif
+                if(half)
+                {
+                    // (F16C's rounding: nearest even, subnormals kept whatever the flush-to-zero mode)
+                    const __m256i y = _mm512_maskz_cvtps_ph(0xffff, x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                    _mm256_mask_storeu_epi16(static_cast<uint16_t*>(p.o) + at, m, y);
+                    continue;
+                }
                 _mm512_mask_storeu_ps(static_cast<float*>(p.o) + at, m, x);
             }
         }
