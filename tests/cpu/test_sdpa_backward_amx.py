@@ -122,3 +122,26 @@ def amx_cases(draw: st.DrawFn) -> Case:
 @given(c=amx_cases(), seed=st.integers(0, 2**16))
 def test_amx_backward_hypothesis(amx_handle: hipdnn.Handle, c: Case, seed: int) -> None:
     run_bwd(amx_handle, c, seed)
+
+
+def backward_workspace(handle: hipdnn.Handle, dt: hipdnn.DataType, d: int) -> int:
+    g = hipdnn.Graph(name="ws", io_data_type=dt, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    dims = [1, 2, 100, d]
+    t = {n: g.tensor(name=n, dim=dims, data_type=dt) for n in ("q", "k", "v", "o", "do")}
+    st = g.tensor(name="stats", dim=[1, 2, 100, 1], data_type=DT.FLOAT)
+    for x in g.sdpa_backward(t["q"], t["k"], t["v"], t["o"], t["do"], st, attn_scale=0.1):
+        x.set_output(True)
+    g.build(handle)
+    return int(g.get_workspace_size())
+
+
+def test_only_bf16_plans_reserve_the_tile_scratch(amx_handle: hipdnn.Handle) -> None:
+    """The tile kernel's per-thread scratch (larger than the fp32 kernels' at D = 128) is part of a
+    plan's workspace only where q, k, v and dO are bf16, the only calls it takes."""
+    fp32, bf16 = (backward_workspace(amx_handle, dt, 128) for dt in (DT.FLOAT, BF16))
+    assert bf16 > fp32 > 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HIPDNN_CPU_ISA", "avx512")
+        h = hipdnn.Handle()
+        assert backward_workspace(h, DT.FLOAT, 128) == fp32
+        h.close()

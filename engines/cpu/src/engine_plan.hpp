@@ -86,7 +86,7 @@ struct NodeInfo
     bool padding = false;
     bool alibi = false;
     float softcap = 0.0f; // score softcapping c (0: off; rfcs/0013-softcap.md)
-    bool bf16_qkv = false; // sdpa_fwd: q, k and v bf16 (the AMX tile kernel's calls: its scratch)
+    bool bf16_qkv = false; // sdpa_fwd: q, k and v bf16; sdpa_bwd: and dO (the AMX tile kernels' calls: their scratch)
     // FP8 (sdpa_fp8.cpp; rfcs/0014-fp8-attention.md): the one-element factors and the amax outputs,
     // -1 past the node's count. Forward (API 1.5.0): descale q, k, v, s, scale s, o / amax s, o.
     // Backward (API 1.6.0): descale q, k, v, o, dO, s, dP, scale s, dQ, dK, dV, dP / amax dQ, dK,

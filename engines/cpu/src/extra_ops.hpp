@@ -27,7 +27,9 @@ struct SdpaBwdProblem
     Shape dqs, dks, dvs;
 };
 
-size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv);
+// bf16_qkvo: q, k, v and dO all bf16, the only calls the AMX build's tile kernel takes; only then is
+// its scratch (larger at most head dims) reserved.
+size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv, bool bf16_qkvo);
 
 // Besides its per-thread scratch, a call allocates the query rows' statistics
 // (8 bytes a row) and, unless dQ is fp32 with unit last stride and whole-vector

@@ -101,6 +101,10 @@ std::string read(const wire::Node& n, const Plan& plan, NodeInfo& node, TensorRe
         return format("node '%s' (sdpa_bwd): q, k and v must share one FP8 type", nm);
     if(node.out[0] == node.out[1] || node.out[0] == node.out[2] || node.out[1] == node.out[2])
         return format("node '%s' (sdpa_bwd): dq, dk and dv must be distinct tensors", nm);
+    // q, k, v and dO bf16: the calls the AMX build's tile kernel may take (its scratch is reserved)
+    node.bf16_qkv = true;
+    for(int i : {0, 1, 2, 8})
+        node.bf16_qkv = node.bf16_qkv && node.in[i] >= 0 && plan.tensors[node.in[i]].dt == DType::BF16;
     std::string why = plan_varlen(plan, node);
     if(why.empty() && fp8 && node.varlen)
         return format("node '%s' (sdpa_bwd): ragged tensors with FP8 scaling are not supported", nm);
@@ -171,7 +175,8 @@ size_t scratch(const NodeInfo& node, const Shape* eff, std::string*)
     if(node.fp8) // the reference: two rows of head dims (d + dv), in double
         return static_cast<size_t>(2 * (unbounded(eff[node.in[0]].dims[3]) + unbounded(eff[node.in[2]].dims[3])))
                * sizeof(double);
-    return sdpa_bwd_scratch_per_thread(unbounded(eff[node.in[0]].dims[3]), unbounded(eff[node.in[2]].dims[3]));
+    return sdpa_bwd_scratch_per_thread(unbounded(eff[node.in[0]].dims[3]), unbounded(eff[node.in[2]].dims[3]),
+                                       node.bf16_qkv);
 }
 
 bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)

@@ -88,7 +88,7 @@ inline int64_t round_to(int64_t n, int64_t m)
     return (n + m - 1) / m * m;
 }
 
-void layout(Run& r, int w)
+void layout(Run& r, int w, bool tiles)
 {
     r.dp = round_to(std::max<int64_t>(r.d, 1), w);
     r.dvp = round_to(std::max<int64_t>(r.dv, 1), w);
@@ -107,9 +107,10 @@ void layout(Run& r, int w)
     take(r.off_dk, BK * r.dp);
     take(r.off_dv, BK * r.dvp);
     r.total = o;
-    // The AMX build's scratch (sdpa_bwd.hpp), from the same base: only where its head dims rule it in.
+    // The AMX build's scratch (sdpa_bwd.hpp), from the same base: only for bf16 calls (tiles) whose
+    // head dims it takes.
     r.amx_total = 0;
-    if(r.d > 0 && r.dv > 0 && r.d % 32 == 0 && r.dv % 32 == 0)
+    if(tiles && r.d > 0 && r.dv > 0 && r.d % 32 == 0 && r.dv % 32 == 0)
     {
         int64_t a = 0;
         auto put = [&](int64_t& off, int64_t floats) {
@@ -185,24 +186,29 @@ struct FreeDeleter
 // Whether the AMX build takes the call: an AMX plan on a build that has it, bf16 q, k, v and dO with
 // unit last strides, K and V rows an even number of elements apart (its packs move pairs as 32-bit
 // words), and head dims that are multiples of 32 (whole tile steps; layout() sized its scratch).
+bool bf16_qkvo(const SdpaBwdProblem& p)
+{
+    const SdpaProblem& f = p.fwd;
+    return f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
+}
+
 bool amx_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
 {
     if(isa != Isa::Amx || !bwd_amx::built() || r.amx_total == 0)
         return false;
     const SdpaProblem& f = p.fwd;
-    const bool bf16 = f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
-    return bf16 && f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
+    return bf16_qkvo(p) && f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
            && f.ks.strides[2] % 2 == 0 && f.vs.strides[2] % 2 == 0;
 }
 
 } // namespace
 
-size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv)
+size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv, bool bf16_tensors)
 {
     Run r;
     r.d = d;
     r.dv = dv;
-    layout(r, kMaxW); // the widest padding covers every instantiation
+    layout(r, kMaxW, bf16_tensors); // the widest padding covers every instantiation
     return align_up(static_cast<size_t>(r.total) * sizeof(float));
 }
 
@@ -223,7 +229,7 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     r.skv = p.fwd.ks.dims[2];
     r.dv = p.fwd.vs.dims[3];
     r.group = r.hq / r.hk;
-    layout(r, w);
+    layout(r, w, bf16_qkvo(p));
     if(static_cast<size_t>(r.total) * sizeof(float) > per_thread)
         return SdpaBwdStatus::ScratchTooSmall;
     r.q_in = in_place(p.fwd.q, p.fwd.qt, p.fwd.qs, r.d, w);
