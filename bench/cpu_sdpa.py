@@ -5,6 +5,7 @@
     python bench/cpu_sdpa.py --backward-only      # backward rows at S = 512, 1024, 2048: cpu_sdpa_bwd.{json,png}
     python bench/cpu_sdpa.py --dtype bfloat16 --seqs 512,1024,2048 --out bench/results/cpu_sdpa_bf16
                                                   # bf16 forward and backward vs torch on bf16 tensors
+                                                  # (--dtype float16: the same in fp16)
     python bench/cpu_sdpa.py --engine-dir DIR     # the CPU engine built in DIR (e.g. an older commit's)
     python bench/cpu_sdpa.py --isa avx2,avx512 --no-backward --seqs 512,1024,2048 --out bench/results/cpu_sdpa_isa
                                                   # each ISA build of the kernels (HIPDNN_CPU_ISA), in one run
@@ -32,12 +33,12 @@ arrays), a bound call (``Graph.bind``, pointers), and ``torch.nn.functional.scal
 A round times ``--decode-calls`` calls of each back to back (after the settle sleep) and the best round's
 mean is kept, in microseconds.
 
-bf16. ``--dtype bfloat16`` runs the forward and backward rows with q, k, v, o, dO and the gradients in bf16
-(stats fp32) against torch's SDPA on bf16 tensors holding the same bits, forward and autograd backward
-(numpy and the decode rows are fp32 only and are skipped). Each row also has both implementations' error
-against a float64 reference on the values those bf16 inputs hold (``rel_err_vs_f64``,
+bf16, fp16. ``--dtype bfloat16`` (or ``float16``) runs the forward and backward rows with q, k, v, o, dO and
+the gradients in that type (stats fp32) against torch's SDPA on tensors holding the same bits, forward and
+autograd backward (numpy and the decode rows are fp32 only and are skipped). Each row also has both
+implementations' error against a float64 reference on the values those inputs hold (``rel_err_vs_f64``,
 ``torch_rel_err_vs_f64``, max abs error over max abs reference; the backward's reference is torch's autograd
-in float64); an output's own rounding to bf16 is 2^-9 relative, so both sit near 2e-3.
+in float64); an output's own rounding is 2^-9 relative in bf16 (both sit near 2e-3), 2^-12 in fp16.
 
 ISA. ``--isa`` (comma-separated: baseline, avx2, avx512, amx; default: the engine's own choice, the widest
 the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
@@ -71,6 +72,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +84,6 @@ import hipdnn  # noqa: E402
 from hipdnn.plugins.discovery import PluginLoadingMode  # noqa: E402
 
 F32 = hipdnn.DataType.FLOAT
-BF16 = hipdnn.DataType.BFLOAT16
 Row = dict[str, Any]
 Impls = dict[str, Callable[[], object]]
 
@@ -111,6 +112,37 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
 
 def bf16_to_f32(x: np.ndarray) -> np.ndarray:
     return (np.asarray(x).view(np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+@dataclass(frozen=True)
+class Low:
+    """A 16-bit float type the rows can run in (``--dtype``): hipdnn's, numpy's and torch's names for it,
+    and whether an AMX plan runs it on the tiles (its rows are then measured against the tile peak)."""
+
+    name: str
+    hipdnn_type: hipdnn.DataType
+    tiles: bool
+
+    @property
+    def np_type(self) -> Any:
+        return BF16_NP if self.tiles else np.dtype(np.float16)
+
+    def encode(self, x: np.ndarray) -> np.ndarray:
+        """float32 -> this type (nearest even)."""
+        return to_bf16(x) if self.tiles else np.ascontiguousarray(x, dtype=np.float32).astype(np.float16)
+
+    def decode(self, x: np.ndarray) -> np.ndarray:
+        return bf16_to_f32(x) if self.tiles else np.asarray(x).view(np.float16).astype(np.float32)
+
+    def torch_view(self, torch: Any, x: np.ndarray) -> Any:
+        """A torch tensor of this type holding x's bits."""
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(getattr(torch, self.name))
+
+
+LOWS = {
+    "bfloat16": Low("bfloat16", hipdnn.DataType.BFLOAT16, tiles=True),
+    "float16": Low("float16", hipdnn.DataType.HALF, tiles=False),
+}
 
 
 # Register-only FLOP loops, one per ISA, run on N threads at once; prints GFLOP/s.
@@ -350,9 +382,9 @@ class Engine:
         q: np.ndarray,
         k: np.ndarray,
         v: np.ndarray,
-        bf16: bool = False,
+        low: Low | None = None,
     ) -> None:
-        io = BF16 if bf16 else F32
+        io = low.hipdnn_type if low else F32
         g = hipdnn.Graph(name="bench", io_data_type=io, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
         tq = g.tensor(name="q", dim=dims, stride=strides, data_type=io)
@@ -363,8 +395,8 @@ class Engine:
         o.set_output(True).set_data_type(io)
         st.set_output(True).set_data_type(F32)
         g.build(handle)
-        self.g, self.handle, self.bf16 = g, handle, bf16
-        self.out = np.empty((b, h, s, d), BF16_NP if bf16 else np.float32)
+        self.g, self.handle, self.low = g, handle, low
+        self.out = np.empty((b, h, s, d), low.np_type if low else np.float32)
         self.stats = np.empty((b, h, s, 1), np.float32)
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         self.pack = {tq: q, tk: k, tv: v, o: self.out, st: self.stats}
@@ -387,7 +419,7 @@ class EngineBwd:
     ) -> None:
         b, h, s, d, causal = shape
         q, k, v = qkv
-        io = BF16 if fwd.bf16 else F32
+        io = fwd.low.hipdnn_type if fwd.low else F32
         g = hipdnn.Graph(name="bench_bwd", io_data_type=io, intermediate_data_type=F32, compute_data_type=F32)
         dims, strides = [b, h, s, d], [h * s * d, s * d, d, 1]
         t = {n: g.tensor(name=n, dim=dims, stride=strides, data_type=io) for n in ("q", "k", "v", "o", "do")}
@@ -399,7 +431,7 @@ class EngineBwd:
             x.set_output(True).set_stride(strides)
         g.build(handle)
         self.g, self.handle = g, handle
-        self.grads = tuple(np.empty((b, h, s, d), BF16_NP if fwd.bf16 else np.float32) for _ in range(3))
+        self.grads = tuple(np.empty((b, h, s, d), fwd.low.np_type if fwd.low else np.float32) for _ in range(3))
         self.ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         fwd()
         self.pack = {t["q"]: q, t["k"]: k, t["v"]: v, t["o"]: fwd.out.copy(), t["do"]: do, ts: fwd.stats.copy()}
@@ -525,10 +557,9 @@ def bench_backward(
     b, h, s, d, causal = shape
     q, k, v = qkv
     do = rng.standard_normal((b, h, s, d)).astype(np.float32)
-    if eng.bf16:
-        # q, k, v are the forward's bf16 arrays; torch gets the same bits
-        do = to_bf16(do)
-        return bench_backward_bf16(handle, eng, shape, qkv, do, torch, args, isa, peak)
+    if eng.low:
+        # q, k, v are the forward's bf16 / fp16 arrays; torch gets the same bits
+        return bench_backward_low(handle, eng, eng.low, shape, qkv, eng.low.encode(do), torch, args, isa, peak)
     with isa_env(args.isa_asked.get(isa)):
         ours = EngineBwd(handle, eng, shape, qkv, do)
     impls: Impls = {"hipdnn": ours}
@@ -565,9 +596,10 @@ def bench_backward(
     return row
 
 
-def bench_backward_bf16(
+def bench_backward_low(
     handle: hipdnn.Handle,
     eng: Engine,
+    low: Low,
     shape: tuple[int, int, int, int, bool],
     qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
     do: np.ndarray,
@@ -576,7 +608,7 @@ def bench_backward_bf16(
     isa: str,
     peak: float | None,
 ) -> Row:
-    """The bf16 backward beside torch's bf16 backward on the same bits; both against float64 gradients
+    """The bf16 / fp16 backward beside torch's backward on the same bits; both against float64 gradients
     of the values those bits hold (torch's autograd in float64)."""
     b, h, s, d, causal = shape
     with isa_env(args.isa_asked.get(isa)):
@@ -586,7 +618,7 @@ def bench_backward_bf16(
     if torch is not None:
 
         def as_torch(x: np.ndarray) -> Any:
-            return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).view(torch.bfloat16)
+            return low.torch_view(torch, x)
 
         tq, tk, tv = (as_torch(x).requires_grad_(True) for x in qkv)
         to = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
@@ -596,19 +628,19 @@ def bench_backward_bf16(
             return torch.autograd.grad(to, (tq, tk, tv), tdo, retain_graph=True)
 
         impls["torch"] = run_torch
-        q64, k64, v64 = (torch.from_numpy(bf16_to_f32(x).astype(np.float64)).requires_grad_(True) for x in qkv)
+        q64, k64, v64 = (torch.from_numpy(low.decode(x).astype(np.float64)).requires_grad_(True) for x in qkv)
         o64 = torch.nn.functional.scaled_dot_product_attention(q64, k64, v64, is_causal=causal)
-        do64 = torch.from_numpy(bf16_to_f32(do)).double()
+        do64 = torch.from_numpy(low.decode(do)).double()
         want = [x.numpy() for x in torch.autograd.grad(o64, (q64, k64, v64), do64)]
 
         def err(got: tuple[np.ndarray, ...]) -> float:
             return max(float(np.abs(g - w).max() / float(np.abs(w).max())) for g, w in zip(got, want))
 
-        row_extra["rel_err_vs_f64"] = err(tuple(bf16_to_f32(x) for x in ours()))
+        row_extra["rel_err_vs_f64"] = err(tuple(low.decode(x) for x in ours()))
         row_extra["torch_rel_err_vs_f64"] = err(tuple(x.float().numpy() for x in run_torch()))
     best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
     fl = bwd_flops(b, h, s, d, causal)
-    base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "dtype": "bfloat16", "flops": fl}
+    base = {"B": b, "H": h, "S": s, "D": d, "causal": causal, "isa": isa, "dtype": low.name, "flops": fl}
     row = row_of(best, "hipdnn", fl, peak, {**base, **row_extra})
     show("  bwd", row)
     return row
@@ -742,10 +774,10 @@ def main() -> None:
     ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512, amx)")
     ap.add_argument(
         "--dtype",
-        choices=("float32", "bfloat16"),
+        choices=("float32", "bfloat16", "float16"),
         default="float32",
-        help="q, k, v and o of the forward rows (bfloat16: against torch on bf16 tensors; the backward and "
-        "decode rows are fp32 only and are skipped)",
+        help="q, k, v, o (and dO and the gradients) of the forward and backward rows (bfloat16, float16: "
+        "against torch on tensors of that type; the decode rows are fp32 only and are skipped)",
     )
     ap.add_argument("--dims", default="64,128")
     ap.add_argument("--seqs", default=None, help="comma-separated S values (default 512..4096)")
@@ -760,9 +792,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.backward_only:
         args.no_decode = True
-    bf16 = args.dtype == "bfloat16"
-    if bf16:
-        if BF16_NP is None:
+    low = LOWS.get(args.dtype)
+    bf16 = low is not None and low.tiles  # (rows the tiles serve: measured against their peak)
+    if low is not None:
+        if BF16_NP is None and low.tiles:
             sys.exit("--dtype bfloat16 needs ml_dtypes (numpy's bfloat16)")
         args.no_decode = True  # (the decode rows are fp32)
 
@@ -823,19 +856,19 @@ def main() -> None:
                 q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
                 # bf16: the engine and torch get the same bf16 bits; errors of both against a float64
                 # reference on the values those bits hold
-                qb, kb, vb = (to_bf16(q), to_bf16(k), to_bf16(v)) if bf16 else (q, k, v)
+                qb, kb, vb = (low.encode(q), low.encode(k), low.encode(v)) if low else (q, k, v)
                 engs: dict[str, Engine] = {}
                 for isa, handle in handles.items():
                     with isa_env(args.isa_asked[isa]):
-                        engs[isa] = Engine(handle, b, h, s, d, causal, qb, kb, vb, bf16=bf16)
+                        engs[isa] = Engine(handle, b, h, s, d, causal, qb, kb, vb, low=low)
                 if args.backward_only:
                     backward(engs, (b, h, s, d, causal), (qb, kb, vb))
                     del engs
                     continue
                 impls: Impls = {f"hipdnn[{isa}]": eng for isa, eng in engs.items()}
                 if torch is not None:
-                    if bf16:
-                        tq, tk, tv = (torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) for x in (qb, kb, vb))
+                    if low:
+                        tq, tk, tv = (low.torch_view(torch, x) for x in (qb, kb, vb))
                     else:
                         tq, tk, tv = (torch.from_numpy(x) for x in (q, k, v))
 
@@ -844,7 +877,7 @@ def main() -> None:
                             return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal)
 
                     impls["torch"] = run_torch
-                if s <= args.no_numpy_above and not bf16:
+                if s <= args.no_numpy_above and not low:
 
                     def run_numpy(
                         q: np.ndarray = q, k: np.ndarray = k, v: np.ndarray = v, causal: bool = causal
@@ -856,17 +889,17 @@ def main() -> None:
                 ref = impls.get("torch", impls.get("numpy"))
                 f64: np.ndarray | None = None
                 torch_err64 = None
-                if not bf16:
+                if not low:
                     r = np.asarray(ref()) if ref is not None else None
                 else:
-                    r = None if ref is None else bf16_to_f32(ref().view(torch.int16).numpy())  # type: ignore[attr-defined]
-                    f64 = sdpa_f64(bf16_to_f32(qb), bf16_to_f32(kb), bf16_to_f32(vb), causal)
+                    r = None if ref is None else low.decode(ref().view(torch.int16).numpy())  # type: ignore[attr-defined]
+                    f64 = sdpa_f64(low.decode(qb), low.decode(kb), low.decode(vb), causal)
                     if r is not None:
                         torch_err64 = float(np.abs(r - f64).max() / float(np.abs(f64).max()))
                 best = time_interleaved(impls, args.rounds, args.seconds, args.settle)
                 fl = flops(b, h, s, d, causal)
                 for isa, eng in engs.items():
-                    mine = bf16_to_f32(eng()) if bf16 else eng()
+                    mine = low.decode(eng()) if low else eng()
                     err = None if r is None else float(np.abs(mine - r).max() / max(1e-30, float(np.abs(r).max())))
                     one = {n: t for n, t in best.items() if n in ("torch", "numpy")}
                     one["hipdnn"] = best[f"hipdnn[{isa}]"]
