@@ -630,6 +630,38 @@ def test_forced_kernels_never_ignore_an_option(handle: Any, kernel: str, monkeyp
             run_forward(handle, g, t, BF16, opts, Shape(b, sq, skv), gen)
 
 
+# Huge finite biases on every prefill kernel that serves a bias: engine 202's warp-specialized kernel
+# with K and V by the copy engine ("auto") or by cp.async ("ws_cp"), its portable fallback (a scale
+# that is not positive) and engine 201; at a scale below 1/2 (where raw-unit kernels limit the bias
+# to 2^127 times the scale), negative, at padded head dims, and positive huge values.
+HUGE_FORCED = [
+    ("f32_small_scale", Opts(bias="bh", huge=-1e30, scale=0.05)),
+    ("bf16_min_negative_scale_causal", Opts(bias="b1", bias_dtype=BF16, huge=BF16_MIN, causal=True, scale=-0.1)),
+    ("fp16_min_window_d80", Opts(bias="1h", bias_dtype=HALF, huge=HALF_MIN, left=33, d=80, dv=80, scale=0.1)),
+    ("f32_positive_huge", Opts(bias="b11", huge=1e30)),
+    ("bf16_min_d128_dv64_br", Opts(bias="bh", bias_dtype=BF16, huge=BF16_MIN, right=5, bottom_right=True, d=128)),
+]
+KERNEL_PATHS = [(TENSOR_CORE, "auto"), (TENSOR_CORE, "ws_cp"), (PORTABLE, "auto")]
+
+
+@pytest.mark.parametrize(("engine", "kernel"), KERNEL_PATHS, ids=[f"{e}_{k}" for e, k in KERNEL_PATHS])
+@pytest.mark.parametrize(("name", "opts"), HUGE_FORCED, ids=[n for n, _ in HUGE_FORCED])
+def test_huge_biases_on_every_prefill_kernel(
+    handle: Any, engine: int, kernel: str, name: str, opts: Opts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    skip_unless_here(handle, engine)
+    monkeypatch.setenv("HIPDNN_HIP_202_KERNEL", kernel)
+    cases = [(3, 129, 300), (2, 1, 300), (1, 37, 37), (2, 64, 129), (1, 1, 1)]
+    for dtype in (BF16, HALF):
+        check_forward(handle, engine, dtype, opts, cases, seed_of(name, 3))
+
+
+@pytest.mark.parametrize("engine", [TENSOR_CORE, PORTABLE], ids=["tc202", "portable201"])
+@pytest.mark.parametrize(("name", "opts"), HUGE_FORCED, ids=[n for n, _ in HUGE_FORCED])
+def test_huge_biases_backward_at_every_scale(handle: Any, engine: int, name: str, opts: Opts) -> None:
+    check_backward(handle, engine, BF16, opts, [(3, 129, 37), (2, 37, 300), (1, 1, 1)], seed_of(name, 4))
+
+
 @ENGINES
 def test_a_call_whose_bias_key_dim_is_strided_is_refused(handle: Any, engine: int) -> None:
     """The kernels read each bias row contiguously: an override giving the key dim another stride is
