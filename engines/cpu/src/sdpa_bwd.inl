@@ -278,6 +278,9 @@ inline void transpose_f32(const float* src, int64_t lds, int64_t n, int64_t widt
 // ---------------------------------------------------------- conversions ----
 inline float from_half(uint16_t h)
 {
+#if defined(__F16C__)
+    return _cvtsh_ss(h); // (exact, subnormals included, whatever the flush-to-zero mode)
+#endif
     const uint32_t sign = static_cast<uint32_t>(h >> 15) << 31;
     const int e = (h >> 10) & 0x1f;
     const uint32_t m = h & 0x3ffu;
@@ -303,6 +306,10 @@ inline uint16_t to_half(float f)
     const float a = std::fabs(f);
     if(a != a)
         return static_cast<uint16_t>(sign | 0x7e00u);
+#if defined(__F16C__)
+    // F16C rounds as below (nearest even, subnormals kept whatever the flush-to-zero mode)
+    return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#endif
     if(a >= 65520.0f)
         return static_cast<uint16_t>(sign | 0x7c00u);
     if(a < 6.103515625e-05f) // subnormal half: multiples of 2^-24
