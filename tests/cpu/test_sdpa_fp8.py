@@ -255,8 +255,9 @@ def run(handle: hipdnn.Handle, c: Case, g: hipdnn.Graph, t: dict[str, Any], seed
     else:
         tol = {DT.FLOAT: 1e-6, DT.HALF: 1e-3, DT.BFLOAT16: 8e-3}[c.o_type]
         assert np.abs(got - want["o"]).max() <= tol * max(1.0, np.abs(want["o"]).max())
-    assert np.isclose(amax["amax_s"].item(), want["amax_s"], rtol=1e-6)
-    assert np.isclose(amax["amax_o"].item(), want["amax_o"], rtol=1e-6)
+    # (against the reference as fp32 holds it: a subnormal amax's spacing is coarser than the tolerance)
+    assert np.isclose(amax["amax_s"].item(), np.float32(want["amax_s"]), rtol=1e-6)
+    assert np.isclose(amax["amax_o"].item(), np.float32(want["amax_o"]), rtol=1e-6)
     if st_view is not None:
         assert st_base is not None and untouched_outside(st_base, st_view)
         finite = np.isfinite(want["stats"])

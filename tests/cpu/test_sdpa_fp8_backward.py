@@ -293,7 +293,9 @@ def run(
             tol = {DT.FLOAT: 1e-6, DT.HALF: 1e-3, DT.BFLOAT16: 8e-3}[c.grad_kind]
             assert np.abs(got - want[n]).max() <= tol * max(1.0, np.abs(want[n]).max()), n
     for n in AMAX:
-        assert np.isclose(amax[n].item(), want[n], rtol=1e-6, atol=0.0), (n, amax[n].item(), want[n])
+        # (against the reference as fp32 holds it: an amax below 2^-126 is a subnormal, whose spacing
+        # is far coarser than the relative tolerance)
+        assert np.isclose(amax[n].item(), np.float32(want[n]), rtol=1e-6, atol=0.0), (n, amax[n].item(), want[n])
     return want
 
 
