@@ -183,15 +183,16 @@ struct FreeDeleter
     void operator()(float* p) const { std::free(p); }
 };
 
-// Whether the AMX build takes the call: an AMX plan on a build that has it, bf16 q, k, v and dO with
-// unit last strides, K and V rows an even number of elements apart (its packs move pairs as 32-bit
-// words), and head dims that are multiples of 32 (whole tile steps; layout() sized its scratch).
+// q, k, v and dO all bf16: the calls whose scratch includes the AMX build's (layout's tiles).
 bool bf16_qkvo(const SdpaBwdProblem& p)
 {
     const SdpaProblem& f = p.fwd;
     return f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
 }
 
+// Whether the AMX build takes the call: an AMX plan on a build that has it, bf16 q, k, v and dO with
+// unit last strides, K and V rows an even number of elements apart (its packs move pairs as 32-bit
+// words), and head dims that are multiples of 32 (whole tile steps; layout() sized its scratch).
 bool amx_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
 {
     if(isa != Isa::Amx || !bwd_amx::built() || r.amx_total == 0)
@@ -328,13 +329,11 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         dq_pass = bwd_avx2::run_dq_rows;
     }
 #endif
-    if(amx)
-        row_items([](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
-            bwd_amx::run_row_stats(run, b, h, i0, i1);
+    row_items([&](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
+        stats_pass(run, b, h, i0, i1);
+        if(amx)
             bwd_amx::run_amx_transposes(run, b, h, i0, i1);
-        });
-    else
-        row_items(stats_pass);
+    });
 
     void (*fn)(const Run&, int64_t, float*) = bwd_base::run_item;
     void (*exact)(const Run&, int64_t, float*) = bwd_base::run_exact_rows;
