@@ -40,7 +40,7 @@ implementations' error against a float64 reference on the values those inputs ho
 ``torch_rel_err_vs_f64``, max abs error over max abs reference; the backward's reference is torch's autograd
 in float64); an output's own rounding is 2^-9 relative in bf16 (both sit near 2e-3), 2^-12 in fp16.
 
-ISA. ``--isa`` (comma-separated: baseline, avx2, avx512, amx; default: the engine's own choice, the widest
+ISA. ``--isa`` (comma-separated: baseline, avx2, avx512, avx512_bf16, amx; default: the engine's own choice, the widest
 the CPU has) runs every row once per ISA, each on its own handle with ``HIPDNN_CPU_ISA`` set while its
 plans are built; the ISA reported is the one the engine's plan description names (logged at INFO when
 a plan's context is made), not the one asked for.
@@ -88,8 +88,8 @@ Row = dict[str, Any]
 Impls = dict[str, Callable[[], object]]
 
 
-ISAS = ("baseline", "avx2", "avx512", "amx")
-LANES = {"baseline": 4, "avx2": 8, "avx512": 16, "amx": 16}
+ISAS = ("baseline", "avx2", "avx512", "avx512_bf16", "amx")
+LANES = {"baseline": 4, "avx2": 8, "avx512": 16, "avx512_bf16": 16, "amx": 16}
 
 
 def bf16_np() -> Any:
@@ -237,8 +237,8 @@ def measure_peaks(cores: int, flags: set[str]) -> dict[str, dict[str, float]] | 
     if "avx512f" in flags:
         kinds["avx512"] = 2
     if "avx512_bf16" in flags:
-        # not an engine ISA: the ceiling of a vdpbf16ps kernel (32 bf16 products into 16 fp32 lanes),
-        # recorded beside the others (the engine's bf16 SDPA runs fp32 FMAs on widened tiles)
+        # the ceiling of a vdpbf16ps kernel (32 bf16 products into 16 fp32 lanes): the bf16 rows of an
+        # avx512_bf16 plan, whose dot-product panels serve them, are measured against it
         kinds["bf16_dot"] = 3
     if {"amx_tile", "amx_bf16"} <= flags:
         kinds["amx"] = 4  # the tile unit: bf16 rows on an AMX plan are measured against it
@@ -294,9 +294,12 @@ def peak_for(info: Row, isa: str, bf16: bool = False) -> float | None:
     """The machine's peak for isa: cores x the best one-core figure (on a shared machine the all-cores run
     is the first to lose to other processes, and a peak below the kernel's own speed means nothing). bf16
     rows use it too (their kernel widens bf16 to fp32 and runs fp32 FMAs), except on an AMX plan, whose
-    tile kernel serves them: the tile unit's peak; its fp32 rows run the AVX-512 kernels."""
-    if isa == "amx" and not bf16:
+    tile kernel serves them: the tile unit's peak, and on an avx512_bf16 plan, whose dot-product panels
+    serve them: the vdpbf16ps loop's; the fp32 rows of both run the AVX-512 kernels."""
+    if isa in ("amx", "avx512_bf16") and not bf16:
         isa = "avx512"
+    elif isa == "avx512_bf16":
+        isa = "bf16_dot"
     measured = info["peak_gflops_measured"]
     if measured and isa in measured:
         return float(info["cores"] * measured[isa]["1_core"])
@@ -771,7 +774,9 @@ def main() -> None:
         help="time only the backward (S = 512, 1024, 2048 unless --seqs); writes bench/results/cpu_sdpa_bwd",
     )
     ap.add_argument("--engine-dir", default=None, help="load the CPU engine from this directory only")
-    ap.add_argument("--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512, amx)")
+    ap.add_argument(
+        "--isa", default=None, help="comma-separated ISA builds to run (baseline, avx2, avx512, avx512_bf16, amx)"
+    )
     ap.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
@@ -846,9 +851,9 @@ def main() -> None:
         qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         for isa, eng in engs.items():
-            brows.append(
-                bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak_for(info, isa, bf16))
-            )
+            # (the backward of an avx512_bf16 plan runs the AVX-512 build's fp32 products)
+            peak = peak_for(info, "avx512" if isa == "avx512_bf16" else isa, bf16)
+            brows.append(bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak))
 
     for d in () if args.no_prefill else (int(x) for x in args.dims.split(",")):
         for causal in (False, True):

@@ -61,9 +61,10 @@ def test_cpu_engine_links_wider_isa_files_last() -> None:
     text = (REPO / "engines" / "cpu" / "CMakeLists.txt").read_text()
     listed = text[text.index("add_library(hipdnn_cpu_engine SHARED") :]
     sources = re.findall(r"src/(\w+)\.cpp", listed[: listed.index(")")])
-    level = {"avx2": 1, "avx512": 2, "amx": 3}
+    level = {"avx2": 1, "avx512": 2, "avx512bf16": 3, "amx": 4}
     levels = [next((v for k, v in level.items() if name.endswith("_" + k)), 0) for name in sources]
     assert levels == sorted(levels), list(zip(sources, levels))
     assert {s for s, lv in zip(sources, levels) if lv} == {
-        "sdpa_fwd_avx2", "sdpa_bwd_avx2", "sdpa_fwd_avx512", "sdpa_bwd_avx512", "sdpa_fwd_amx", "sdpa_bwd_amx"
+        "sdpa_fwd_avx2", "sdpa_bwd_avx2", "sdpa_fwd_avx512", "sdpa_bwd_avx512", "sdpa_fwd_avx512bf16", "sdpa_fwd_amx",
+        "sdpa_bwd_amx",
     }  # fmt: skip

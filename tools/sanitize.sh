@@ -7,8 +7,8 @@
 #   tools/sanitize.sh [--no-build] [TEST ...]
 #
 # Each TEST (default: every tests/adversarial/test_*.py, tests/cpu/test_sdpa_isa.py, test_cpu_threading.py,
-# test_sdpa_backward_amx.py and test_sdpa_half_rounding.py) runs in a pytest process of its own, so that
-# a sanitizer abort in one file does not hide the others. Two kinds of test are left out (see
+# test_sdpa_backward_amx.py, test_sdpa_half_rounding.py and test_sdpa_bf16_kernels.py) runs in a pytest
+# process of its own, so that a sanitizer abort in one file does not hide the others. Two kinds of test are left out (see
 # $deselect): those that run tools/fuzz's harness, a sanitized program of its own that the plain test
 # run runs already, and an RSS bound, which under ASan measures its quarantine of freed memory.
 # The exit status is 1 when a pytest run fails or when any process, a test's child processes
@@ -43,7 +43,7 @@ if [ ${#tests[@]} = 0 ]; then
   # (the AVX-512 backward computed wrong gradients that way until each ISA got a file of its own);
   # and the forward's items on both the worker pool and the OpenMP team, from several threads at once
   tests=(tests/adversarial/test_*.py tests/cpu/test_sdpa_isa.py tests/cpu/test_cpu_threading.py tests/cpu/test_sdpa_backward_amx.py
-    tests/cpu/test_sdpa_half_rounding.py)
+    tests/cpu/test_sdpa_half_rounding.py tests/cpu/test_sdpa_bf16_kernels.py)
 fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)

@@ -1,6 +1,6 @@
 """The CPU engine's SDPA on every ISA path this machine has.
 
-``HIPDNN_CPU_ISA`` (baseline, avx2, avx512; read each time a plan is built) forces one build of the
+``HIPDNN_CPU_ISA`` (baseline, avx2, avx512, avx512_bf16, amx; read each time a plan is built) forces one build of the
 kernels; a fresh handle per ISA keeps plans of another ISA out of its caches. Each path runs the SDPA
 forward option suite of ``test_sdpa_modes`` (float64 references, NaN-filled guarded outputs), cases
 that take the decode (rows) kernel, its key chunks and the panel kernel's edges at odd shapes (1, 37,
@@ -27,12 +27,13 @@ import hipdnn
 from tests.cpu import test_sdpa_backward_single_pass as bwd
 from tests.cpu.test_sdpa_modes import BASE, CASES, DT, Case, cases, run_case
 
-ISAS = ("baseline", "avx2", "avx512", "amx")
+ISAS = ("baseline", "avx2", "avx512", "avx512_bf16", "amx")
 # What each build needs, as /proc/cpuinfo spells it (the engine asks CPUID for the same).
 NEEDS = {
     "baseline": set(),
     "avx2": {"avx2", "fma", "f16c"},
     "avx512": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw"},
+    "avx512_bf16": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw", "avx512_bf16"},
     # and the OS's leave to use the tiles, which Linux gives wherever it lists amx_tile
     "amx": {"avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512vl", "avx512bw"}
     | {"avx512_bf16", "amx_tile", "amx_bf16"},

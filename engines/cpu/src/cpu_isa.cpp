@@ -26,6 +26,8 @@ const char* isa_name(Isa isa)
         return "avx2";
     case Isa::Avx512:
         return "avx512";
+    case Isa::Avx512Bf16:
+        return "avx512_bf16";
     case Isa::Amx:
         return "amx";
     case Isa::Baseline:
@@ -63,6 +65,17 @@ bool has_amx_bf16()
     return false; // not compiled in (no compiler support for AMX), or not Linux
 #endif
 }
+
+// AVX512_BF16 (CPUID.7.1:EAX bit 5: VDPBF16PS and the bf16 conversions), where the build has its kernels.
+bool has_avx512_bf16()
+{
+#if defined(HIPDNN_CPU_HAVE_AVX512BF16)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 5)) != 0;
+#else
+    return false; // not compiled in (no compiler support for -mavx512bf16)
+#endif
+}
 } // namespace
 #endif
 
@@ -77,7 +90,11 @@ Isa isa_best()
             return Isa::Baseline;
         if(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
            && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-            return has_amx_bf16() ? Isa::Amx : Isa::Avx512;
+        {
+            if(has_amx_bf16())
+                return Isa::Amx;
+            return has_avx512_bf16() ? Isa::Avx512Bf16 : Isa::Avx512;
+        }
         return Isa::Avx2;
     }();
     return best;
@@ -96,6 +113,8 @@ const char* needs(Isa isa)
         return "AVX-512 F, DQ, VL, BW and BF16, AMX-TILE and AMX-BF16, and the OS's leave to use the tiles";
     case Isa::Avx512:
         return "AVX-512 F, DQ, VL and BW";
+    case Isa::Avx512Bf16:
+        return "AVX-512 F, DQ, VL, BW and BF16";
     default:
         return "AVX2, FMA and F16C";
     }
@@ -123,6 +142,8 @@ std::string isa_for_plan(Isa& out)
             want = Isa::Avx2;
         else if(name == "avx512")
             want = Isa::Avx512;
+        else if(name == "avx512_bf16")
+            want = Isa::Avx512Bf16;
         else if(name == "amx")
             want = Isa::Amx;
         else
@@ -131,7 +152,7 @@ std::string isa_for_plan(Isa& out)
             for(char& c : shown)
                 if(c < 0x20 || c > 0x7e)
                     c = '?';
-            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, amx (unset: the widest this CPU has, "
+            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, avx512_bf16, amx (unset: the widest this CPU has, "
                    + isa_name(best) + ")";
         }
         if(static_cast<int>(want) > static_cast<int>(best))

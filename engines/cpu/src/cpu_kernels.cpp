@@ -586,6 +586,8 @@ SdpaIsa sdpa_isa(Isa isa)
     {
     case Isa::Amx:
         return {sdpa_amx::run_item, sdpa_amx::run_rows_item, sdpa_amx::rows_merge, 16};
+    case Isa::Avx512Bf16:
+        return {sdpa_avx512bf16::run_item, sdpa_avx512bf16::run_rows_item, sdpa_avx512bf16::rows_merge, 16};
     case Isa::Avx512:
         return {sdpa_avx512::run_item, sdpa_avx512::run_rows_item, sdpa_avx512::rows_merge, 16};
     case Isa::Avx2:
@@ -634,6 +636,8 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
     // bf16 q, k and v on an AMX plan: the tile kernel (the rows kernel still serves few queries).
     run.amx = isa == Isa::Amx && run.sq > kSdpaRowsMaxSq && p.qt == DType::BF16 && p.kt == DType::BF16
               && p.vt == DType::BF16;
+    // bf16 q, k and v on an AVX512_BF16 plan: the panel kernel's products on VDPBF16PS (same layout).
+    run.bf16dot = isa == Isa::Avx512Bf16 && p.qt == DType::BF16 && p.kt == DType::BF16 && p.vt == DType::BF16;
     if(static_cast<size_t>(sdpa_plan_layout(run, 0)) * sizeof(float) > per_thread)
         return false;
     if(run.b == 0 || run.hq == 0 || run.sq == 0)

@@ -36,20 +36,21 @@ enum class Isa
     Baseline, // the library's -march (x86-64-v2 on x86-64)
     Avx2,     // AVX2 + FMA + F16C, 8 fp32 lanes
     Avx512,   // AVX-512 F/DQ/VL/BW (+ AVX2, FMA, F16C), 16 fp32 lanes
-    Amx       // Avx512 plus AMX-BF16 tiles (and AVX512_BF16) for bf16 attention's two products
+    Avx512Bf16, // Avx512 plus AVX512_BF16 (VDPBF16PS) for bf16 attention's two products (Zen 4 / 5)
+    Amx         // Avx512Bf16 plus AMX-BF16 tiles for bf16 attention's two products
 };
 
-// Whether a plan's kernels may use AVX-512 (Amx runs the AVX-512 builds for everything but the
-// bf16 SDPA forward's products).
+// Whether a plan's kernels may use AVX-512 (Avx512Bf16 and Amx run the AVX-512 builds for everything
+// but the bf16 SDPA forward, and Amx the bf16 backward too).
 inline bool isa_has_avx512(Isa isa)
 {
-    return isa == Isa::Avx512 || isa == Isa::Amx;
+    return isa == Isa::Avx512 || isa == Isa::Avx512Bf16 || isa == Isa::Amx;
 }
 
 const char* isa_name(Isa isa);
 // The widest ISA this CPU (and its OS) supports, read once per process from CPUID.
 Isa isa_best();
-// The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512|amx when set (read at every plan
+// The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512|avx512_bf16|amx when set (read at every plan
 // build, so a test can force each path), else the older switches HIPDNN_CPU_ENGINE_BASELINE=1 and
 // HIPDNN_CPU_ENGINE_NO_AVX512=1, else isa_best(). Returns "" or why the request cannot be served (an
 // unknown name, or an ISA this CPU lacks), which makes the engine not applicable, saying so.

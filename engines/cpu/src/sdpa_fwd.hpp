@@ -3,7 +3,8 @@
 // The kernel source is compiled once per ISA, into its own namespace:
 // sdpa_base (the library's baseline ISA, 4-lane vectors), and on x86-64
 // sdpa_avx2 (-mavx2 -mfma -mf16c, 8 lanes), sdpa_avx512 (-mavx512f/dq/vl/bw,
-// 16 lanes) and sdpa_amx (the AVX-512 build plus AMX-BF16 tiles for bf16 q, k
+// 16 lanes), sdpa_avx512bf16 (the AVX-512 build plus VDPBF16PS products for bf16
+// q, k and v) and sdpa_amx (the AVX-512 build plus AMX-BF16 tiles for bf16 q, k
 // and v: see amx_item); each runs only when the CPU has its instructions
 // (cpu_isa.cpp).
 // cpu_kernels.cpp owns the thread loop and calls the plan's build.
@@ -58,6 +59,7 @@ struct SdpaRun
     int64_t b = 0, hq = 0, hk = 0, sq = 0, skv = 0, d = 0, dv = 0, group = 1;
     int lanes = 8; // vector width of the build that runs (4, 8 or 16)
     bool amx = false;    // the AMX build's tile kernel serves the panels (bf16 q, k, v; qw = kSdpaAmxQw)
+    bool bf16dot = false; // the AVX512_BF16 build's dot-product panels serve them (bf16 q, k, v)
     // Panel kernel.
     int64_t qw = 24;    // queries per panel: 3 or 2 vectors
     int64_t tail_qw = 0; // the last query block's panel width where it differs from qw (0: none)
@@ -100,6 +102,7 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw);
 HIPDNN_SDPA_DECLARE(sdpa_base)
 HIPDNN_SDPA_DECLARE(sdpa_avx2)
 HIPDNN_SDPA_DECLARE(sdpa_avx512)
+HIPDNN_SDPA_DECLARE(sdpa_avx512bf16)
 HIPDNN_SDPA_DECLARE(sdpa_amx)
 #undef HIPDNN_SDPA_DECLARE
 

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #if defined(__AVX__) || defined(__AVX512F__)
@@ -443,6 +444,39 @@ inline void panel_kernel(int64_t n, const float* a, int64_t ars, int64_t aks, co
                 mx[v] = vmax(mx[v], acc[r][v]);
 }
 
+// Calls f(std::integral_constant<int, R>{}, r) for blocks of R rows starting at r that cover
+// [0, rows): kMR<NV> rows at a time, then 8, 4, 2 and 1 for what is left.
+template <int NV, class F>
+inline void row_blocks(int64_t rows, F&& f)
+{
+    constexpr int MR = kMR<NV>;
+    int64_t r = 0;
+    for(; r + MR <= rows; r += MR)
+        f(std::integral_constant<int, MR>{}, r);
+    const int64_t left = rows - r;
+    if(left == 0)
+        return;
+    if constexpr(MR > 8)
+        if(left & 8)
+        {
+            f(std::integral_constant<int, 8>{}, r);
+            r += 8;
+        }
+    if constexpr(MR > 4)
+        if(left & 4)
+        {
+            f(std::integral_constant<int, 4>{}, r);
+            r += 4;
+        }
+    if(left & 2)
+    {
+        f(std::integral_constant<int, 2>{}, r);
+        r += 2;
+    }
+    if(left & 1)
+        f(std::integral_constant<int, 1>{}, r);
+}
+
 template <int NV>
 inline void panel_gemm(int64_t rows,
                        int64_t n,
@@ -454,34 +488,10 @@ inline void panel_gemm(int64_t rows,
                        const V* cs,
                        V* mx)
 {
-    constexpr int MR = kMR<NV>;
     constexpr int QW = NV * W;
-    int64_t r = 0;
-    for(; r + MR <= rows; r += MR)
-        panel_kernel<MR, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
-    const int64_t left = rows - r;
-    if(left == 0)
-        return;
-    // Up to MR - 1 rows remain: 8-, 4-, 2- and 1-row kernels cover them.
-    if constexpr(MR > 8)
-        if(left & 8)
-        {
-            panel_kernel<8, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
-            r += 8;
-        }
-    if constexpr(MR > 4)
-        if(left & 4)
-        {
-            panel_kernel<4, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
-            r += 4;
-        }
-    if(left & 2)
-    {
-        panel_kernel<2, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
-        r += 2;
-    }
-    if(left & 1)
-        panel_kernel<1, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+    row_blocks<NV>(rows, [&](auto rr, int64_t r) {
+        panel_kernel<decltype(rr)::value, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, mx);
+    });
 }
 
 // ALiBi slope of head h of nh (the usual geometric sequence, extended for
@@ -1126,8 +1136,226 @@ inline void panel_softmax(const SdpaProblem& p,
     }
 }
 
-// ============================================================ panel kernel ====
+#if HIPDNN_SDPA_W == 16 && defined(__AVX512BF16__)
+// ------------------------------------------------------- bf16 pairs ----
+// vpermw / vpermt2w indices that interleave two runs of 16 elements: (x[a], x[b], x[a + 1],
+// x[b + 1], ...), the tiles' pair layout.
+struct PairIndex
+{
+    alignas(64) uint16_t lane[32];
+};
+constexpr PairIndex pair_index(int a, int b)
+{
+    PairIndex r{};
+    for(int i = 0; i < 16; ++i)
+    {
+        r.lane[2 * i] = static_cast<uint16_t>(a + i);
+        r.lane[2 * i + 1] = static_cast<uint16_t>(b + i);
+    }
+    return r;
+}
+constexpr PairIndex kPackPairs = pair_index(0, 16); // the two halves of one vector
+constexpr PairIndex kVPairsLo = pair_index(0, 32);  // elements 0-15 of two vectors
+constexpr PairIndex kVPairsHi = pair_index(16, 48); // elements 16-31 of two vectors
+
+// Two rows of P (16 queries each: keys 2p and 2p + 1) rounded to bf16 (nearest even) and stored in
+// the pair layout: dst[2 i] from e0, dst[2 i + 1] from e1.
+inline void store_pair(__m512 e0, __m512 e1, uint16_t* dst)
+{
+    const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
+    _mm512_storeu_si512(dst, _mm512_maskz_permutexvar_epi16(~__mmask32(0), _mm512_load_si512(kPackPairs.lane),
+                                                             reinterpret_cast<__m512i>(h)));
+}
+
+// n bf16 elements of a row (offset off, stride cs) into dst, then zeros up to n_pad.
+inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, int64_t n_pad, uint16_t* dst)
+{
+    const uint16_t* src = static_cast<const uint16_t*>(base) + off;
+    if(cs == 1)
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t));
+    else
+        for(int64_t e = 0; e < n; ++e)
+            dst[e] = src[e * cs];
+    std::memset(dst + n, 0, static_cast<size_t>(n_pad - n) * sizeof(uint16_t));
+}
+
+#endif
+
+#if defined(HIPDNN_SDPA_BF16DOT)
+// ------------------------------------------------ bf16 dot-product panels ----
+// The panel kernel for bf16 q, k and v on CPUs with AVX512_BF16 but no AMX tiles (Zen 4 / 5): the same
+// panels, key tiles, masks and softmax as the fp32 panels, with both products on VDPBF16PS, whose lane
+// adds two exact bf16 products in fp32 (32 multiply-adds an instruction against an FMA's 16; the
+// probe's register-only peak is 2x the FMA's). Its operands are 32-bit words holding a pair of bf16:
+//   Qp [d/2][QW]    per panel, each query's head dims in pairs (as given: the scale goes on the fp32 scores)
+//   K               read in place, one pair of head dims broadcast a step (even d at unit stride; else
+//                   each tile copied into Kb, zero-padded to an even d)
+//   Vp [keys/2][dv] per tile, shared by the item's panels: pairs of key rows interleaved
+//   Pp [keys/2][QW] per (tile, panel): P rounded to bf16 in pairs of keys, written over the scores
+// P is rounded to bf16 for its product, as the AMX kernel's and flash attention's (the running sum l
+// stays the fp32 sum). The AVX-512 build widens bf16 K and V tiles to fp32 and runs FMAs instead.
+
+// One pair of bf16 at p (any 2-byte alignment) in every lane.
+inline __m512bh pair_bcast(const uint16_t* p)
+{
+    uint32_t x;
+    std::memcpy(&x, p, sizeof(x));
+    return (__m512bh)_mm512_set1_epi32(static_cast<int>(x));
+}
+
+// c[r][0..QW) = (cs ? c[r][..] * cs : 0) + sum_k pair(a + r ars + k aks) . b[k][0..QW) for r < R, then
+// times post where given; mx as panel_kernel's. a: bf16 elements (pairs at a + r ars + k aks); b: pair
+// words, QW = NV W a step.
+template <int R, int NV>
+inline void dot_kernel(int64_t n, const uint16_t* a, int64_t ars, int64_t aks, const uint32_t* b, float* c, const V* cs,
+                       const V* post, V* mx)
+{
+    constexpr int QW = NV * W;
+    V acc[R][NV];
+    for(int r = 0; r < R; ++r)
+        for(int v = 0; v < NV; ++v)
+            acc[r][v] = cs ? vload(c + r * QW + v * W) * cs[v] : V{};
+    const uint16_t* ar[R];
+    for(int r = 0; r < R; ++r)
+        ar[r] = a + r * ars;
+    int64_t off = 0;
+#pragma GCC unroll 2
+    for(int64_t k = 0; k < n; ++k, off += aks)
+    {
+        const uint32_t* bk = b + k * QW;
+        __m512bh bv[NV];
+        for(int v = 0; v < NV; ++v)
+            bv[v] = (__m512bh)_mm512_loadu_si512(bk + v * W);
+        for(int r = 0; r < R; ++r)
+        {
+            const __m512bh av = pair_bcast(ar[r] + off);
+            for(int v = 0; v < NV; ++v)
+                acc[r][v] = (V)_mm512_dpbf16_ps((__m512)acc[r][v], av, bv[v]);
+        }
+    }
+    if(post != nullptr)
+        for(int r = 0; r < R; ++r)
+            for(int v = 0; v < NV; ++v)
+                acc[r][v] *= *post;
+    for(int r = 0; r < R; ++r)
+        for(int v = 0; v < NV; ++v)
+            vstore(c + r * QW + v * W, acc[r][v]);
+    if(mx != nullptr)
+        for(int r = 0; r < R; ++r)
+            for(int v = 0; v < NV; ++v)
+                mx[v] = vmax(mx[v], acc[r][v]);
+}
+
 template <int NV>
+inline void dot_gemm(int64_t rows, int64_t n, const uint16_t* a, int64_t ars, int64_t aks, const uint32_t* b, float* c,
+                     const V* cs, const V* post, V* mx)
+{
+    constexpr int QW = NV * W;
+    row_blocks<NV>(rows, [&](auto rr, int64_t r) {
+        dot_kernel<decltype(rr)::value, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, post, mx);
+    });
+}
+
+// Qp[t][i] = (q[i][2t], q[i][2t + 1]) for t < dh and the n queries of a panel (rows q + i rs, dims at
+// unit stride; 0 past d and for i >= n): 16 x 16 transposes of the rows' 32-bit pairs.
+template <int QW>
+inline void dot_pack_q(const uint16_t* q, int64_t rs, int64_t n, int64_t d, int64_t dh, uint32_t* qp)
+{
+    for(int64_t c0 = 0; c0 < QW; c0 += 16)
+        for(int64_t e0 = 0; e0 < 2 * dh; e0 += 32) // 16 pairs of dims
+        {
+            const int64_t live = imin(32, d - e0);
+            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi16(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
+            transpose16x16(r); // r[j]: dim pair e0 / 2 + j of queries c0 .. c0 + 15
+            for(int64_t j = 0; j < imin(16, dh - e0 / 2); ++j)
+                _mm512_storeu_si512(qp + (e0 / 2 + j) * QW + c0, r[j]);
+        }
+}
+
+// Vp[i][e] = (v[2 i][e], v[2 i + 1][e]) for i < ceil(nk / 2) and e < dv, from nk rows of v (offset
+// off, row stride rs, dim stride cs elements); a row past nk reads as 0 (V may end there).
+inline void dot_pack_v(const void* vbase, int64_t off, int64_t rs, int64_t cs, int64_t nk, int64_t dv, uint32_t* vp)
+{
+    const uint16_t* v = static_cast<const uint16_t*>(vbase) + off;
+    const int64_t np = (nk + 1) / 2;
+    if(cs != 1)
+    {
+        for(int64_t i = 0; i < np; ++i)
+            for(int64_t e = 0; e < dv; ++e)
+            {
+                const uint32_t lo = v[2 * i * rs + e * cs];
+                const uint32_t hi = 2 * i + 1 < nk ? v[(2 * i + 1) * rs + e * cs] : 0u;
+                vp[i * dv + e] = lo | (hi << 16);
+            }
+        return;
+    }
+    const __m512i lo_idx = _mm512_load_si512(kVPairsLo.lane), hi_idx = _mm512_load_si512(kVPairsHi.lane);
+    for(int64_t i = 0; i < np; ++i)
+    {
+        const uint16_t* ra = v + 2 * i * rs;
+        const bool pair = 2 * i + 1 < nk;
+        for(int64_t e0 = 0; e0 < dv; e0 += 32)
+        {
+            const int64_t live = imin(32, dv - e0);
+            const __mmask32 m = live >= 32 ? ~__mmask32(0) : __mmask32((1u << live) - 1u);
+            const __m512i x = _mm512_maskz_loadu_epi16(m, ra + e0);
+            const __m512i y = pair ? _mm512_maskz_loadu_epi16(m, ra + rs + e0) : _mm512_setzero_si512();
+            const __mmask16 m0 = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1u);
+            _mm512_mask_storeu_epi32(vp + i * dv + e0, m0, _mm512_permutex2var_epi16(x, lo_idx, y));
+            if(live > 16)
+            {
+                const __mmask16 m1 = live >= 32 ? __mmask16(0xffff) : __mmask16((1u << (live - 16)) - 1u);
+                _mm512_mask_storeu_epi32(vp + i * dv + e0 + 16, m1, _mm512_permutex2var_epi16(x, hi_idx, y));
+            }
+        }
+    }
+}
+
+// The rows s[0 .. rows) (QW floats each: P of keys j0 ..) rounded to bf16 and packed in pairs of keys
+// over themselves: pair i holds keys j0 - par + 2 i and the next (a key outside the rows: 0). In place:
+// pair i is written after its rows, both at or past row i, were read. Returns the pairs.
+template <int NV>
+inline int64_t dot_pack_p(float* s, int64_t rows, int64_t par)
+{
+    constexpr int QW = NV * W;
+    const __m512i idx = _mm512_load_si512(kPackPairs.lane);
+    const int64_t np = (rows + par + 1) / 2;
+    for(int64_t i = 0; i < np; ++i)
+    {
+        const int64_t r0 = 2 * i - par, r1 = r0 + 1;
+        for(int v = 0; v < NV; ++v)
+        {
+            const __m512 e0 = r0 >= 0 ? _mm512_loadu_ps(s + r0 * QW + v * W) : _mm512_setzero_ps();
+            const __m512 e1 = r1 < rows ? _mm512_loadu_ps(s + r1 * QW + v * W) : _mm512_setzero_ps();
+            const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
+            _mm512_storeu_si512(s + i * QW + v * W,
+                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+        }
+    }
+    return np;
+}
+
+// Keeps only the bf16 halves `keep` (0x0000ffff: the low key's, 0xffff0000: the high key's) of the dv
+// pairs of Vp row `row`, after saving it to `save`: a pair whose other key is outside the panel's rows
+// (P = 0 there) must not bring that key's V in (0 x inf is NaN). undo_half restores it.
+inline void keep_half(uint32_t* row, int64_t dv, uint32_t keep, uint32_t* save)
+{
+    std::memcpy(save, row, static_cast<size_t>(dv) * sizeof(uint32_t));
+    for(int64_t e = 0; e < dv; ++e)
+        row[e] &= keep;
+}
+inline void undo_half(uint32_t* row, int64_t dv, const uint32_t* save)
+{
+    std::memcpy(row, save, static_cast<size_t>(dv) * sizeof(uint32_t));
+}
+#endif
+
+// ============================================================ panel kernel ====
+// DOT: the bf16 dot-product panels (HIPDNN_SDPA_BF16DOT builds, bf16 q, k and v; see above).
+template <int NV, bool DOT = false>
 void panel_item(const SdpaRun& run, int64_t w, float* ws)
 {
     constexpr int QW = NV * W;
@@ -1161,12 +1389,30 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     const int64_t koff = b * p.ks.strides[0] + hk * p.ks.strides[1];
     const int64_t voff = b * p.vs.strides[0] + hk * p.vs.strides[1];
 
-    // Queries, transposed and pre-scaled into log2 units.
+    // Queries, transposed and pre-scaled into log2 units (DOT: in pairs of head dims, as given).
     const float qscale = p.scale * kLog2e;
+    [[maybe_unused]] const int64_t dh = (d + 1) / 2, dpad = 2 * dh; // DOT: pairs of head dims
     for(int64_t pn = 0; pn < npan; ++pn)
     {
         float* qp = qt + pn * d * QW;
         const int64_t live = imin(QW, q0 + nq - (q0 + pn * QW)); // queries of the panel (0 past them)
+#if defined(HIPDNN_SDPA_BF16DOT)
+        if constexpr(DOT)
+        {
+            uint32_t* qpw = reinterpret_cast<uint32_t*>(qt) + pn * dh * QW;
+            const int64_t qs2 = p.qs.strides[2];
+            if(p.qs.strides[3] == 1)
+                dot_pack_q<QW>(static_cast<const uint16_t*>(p.q) + qoff + (q0 + pn * QW) * qs2, qs2, live, d, dh, qpw);
+            else
+            {
+                uint16_t* rows = reinterpret_cast<uint16_t*>(kbuf); // (free until the key tiles)
+                for(int64_t i = 0; i < live; ++i)
+                    copy_bf16_row(p.q, qoff + (q0 + pn * QW + i) * qs2, p.qs.strides[3], d, dpad, rows + i * dpad);
+                dot_pack_q<QW>(rows, dpad, live, d, dh, qpw);
+            }
+        }
+        else
+#endif
 #if HIPDNN_SDPA_W == 16 && defined(__AVX512F__)
         if(p.qt == DType::F32 && p.qs.strides[3] == 1)
             transpose_q_f32(static_cast<const float*>(p.q) + qoff + (q0 + pn * QW) * p.qs.strides[2], p.qs.strides[2], live,
@@ -1214,12 +1460,43 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
 
     const bool pf_next = k_direct && v_direct && p.ks.strides[3] == 1 && p.vs.strides[3] == 1
                          && band.skv * (d + dv) * int64_t(sizeof(float)) >= (int64_t(1) << 20);
+    // DOT: K read in place where its pairs of head dims are whole (even d at unit stride); Vp, and the
+    // two rows keep_half saves, in the V tile's slot.
+    [[maybe_unused]] const bool k_pairs = p.ks.strides[3] == 1 && d % 2 == 0;
+    [[maybe_unused]] uint32_t* vpw = reinterpret_cast<uint32_t*>(vbuf);
+    [[maybe_unused]] uint32_t* vsave = vpw + (BK + 1) / 2 * dv;
+    [[maybe_unused]] const V vqscale = vset(qscale);
     for(int64_t k0 = kbeg; k0 < kend; k0 += BK)
     {
         const int64_t nk = imin(BK, kend - k0);
         // K and V rows of the tile as (pointer, row stride, column stride).
-        const float* kt;
-        int64_t krs, kcs;
+        const float* kt = nullptr;
+        int64_t krs = 0, kcs = 0;
+        const float* vt = nullptr;
+        int64_t vrs = 0, vcs = 0;
+        [[maybe_unused]] const uint16_t* kt16 = nullptr; // DOT: bf16 K rows krs16 apart
+        [[maybe_unused]] int64_t krs16 = 0;
+#if defined(HIPDNN_SDPA_BF16DOT)
+        if constexpr(DOT)
+        {
+            if(k_pairs)
+            {
+                kt16 = static_cast<const uint16_t*>(p.k) + koff + k0 * p.ks.strides[2];
+                krs16 = p.ks.strides[2];
+            }
+            else
+            {
+                uint16_t* kb16 = reinterpret_cast<uint16_t*>(kbuf);
+                for(int64_t j = 0; j < nk; ++j)
+                    copy_bf16_row(p.k, koff + (k0 + j) * p.ks.strides[2], p.ks.strides[3], d, dpad, kb16 + j * dpad);
+                kt16 = kb16;
+                krs16 = dpad;
+            }
+            dot_pack_v(p.v, voff + k0 * p.vs.strides[2], p.vs.strides[2], p.vs.strides[3], nk, dv, vpw);
+        }
+        else
+#endif
+        {
         if(k_direct)
         {
             kt = static_cast<const float*>(p.k) + koff + k0 * p.ks.strides[2];
@@ -1234,8 +1511,6 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             krs = d;
             kcs = 1;
         }
-        const float* vt;
-        int64_t vrs, vcs;
         if(v_direct)
         {
             vt = static_cast<const float*>(p.v) + voff + k0 * p.vs.strides[2];
@@ -1249,6 +1524,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             vt = vbuf;
             vrs = dv;
             vcs = 1;
+        }
         }
 
         // Rows of the next tile to prefetch into L2 (K and V read in place, unit dim strides), where a
@@ -1276,9 +1552,37 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             V mnew[NV], alpha[NV];
             for(int v = 0; v < NV; ++v)
                 mnew[v] = vload(mp + v * W);
+            const ScoreMods mods{has_bias, bias_off, alibi2, cap};
+#if defined(HIPDNN_SDPA_BF16DOT)
+            if constexpr(DOT)
+            {
+                // Scores (scaled into log2 units as they leave the registers), the softmax, then P in
+                // pairs of keys from the tile's even offsets (pair pa holds keys k0 + 2 pa, + 1)
+                // against the tile's Vp rows, a key outside [j0, j1) of a pair kept out of V.
+                dot_gemm<NV>(rows, dh, kt16 + (j0 - k0) * krs16, krs16, 2, reinterpret_cast<const uint32_t*>(qt) + pn * dh * QW,
+                             s, nullptr, &vqscale, plain ? mnew : nullptr);
+                panel_softmax<NV>(p, mods, s, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
+                const int64_t par = (j0 - k0) & 1, pa = (j0 - k0) >> 1;
+                const int64_t np = dot_pack_p<NV>(s, rows, par);
+                uint32_t* first = vpw + pa * dv;
+                uint32_t* last = vpw + (pa + np - 1) * dv;
+                const bool cut_lo = par != 0;                                // key j0 - 1 shares the first pair
+                const bool cut_hi = ((j1 - k0) & 1) != 0 && j1 < k0 + nk; // key j1 the last (past nk: 0 already)
+                if(cut_lo)
+                    keep_half(first, dv, 0xffff0000u, vsave);
+                if(cut_hi)
+                    keep_half(last, dv, 0x0000ffffu, vsave + dv);
+                dot_gemm<NV>(dv, np, reinterpret_cast<const uint16_t*>(first), 2, 2 * dv, reinterpret_cast<const uint32_t*>(s),
+                             ot + pn * dv * QW, alpha, nullptr, nullptr);
+                if(cut_hi)
+                    undo_half(last, dv, vsave + dv);
+                if(cut_lo)
+                    undo_half(first, dv, vsave);
+                continue;
+            }
+#endif
             // Scores; with nothing to add or mask, the new max comes from the product's registers.
             panel_gemm<NV>(rows, d, kt + (j0 - k0) * krs, krs, kcs, qt + pn * d * QW, s, nullptr, plain ? mnew : nullptr);
-            const ScoreMods mods{has_bias, bias_off, alibi2, cap};
             panel_softmax<NV>(p, mods, s, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
             // Ot = Ot * alpha + V^T . P
             panel_gemm<NV>(dv, rows, vt + (j0 - k0) * vrs, vcs, vrs, s, ot + pn * dv * QW, alpha, nullptr);
@@ -1335,47 +1639,6 @@ constexpr int64_t AQ = kSdpaAmxQw; // queries per panel
 static_assert(AQ == 32 && W == 16, "two 16-lane vectors (two tile columns) per panel");
 constexpr int64_t ABK = kSdpaAmxBk;   // keys per tile of the AMX kernel
 constexpr int64_t kVtCols = ABK + 32; // keys per row of Vt (room for a 32-key step past the tile)
-
-// vpermw / vpermt2w indices that interleave two runs of 16 elements: (x[a], x[b], x[a + 1],
-// x[b + 1], ...), the tiles' pair layout.
-struct PairIndex
-{
-    alignas(64) uint16_t lane[32];
-};
-constexpr PairIndex pair_index(int a, int b)
-{
-    PairIndex r{};
-    for(int i = 0; i < 16; ++i)
-    {
-        r.lane[2 * i] = static_cast<uint16_t>(a + i);
-        r.lane[2 * i + 1] = static_cast<uint16_t>(b + i);
-    }
-    return r;
-}
-constexpr PairIndex kPackPairs = pair_index(0, 16); // the two halves of one vector
-constexpr PairIndex kVPairsLo = pair_index(0, 32);  // elements 0-15 of two vectors
-constexpr PairIndex kVPairsHi = pair_index(16, 48); // elements 16-31 of two vectors
-
-// Two rows of P (16 queries each: keys 2p and 2p + 1) rounded to bf16 (nearest even) and stored in
-// the pair layout: dst[2 i] from e0, dst[2 i + 1] from e1.
-inline void store_pair(__m512 e0, __m512 e1, uint16_t* dst)
-{
-    const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
-    _mm512_storeu_si512(dst, _mm512_maskz_permutexvar_epi16(~__mmask32(0), _mm512_load_si512(kPackPairs.lane),
-                                                             reinterpret_cast<__m512i>(h)));
-}
-
-// n bf16 elements of a row (offset off, stride cs) into dst, then zeros up to n_pad.
-inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, int64_t n_pad, uint16_t* dst)
-{
-    const uint16_t* src = static_cast<const uint16_t*>(base) + off;
-    if(cs == 1)
-        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(uint16_t));
-    else
-        for(int64_t e = 0; e < n; ++e)
-            dst[e] = src[e * cs];
-    std::memset(dst + n, 0, static_cast<size_t>(n_pad - n) * sizeof(uint16_t));
-}
 
 // Vt[e][j] = v[j][e] for e < dva and j < nk rounded up to 32 (keys past nk give 0), from nk rows
 // of v (row stride rs elements, dims at unit stride; dims past dv read as 0): pairs of key rows
@@ -1910,7 +2173,18 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     }
 #endif
     const bool last_block = w % run.nqb == 0; // panel_item's order: block nqb - 1 first
-    if((last_block && run.tail_qw != 0 ? run.tail_qw : run.qw) == 2 * W)
+    const bool two = (last_block && run.tail_qw != 0 ? run.tail_qw : run.qw) == 2 * W;
+#if defined(HIPDNN_SDPA_BF16DOT)
+    if(run.bf16dot)
+    {
+        if(two)
+            panel_item<2, true>(run, w, ws);
+        else
+            panel_item<3, true>(run, w, ws);
+        return;
+    }
+#endif
+    if(two)
         panel_item<2>(run, w, ws);
     else
         panel_item<3>(run, w, ws);

@@ -1,14 +1,19 @@
-"""The CPU engine's AMX tile kernel: bf16 attention forward (q, k, v in bf16, more than 16 queries)
-with both products on AMX-BF16 tiles (engines/cpu/src/sdpa_fwd.inl, amx_item).
+"""The CPU engine's bf16 product kernels: bf16 attention forward (q, k, v in bf16, more than 16
+queries) with both products on bf16 hardware (engines/cpu/src/sdpa_fwd.inl), each run where the CPU has it:
 
-Run where the CPU has AMX-BF16 (and Linux lets the process use the tiles); skipped elsewhere. Every
-case goes through ``test_sdpa_modes.run_case`` (float64 reference, NaN-filled outputs with guard
-bands checked after, stats) on a handle whose plans are built with ``HIPDNN_CPU_ISA=amx``: the
-tiles' edges (head dims not a multiple of 32 or 16, key counts around the 16-, 32- and 64-key steps,
-query panels of 32), every mask, bias, ALiBi, padding with empty sequences, GQA and strided layouts.
-Beside them: proof that the tile kernel is what ran (its P is rounded to bf16 for the second product,
-so its output differs from the AVX-512 kernel's while both stay accurate), that keys a panel does not
-see never reach its output even when their V holds infinities, and its accuracy at larger sizes.
+* ``amx``: AMX-BF16 tiles (amx_item; and Linux must let the process use the tiles);
+* ``avx512_bf16``: VDPBF16PS dot products on the panel kernel (its bf16 dot-product panels; AMD Zen 4
+  and 5, Intel Cooper Lake, and any CPU with AMX).
+
+Every case goes through ``test_sdpa_modes.run_case`` (float64 reference, NaN-filled outputs with guard
+bands checked after, stats) on a handle whose plans are built with ``HIPDNN_CPU_ISA`` set to the
+kernel's ISA: the edges (head dims not a multiple of 32 or 16, odd ones, key counts around the 16-, 32-
+and 64-key steps, query panels of 32 and 48, a panel's keys starting or ending at an odd offset of a
+tile, which the dot products take in pairs), every mask, bias, ALiBi, padding with empty sequences,
+GQA and strided layouts. Beside them: proof that the kernel is what ran (its P is rounded to bf16 for
+the second product, so its output differs from the AVX-512 kernel's while both stay accurate), that
+keys a panel does not see never reach its output even when their V holds infinities, and its accuracy
+at larger sizes.
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import hipdnn
 from tests.cpu.test_sdpa_isa import HAVE
 from tests.cpu.test_sdpa_modes import BASE, BF16, DT, Case, bf16_bits, bf16_value, cases, reference, run_case
 
-pytestmark = pytest.mark.skipif("amx" not in HAVE, reason="this CPU has no AMX-BF16 (or the OS keeps the tiles)")
+KERNELS = [isa for isa in ("avx512_bf16", "amx") if isa in HAVE]
+pytestmark = pytest.mark.skipif(not KERNELS, reason="this CPU has neither AVX512_BF16 nor AMX-BF16")
 
 
 def make_handle(isa: str, mp: pytest.MonkeyPatch) -> hipdnn.Handle:
@@ -36,10 +42,11 @@ def make_handle(isa: str, mp: pytest.MonkeyPatch) -> hipdnn.Handle:
     return h
 
 
-@pytest.fixture(scope="module")
-def amx() -> Iterator[hipdnn.Handle]:
+@pytest.fixture(scope="module", params=KERNELS or ["none"])
+def kernel(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
+    """A handle whose plans run one of the bf16 product kernels this CPU has."""
     with pytest.MonkeyPatch.context() as mp:
-        h = make_handle("amx", mp)
+        h = make_handle(request.param, mp)
         yield h
         h.close()
 
@@ -122,6 +129,23 @@ CASES = {
     "band_narrow_late_panels_br": replace(
         B16, b=2, hq=2, hk=1, sq=580, skv=600, d=32, dv=32, left=2, right=3, bottom_right=True
     ),
+    # the dot products' pairs of keys and 64-key tiles: panels whose first (window) or last (causal,
+    # bottom-right) key lies an odd offset into a tile, tiles that end on an odd key, odd head dims read
+    # through copies, 48- and 32-query panels, the last block's narrower panels
+    "pairs_window_odd": replace(B16, hq=1, hk=1, sq=200, skv=200, d=64, dv=64, left=7, right=0),
+    "pairs_window_br_odd": replace(B16, hq=2, hk=1, sq=97, skv=131, d=64, dv=48, left=9, right=3, bottom_right=True),
+    "pairs_causal_br_odd_shift": replace(
+        B16, hq=1, hk=1, sq=150, skv=217, d=128, dv=128, causal=True, bottom_right=True
+    ),
+    "pairs_skv_one_past_tiles": replace(B16, hq=1, hk=1, sq=100, skv=129, d=64, dv=64),
+    "pairs_odd_d_dstride": replace(B16, hq=2, hk=1, sq=61, skv=77, d=33, dv=17, layout="dstride"),
+    "pairs_odd_d_causal": replace(B16, hq=1, hk=1, sq=144, skv=144, d=65, dv=31, causal=True),
+    "pairs_panels48_bias_window": replace(
+        B16, hq=2, hk=2, sq=144, skv=205, d=64, dv=64, bias="full", left=31, right=12
+    ),
+    "pairs_tail_panels_padding": replace(
+        B16, b=2, hq=1, hk=1, sq=256, skv=255, d=96, dv=96, padding=True, seq_q=[255, 130], seq_kv=[255, 67]
+    ),
     "causal_br_short_kv_scale0": replace(
         B16, hq=1, hk=1, sq=300, skv=270, d=64, dv=64, causal=True, bottom_right=True, scale=0.0
     ),
@@ -129,8 +153,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_forward(amx: hipdnn.Handle, name: str) -> None:
-    run_case(amx, CASES[name], seed=len(name))
+def test_forward(kernel: hipdnn.Handle, name: str) -> None:
+    run_case(kernel, CASES[name], seed=len(name))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -148,8 +172,8 @@ def test_forward(amx: hipdnn.Handle, name: str) -> None:
     seed=st.integers(0, 2**16),
     scale=st.sampled_from([None, None, 0.0, -0.3, 3.0]),  # None: drawn from [0.05, 0.4)
 )
-def test_forward_generated(amx: hipdnn.Handle, c: Case, seed: int, scale: float | None) -> None:
-    run_case(amx, replace(c, scale=scale), seed)
+def test_forward_generated(kernel: hipdnn.Handle, c: Case, seed: int, scale: float | None) -> None:
+    run_case(kernel, replace(c, scale=scale), seed)
 
 
 def bf16_sdpa(
@@ -161,7 +185,9 @@ def bf16_sdpa(
     causal: bool = False,
 ) -> np.ndarray:
     """o (as float32) of a bf16 SDPA graph over these bf16 arrays, through h's CPU engine."""
-    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    g = hipdnn.Graph(
+        name="bf16_kernel", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT
+    )
     tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
     o, _ = g.sdpa(tq, tk, tv, attn_scale=scale, use_causal_mask=causal)
     o.set_output(True)
@@ -175,7 +201,9 @@ def bf16_sdpa_bias(
     h: hipdnn.Handle, q: np.ndarray, k: np.ndarray, v: np.ndarray, bias: np.ndarray, scale: float, alibi: bool
 ) -> np.ndarray:
     """o (as float32) of a bf16 SDPA graph with an fp32 additive bias (and ALiBi), through h."""
-    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    g = hipdnn.Graph(
+        name="bf16_kernel", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT
+    )
     tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
     tb = g.tensor(name="bias", dim=list(bias.shape), data_type=DT.FLOAT)
     o, _ = g.sdpa(tq, tk, tv, attn_scale=scale, bias=tb, use_alibi_mask=alibi)
@@ -190,12 +218,12 @@ def rand_bf16(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return bf16_bits(rng.standard_normal(shape).astype(np.float32))
 
 
-def test_the_tile_kernel_is_what_runs(amx: hipdnn.Handle) -> None:
+def test_the_bf16_kernel_is_what_runs(kernel: hipdnn.Handle) -> None:
     """Its P is rounded to bf16 for the P V product: outputs differ from the AVX-512 kernel's (fp32 P)
     in some elements, while both stay within the bf16 output's own rounding of the float64 result."""
     rng = np.random.default_rng(11)
     q, k, v = (rand_bf16(rng, (1, 2, 96, 64)) for _ in range(3))
-    got = bf16_sdpa(amx, q, k, v, 0.125)
+    got = bf16_sdpa(kernel, q, k, v, 0.125)
     with pytest.MonkeyPatch.context() as mp:
         h = make_handle("avx512", mp)
         fp32_p = bf16_sdpa(h, q, k, v, 0.125)
@@ -204,26 +232,64 @@ def test_the_tile_kernel_is_what_runs(amx: hipdnn.Handle) -> None:
     scale = float(np.abs(want).max())
     assert float(np.abs(got - want).max()) < 8e-3 * scale
     assert float(np.abs(fp32_p - want).max()) < 8e-3 * scale
-    assert np.count_nonzero(got != fp32_p) > 0, "the AMX plan computed exactly what the fp32 kernel does"
+    assert np.count_nonzero(got != fp32_p) > 0, "the plan computed exactly what the fp32 kernel does"
 
 
-def test_unseen_keys_never_reach_the_output(amx: hipdnn.Handle) -> None:
-    """The second product runs in 32-key steps: keys past the last one a 32-query panel sees, inside
-    its last step, get zeros in V's copy, not just P = 0 (0 x inf is NaN). Bottom-right causal with
-    Skv = Sq + 5: queries 0-31 (the first panel) see keys up to 36, so an infinite V from key 37 on
-    leaves them finite and equal to attention over keys 0-36 alone."""
+@pytest.mark.parametrize("left", [7, 8, 22])
+def test_keys_before_a_window_never_reach_the_output(kernel: hipdnn.Handle, left: int) -> None:
+    """A sliding window whose second panel (queries 32-63) starts at key 33 - left: an odd offset into
+    its tile at left = 8 and 22, even at 7. The dot products take keys in pairs, so at an odd offset
+    the key before a panel's first shares its pair; its V, infinite here, must stay out of that panel
+    (P = 0 there is not enough). Keys 0 to 32 - left hold inf, visible only to queries below 32: rows
+    32-63 come out finite and equal to the float64 result."""
+    rng = np.random.default_rng(left)
+    sq, d = 64, 64
+    q, k = rand_bf16(rng, (1, 1, sq, d)), rand_bf16(rng, (1, 1, sq, d))
+    v = bf16_value(rand_bf16(rng, (1, 1, sq, d)))
+    last_unseen = 32 - left  # the last key queries 32.. do not see
+    v[0, 0, : last_unseen + 1, :] = np.inf
+    g = hipdnn.Graph(
+        name="bf16_kernel", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT
+    )
+    tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
+    o, _ = g.sdpa(tq, tk, tv, attn_scale=0.125, diagonal_band_left_bound=left, diagonal_band_right_bound=0)
+    o.set_output(True)
+    g.build(kernel)
+    out = np.full((1, 1, sq, d), np.nan, np.float32).astype(BF16)
+    g.execute(kernel, {tq: q, tk: k, tv: bf16_bits(v), o: out}, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    got = bf16_value(out)[0, 0, 32:]
+    assert np.isfinite(got).all(), np.argwhere(~np.isfinite(got))[:5]
+    want = reference(
+        bf16_value(q).astype(np.float64),
+        bf16_value(k).astype(np.float64),
+        np.where(np.isinf(v), 0.0, v).astype(np.float64),
+        0.125,
+        left=left,
+        right=0,
+    )[0][0, 0, 32:]
+    assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
+
+
+def test_unseen_keys_never_reach_the_output(kernel: hipdnn.Handle) -> None:
+    """The second product runs in steps of keys (32 on the tiles, pairs on the dot products): keys past
+    the last one a 32-query panel sees, inside its last step, get zeros in V's copy, not just P = 0
+    (0 x inf is NaN). Bottom-right causal with Skv = Sq + 5: queries 0-31 (the first panel on both
+    kernels at Sq = 64) see keys up to 36, an odd count, so an infinite V from key 37 on leaves them
+    finite and equal to attention over keys 0-36 alone."""
     rng = np.random.default_rng(3)
     sq, skv, d, seen = 64, 69, 64, 37
     q, k = rand_bf16(rng, (1, 1, sq, d)), rand_bf16(rng, (1, 1, skv, d))
     v = bf16_value(rand_bf16(rng, (1, 1, skv, d)))
     v[0, 0, seen:, :] = np.inf
-    g = hipdnn.Graph(name="amx", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT)
+    g = hipdnn.Graph(
+        name="bf16_kernel", io_data_type=DT.BFLOAT16, intermediate_data_type=DT.FLOAT, compute_data_type=DT.FLOAT
+    )
     tq, tk, tv = (g.tensor(name=n, dim=list(x.shape), data_type=DT.BFLOAT16) for n, x in (("q", q), ("k", k), ("v", v)))
     o, _ = g.sdpa(tq, tk, tv, attn_scale=0.125, use_causal_mask_bottom_right=True)
     o.set_output(True)
-    g.build(amx)
+    g.build(kernel)
     out = np.full((1, 1, sq, d), np.nan, np.float32).astype(BF16)
-    g.execute(amx, {tq: q, tk: k, tv: bf16_bits(v), o: out}, np.empty(max(1, g.get_workspace_size()), np.uint8))
+    g.execute(kernel, {tq: q, tk: k, tv: bf16_bits(v), o: out}, np.empty(max(1, g.get_workspace_size()), np.uint8))
     got = bf16_value(out)[0, 0, :32]
     assert np.isfinite(got).all(), np.argwhere(~np.isfinite(got))[:5]
     want = reference(
@@ -240,7 +306,7 @@ def test_unseen_keys_never_reach_the_output(amx: hipdnn.Handle) -> None:
 
 
 @pytest.mark.parametrize(("s", "d", "causal"), [(512, 64, False), (700, 128, True), (333, 256, False)])
-def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> None:
+def test_accuracy_at_size(kernel: hipdnn.Handle, s: int, d: int, causal: bool) -> None:
     """Error against float64 at prefill sizes: the largest within a few bf16 roundings of max |o|; the
     mean at most twice the AVX-512 kernel's, whose P stays fp32 (rounding P to bf16 for its product,
     as flash attention and torch's bf16 CPU kernel do, adds about half the output's own rounding:
@@ -248,7 +314,7 @@ def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> N
     rng = np.random.default_rng(s + d)
     q, k, v = (rand_bf16(rng, (1, 2, s, d)) for _ in range(3))
     scale = 1.0 / np.sqrt(d)
-    got = bf16_sdpa(amx, q, k, v, scale, causal=causal)
+    got = bf16_sdpa(kernel, q, k, v, scale, causal=causal)
     with pytest.MonkeyPatch.context() as mp:
         h = make_handle("avx512", mp)
         fp32_p = bf16_sdpa(h, q, k, v, scale, causal=causal)
@@ -259,8 +325,8 @@ def test_accuracy_at_size(amx: hipdnn.Handle, s: int, d: int, causal: bool) -> N
     assert float(err.mean()) < 2.0 * float(err_fp32_p.mean()), (float(err.mean()), float(err_fp32_p.mean()))
 
 
-def test_callers_float_state_is_left_alone(amx: hipdnn.Handle) -> None:
-    """The tile kernel runs its items with flush-to-zero (so exponentials that underflow cost no
+def test_callers_float_state_is_left_alone(kernel: hipdnn.Handle) -> None:
+    """The kernel runs its items with flush-to-zero (so exponentials that underflow cost no
     microcode assist) and restores the thread's MXCSR after: subnormal arithmetic on the calling
     thread still gives subnormals, not 0."""
     tiny = np.float32(2.0**-140)
@@ -268,12 +334,12 @@ def test_callers_float_state_is_left_alone(amx: hipdnn.Handle) -> None:
     assert before != 0
     rng = np.random.default_rng(3)
     q, k, v = (rand_bf16(rng, (1, 2, 300, 64)) for _ in range(3))
-    bf16_sdpa(amx, q, k, v, 0.125, causal=True)
+    bf16_sdpa(kernel, q, k, v, 0.125, causal=True)
     assert tiny * np.float32(0.5) == before
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_huge_scores_and_non_finite_inputs(amx: hipdnn.Handle, causal: bool) -> None:
+def test_huge_scores_and_non_finite_inputs(kernel: hipdnn.Handle, causal: bool) -> None:
     """Scores near 1e31 (one query row at 1e30) still give the softmax of their max key, as the
     float64 definition does (the max's own exponent must come out 0, not the product's rounding
     error); NaN and infinities in q, k and v give NaN and inf in the same elements as the AVX-512
@@ -286,7 +352,7 @@ def test_huge_scores_and_non_finite_inputs(amx: hipdnn.Handle, causal: bool) -> 
     k[0, 1, 280, 0] = -np.inf
     v[0, 1, 17, 2] = np.inf
     qb, kb, vb = (bf16_bits(x.astype(np.float32)) for x in (q, k, v))
-    got = bf16_sdpa(amx, qb, kb, vb, 0.125, causal=causal)
+    got = bf16_sdpa(kernel, qb, kb, vb, 0.125, causal=causal)
     with pytest.MonkeyPatch.context() as mp:
         h = make_handle("avx512", mp)
         fp32_p = bf16_sdpa(h, qb, kb, vb, 0.125, causal=causal)
@@ -302,7 +368,7 @@ def test_huge_scores_and_non_finite_inputs(amx: hipdnn.Handle, causal: bool) -> 
 
 
 @pytest.mark.parametrize("alibi", [False, True])
-def test_bias_with_masks_infinities_and_huge_values(amx: hipdnn.Handle, alibi: bool) -> None:
+def test_bias_with_masks_infinities_and_huge_values(kernel: hipdnn.Handle, alibi: bool) -> None:
     """A bias (what hipdnn.torch makes of an attn_mask) goes into the scores before the one-pass
     softmax: -inf entries mask keys (a query row masked whole gives 0, as the AVX-512 kernel does),
     +inf and NaN entries give NaN rows, and entries of +-1e30 or that jump by far more than the lazy
@@ -319,7 +385,7 @@ def test_bias_with_masks_infinities_and_huge_values(amx: hipdnn.Handle, alibi: b
     bias[0, 1, 40:80, 700] = 1e30  # one key dominates those rows
     bias[0, 0, 100:140, 600:] += 60.0  # later tiles pass the running max by far more than the margin
     bias[0, 1, 200, :] = -1e30
-    got = bf16_sdpa_bias(amx, q, k, v, bias, 0.125, alibi)
+    got = bf16_sdpa_bias(kernel, q, k, v, bias, 0.125, alibi)
     with pytest.MonkeyPatch.context() as mp:
         hh = make_handle("avx512", mp)
         fp32_p = bf16_sdpa_bias(hh, q, k, v, bias, 0.125, alibi)
@@ -338,7 +404,7 @@ def test_bias_with_masks_infinities_and_huge_values(amx: hipdnn.Handle, alibi: b
 
 
 @pytest.mark.parametrize("rising", [True, False])
-def test_running_max_across_tiles(amx: hipdnn.Handle, rising: bool) -> None:
+def test_running_max_across_tiles(kernel: hipdnn.Handle, rising: bool) -> None:
     """Scores that climb (or fall) by far more than the lazy margin from one 256-key tile to the next:
     each new tile's max replaces the running one and rescales Ot and l (rising), or never does
     (falling); either way the result is the float64 softmax's."""
@@ -349,18 +415,18 @@ def test_running_max_across_tiles(amx: hipdnn.Handle, rising: bool) -> None:
     k = bf16_bits((np.abs(rng.standard_normal((1, 1, s, d))) * ramp[None, None, :, None]).astype(np.float32))
     q = bf16_bits(np.abs(bf16_value(q)))
     v = rand_bf16(rng, (1, 1, s, d))
-    got = bf16_sdpa(amx, q, k, v, 0.125)
+    got = bf16_sdpa(kernel, q, k, v, 0.125)
     want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), 0.125)[0]
     assert np.isfinite(got).all()
     assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
 
 
 @pytest.mark.parametrize("scale", [-0.2, 0.0, 3.0])
-def test_any_scale(amx: hipdnn.Handle, scale: float) -> None:
+def test_any_scale(kernel: hipdnn.Handle, scale: float) -> None:
     """The plain tiles' max is taken on the raw scores and scaled after (of -s for a negative scale);
     a zero scale makes every score 0; a large one makes the running max jump past the lazy margin."""
     rng = np.random.default_rng(int(scale * 10) + 50)
     q, k, v = (rand_bf16(rng, (1, 2, 300, 64)) for _ in range(3))
-    got = bf16_sdpa(amx, q, k, v, scale)
+    got = bf16_sdpa(kernel, q, k, v, scale)
     want = reference(*(bf16_value(x).astype(np.float64) for x in (q, k, v)), scale)[0]
     assert float(np.abs(got - want).max()) < 8e-3 * float(np.abs(want).max())
