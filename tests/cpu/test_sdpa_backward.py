@@ -59,7 +59,8 @@ def visibility(c: Case, seq_q, seq_kv) -> np.ndarray:
     return vis
 
 
-def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
+def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> dict[str, np.ndarray]:
+    """Runs case c on handle, checks dQ, dK and dV against float64 and returns them (as float64)."""
     rng = np.random.default_rng(seed)
     qd, kd, vd = [c.b, c.hq, c.sq, c.d], [c.b, c.hk, c.skv, c.d], [c.b, c.hk, c.skv, c.dv]
     od = [c.b, c.hq, c.sq, c.dv]
@@ -221,6 +222,7 @@ def run_bwd(handle, c: Case, seed: int = 0, check_fd: bool = False) -> None:
             got = decode(np.array(outs[name][1]), c.dt)
             err = float(np.abs(got - num).max()) / max(1e-3, float(np.abs(num).max()))
             assert err < 1e-4, f"{c}: {name} differs from finite differences by {err:.2e}"
+    return {name: decode(np.array(outs[name][1]), c.dt) for name in ("dq", "dk", "dv")}
 
 
 BASE = Case(sq=37, skv=37, d=16, dv=16)

@@ -47,9 +47,10 @@
 // are built for the baseline ISA and, on x86-64, for AVX2 + FMA (8 lanes)
 // and AVX-512 (16 lanes), each in a file of its own (sdpa_bwd.hpp); the
 // plan's ISA picks one (cpu_isa.cpp). On AMX plans, bf16 calls run the five
-// products on AMX-BF16 tiles instead (sdpa_bwd_amx.cpp, amx_item in
+// products on AMX-BF16 tiles instead (sdpa_bwd_amx.cpp, pair_item in
 // sdpa_bwd.inl), reading Q and dO through bf16 transposes that the pre-pass
-// writes into the call's allocation. This file is the driver: layout,
+// writes into the call's allocation; on AVX512_BF16 plans (no tiles: Zen 4 /
+// 5) the same kernel runs its products on VDPBF16PS (sdpa_bwd_avx512bf16.cpp). This file is the driver: layout,
 // allocation, the passes' work split and the choice of build.
 
 #include "sdpa_bwd.hpp"
@@ -190,12 +191,14 @@ bool bf16_qkvo(const SdpaBwdProblem& p)
     return f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
 }
 
-// Whether the AMX build takes the call: an AMX plan on a build that has it, bf16 q, k, v and dO with
-// unit last strides, K and V rows an even number of elements apart (its packs move pairs as 32-bit
-// words), and head dims that are multiples of 32 (whole tile steps; layout() sized its scratch).
-bool amx_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
+// Whether a bf16 pairs build takes the call (the AMX build on an AMX plan, the AVX512_BF16 build on
+// an AVX512_BF16 plan, where compiled): bf16 q, k, v and dO with unit last strides, K and V rows an
+// even number of elements apart (its packs move pairs as 32-bit words), and head dims that are
+// multiples of 32 (whole tile steps; layout() sized its scratch).
+bool pairs_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
 {
-    if(isa != Isa::Amx || !bwd_amx::built() || r.amx_total == 0)
+    const bool built = (isa == Isa::Amx && bwd_amx::built()) || (isa == Isa::Avx512Bf16 && bwd_avx512bf16::built());
+    if(!built || r.amx_total == 0)
         return false;
     const SdpaProblem& f = p.fwd;
     return bf16_qkvo(p) && f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
@@ -216,8 +219,8 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv, bool bf16_tensors)
 SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
                            size_t* alloc_bytes)
 {
-    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512 and AMX (whose tile build serves the calls
-    // amx_serves names; the AVX-512 build the rest), else 8 (AVX2 or the baseline).
+    // The plan's ISA (cpu_isa.cpp): 16 lanes for AVX-512, AVX512_BF16 and AMX (whose bf16 pairs builds
+    // serve the calls pairs_serves names; the AVX-512 build the rest), else 8 (AVX2 or the baseline).
     const Isa which = HIPDNN_BWD_X86 ? isa : Isa::Baseline;
     const int w = isa_has_avx512(which) ? 16 : 8;
     Run r;
@@ -238,8 +241,9 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     r.k_in = in_place(p.fwd.k, p.fwd.kt, p.fwd.ks, r.d, w) && rows_aligned(p.fwd.k, p.fwd.ks);
     r.do_in = in_place(p.dout, p.dout_t, p.dos, r.dv, w);
     r.nkb = (r.skv + BK - 1) / BK;
-    const bool amx = amx_serves(p, r, which);
-    const int64_t key_blocks = amx ? (r.skv + ABK - 1) / ABK : r.nkb; // what the chunks split
+    const bool paired = pairs_serves(p, r, which); // the bf16 pairs kernel: AMX tiles or AVX512_BF16 dot products
+    const bool tiles = which == Isa::Amx;
+    const int64_t key_blocks = paired ? (r.skv + ABK - 1) / ABK : r.nkb; // what the chunks split
     const int64_t pairs = r.b * r.hk;
     const int64_t rows = r.b * r.hq * r.sq;
     // Chunks: about 2 items per thread, fewer when their accumulators would pass the budget.
@@ -256,13 +260,13 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     const size_t stat_bytes = mul_or_zero({static_cast<size_t>(rows), 3, sizeof(float)});
     const size_t acc_bytes = direct ? 0 : mul_or_zero({acc1, static_cast<size_t>(r.chunks)});
     const size_t heads = mul_or_zero({static_cast<size_t>(r.b), static_cast<size_t>(r.hq)});
-    const size_t amx_bytes = amx ? mul_or_zero({heads, static_cast<size_t>(r.d + r.dv), static_cast<size_t>(r.sqp),
+    const size_t pair_bytes = paired ? mul_or_zero({heads, static_cast<size_t>(r.d + r.dv), static_cast<size_t>(r.sqp),
                                                 sizeof(uint16_t)})
                                  : 0;
     size_t bytes = 0;
     if(rows > 0
-       && (stat_bytes == 0 || (!direct && acc_bytes == 0) || (amx && amx_bytes == 0)
-           || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes) || __builtin_add_overflow(bytes, amx_bytes, &bytes)))
+       && (stat_bytes == 0 || (!direct && acc_bytes == 0) || (paired && pair_bytes == 0)
+           || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes) || __builtin_add_overflow(bytes, pair_bytes, &bytes)))
     {
         *alloc_bytes = std::numeric_limits<size_t>::max();
         return SdpaBwdStatus::AllocFailed;
@@ -288,7 +292,7 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
         r.dq_ld = r.dp;
         r.dq_part = rows * r.dp;
     }
-    if(amx)
+    if(paired)
     {
         // (after the stats and accumulators: a multiple of 4 bytes in, 2-byte elements)
         r.qt16 = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(mem.get()) + stat_bytes + acc_bytes);
@@ -313,10 +317,10 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     RowPass stats_pass = bwd_base::run_row_stats, dq_pass = bwd_base::run_dq_rows;
 #if HIPDNN_BWD_X86
     const bool sixteen = p.fwd.ot != DType::F32 || p.dout_t != DType::F32 || p.dq_t != DType::F32;
-    if(amx)
+    if(paired)
     {
-        stats_pass = bwd_amx::run_row_stats;
-        dq_pass = bwd_amx::run_dq_rows;
+        stats_pass = tiles ? bwd_amx::run_row_stats : bwd_avx512bf16::run_row_stats;
+        dq_pass = tiles ? bwd_amx::run_dq_rows : bwd_avx512bf16::run_dq_rows;
     }
     else if(sixteen && isa_has_avx512(which))
     {
@@ -331,16 +335,18 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
 #endif
     row_items([&](const Run& run, int64_t b, int64_t h, int64_t i0, int64_t i1) {
         stats_pass(run, b, h, i0, i1);
-        if(amx)
-            bwd_amx::run_amx_transposes(run, b, h, i0, i1);
+        if(paired && tiles)
+            bwd_amx::run_pair_transposes(run, b, h, i0, i1);
+        else if(paired)
+            bwd_avx512bf16::run_pair_transposes(run, b, h, i0, i1);
     });
 
     void (*fn)(const Run&, int64_t, float*) = bwd_base::run_item;
     void (*exact)(const Run&, int64_t, float*) = bwd_base::run_exact_rows;
 #if HIPDNN_BWD_X86
-    if(amx)
+    if(paired)
     {
-        fn = bwd_amx::run_item;
+        fn = tiles ? bwd_amx::run_item : bwd_avx512bf16::run_item;
         exact = bwd_avx512::run_exact_rows;
     }
     else if(isa_has_avx512(which))

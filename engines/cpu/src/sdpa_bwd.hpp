@@ -46,7 +46,8 @@ struct Run
     // The AMX build (sdpa_bwd_amx.cpp: bf16 q, k, v and dO, head dims multiples of 32) reads Q and dO
     // transposed in chunks of 32 queries, bf16 [b][hq][sqp/32][d][32] and [b][hq][sqp/32][dv][32] (sqp:
     // Sq rounded up to 32; queries past a batch's length zero), made by its pre-pass
-    // (run_amx_transposes) into the call's allocation.
+    // (run_pair_transposes) into the call's allocation. The AVX512_BF16 build (sdpa_bwd_avx512bf16.cpp)
+    // runs the same kernel, its products on VDPBF16PS instead of the tiles, with the same layouts.
     uint16_t* qt16 = nullptr;
     uint16_t* dot16 = nullptr;
     int64_t sqp = 0;
@@ -75,16 +76,22 @@ struct Run
 HIPDNN_BWD_DECLARE(bwd_base)
 HIPDNN_BWD_DECLARE(bwd_avx2)
 HIPDNN_BWD_DECLARE(bwd_avx512)
+HIPDNN_BWD_DECLARE(bwd_avx512bf16)
 HIPDNN_BWD_DECLARE(bwd_amx)
 #undef HIPDNN_BWD_DECLARE
 
-// The AMX build: whether it was compiled (else its entries forward to the baseline build and the
-// driver never picks it), and its pre-pass over rows [i0, i1) of head (b, h) (i0 a multiple of 32):
-// Q^T and dO^T into r.qt16, r.dot16.
+// The bf16 pairs builds (AMX tiles, AVX512_BF16 dot products): whether each was compiled (else its
+// entries forward to the baseline build and the driver never picks it), and its pre-pass over rows
+// [i0, i1) of head (b, h) (i0 a multiple of 32): Q^T and dO^T into r.qt16, r.dot16.
 namespace bwd_amx
 {
 bool built();
-void run_amx_transposes(const sdpa_bwd::Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1);
+void run_pair_transposes(const sdpa_bwd::Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1);
 } // namespace bwd_amx
+namespace bwd_avx512bf16
+{
+bool built();
+void run_pair_transposes(const sdpa_bwd::Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1);
+} // namespace bwd_avx512bf16
 
 } // namespace hipdnn_cpu

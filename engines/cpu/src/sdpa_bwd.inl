@@ -1214,10 +1214,12 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
     }
 }
 
-#if defined(HIPDNN_BWD_AMX)
-// ============================================================== AMX kernel ====
+#if defined(HIPDNN_BWD_AMX) || defined(HIPDNN_BWD_BF16DOT)
+// ====================================================== bf16 pairs kernel ====
 // bf16 q, k, v and dO (unit last strides, even K / V row strides, head dims multiples of 32) on
-// AMX-BF16 tiles: every product takes bf16 operands and sums their exact products in fp32. P and dS
+// AMX-BF16 tiles (the AMX build: amx_gemm) or on VDPBF16PS dot products (the AVX512_BF16 build,
+// for CPUs without tiles: dot_gemm, the same operands in the same layouts); either way every product
+// takes bf16 operands and sums their exact products in fp32. P and dS
 // are rounded to bf16 for the three products that take them, as flash attention's bf16 backward
 // does; the softmax recompute stays fp32 (recompute_rows, shared with the other builds). Per key
 // block (packed once, shared by the group's heads and query blocks):
@@ -1231,13 +1233,15 @@ inline void exact_rows(const Run& r, int64_t bh, float* ws)
 //   Pq, dSq [BQ/2][ABK][2]         P and dS in pairs of queries; dSr [BQ][ABK], dS rows (bf16)
 //   dV^T += dO^T Pq, dK^T += Q^T dSq   A: r.dot16, r.qt16 (run_amx_transposes)
 //   dQ += dSr Kk                   C: dQ's rows (through a 32-row strip where a block passes Sq)
-// Tiles 0-3 accumulate a 32 x 32 block of C, 4-5 hold A's two 16-row halves, 6-7 B's two 16-column halves.
+// On the tiles, 0-3 accumulate a 32 x 32 block of C, 4-5 hold A's two 16-row halves, 6-7 B's two
+// 16-column halves.
 
 inline int64_t round32(int64_t n)
 {
     return (n + 31) & ~int64_t(31);
 }
 
+#if defined(HIPDNN_BWD_AMX)
 // C [m][n] (+)= A [m][kd] . B: A bf16, row i's k-th 32-element step at a + i * lda + (k / 32) * akstep
 // (row-major: akstep 32; the pre-pass's chunked transposes: lda 32, akstep 32 rows); B [kd/2][n][2]
 // bf16 in the tiles' pair layout, its pair rows ldb elements apart; C fp32 rows ldc apart. m, n and
@@ -1283,6 +1287,76 @@ inline void amx_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_
             _tile_stored(3, c1 + 16, cs);
         }
 }
+
+inline void pair_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_t lda, int64_t akstep,
+                      const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate)
+{
+    amx_gemm(m, n, kd, a, lda, akstep, b, ldb, c, ldc, accumulate);
+}
+#else
+// R rows of C from row 0 of a (and c) against NV vectors of 16 columns from b's column 0: each step
+// broadcasts a pair of A (one 32-bit word) against NV vectors of B's pairs, one VDPBF16PS each (two
+// exact bf16 products added into each fp32 lane).
+template <int R, int NV>
+inline void dot_mk(int64_t kd, const uint16_t* a, int64_t lda, int64_t akstep, const uint16_t* b, int64_t ldb,
+                   float* c, int64_t ldc, bool accumulate)
+{
+    __m512 acc[R][NV];
+    for(int r = 0; r < R; ++r)
+        for(int v = 0; v < NV; ++v)
+            acc[r][v] = accumulate ? _mm512_loadu_ps(c + r * ldc + 16 * v) : _mm512_setzero_ps();
+    for(int64_t k = 0; k < kd; k += 32)
+    {
+        const uint16_t* ak = a + (k / 32) * akstep;
+        const uint16_t* bk = b + (k / 2) * ldb;
+#pragma GCC unroll 2
+        for(int t = 0; t < 16; ++t)
+        {
+            __m512bh bv[NV];
+            for(int v = 0; v < NV; ++v)
+                bv[v] = (__m512bh)_mm512_loadu_si512(bk + t * ldb + 32 * v);
+            for(int r = 0; r < R; ++r)
+            {
+                uint32_t pair;
+                std::memcpy(&pair, ak + r * lda + 2 * t, sizeof(pair));
+                const __m512bh av = (__m512bh)_mm512_set1_epi32(static_cast<int>(pair));
+                for(int v = 0; v < NV; ++v)
+                    acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
+            }
+        }
+    }
+    for(int r = 0; r < R; ++r)
+        for(int v = 0; v < NV; ++v)
+            _mm512_storeu_ps(c + r * ldc + 16 * v, acc[r][v]);
+}
+
+template <int NV>
+inline void dot_rows(int64_t m, int64_t kd, const uint16_t* a, int64_t lda, int64_t akstep, const uint16_t* b,
+                     int64_t ldb, float* c, int64_t ldc, bool accumulate)
+{
+    constexpr int MR = NV == 4 ? 6 : 12; // 24 accumulators
+    int64_t i = 0;
+    for(; i + MR <= m; i += MR)
+        dot_mk<MR, NV>(kd, a + i * lda, lda, akstep, b, ldb, c + i * ldc, ldc, accumulate);
+    for(; i + 4 <= m; i += 4)
+        dot_mk<4, NV>(kd, a + i * lda, lda, akstep, b, ldb, c + i * ldc, ldc, accumulate);
+    for(; i + 2 <= m; i += 2)
+        dot_mk<2, NV>(kd, a + i * lda, lda, akstep, b, ldb, c + i * ldc, ldc, accumulate);
+    if(i < m)
+        dot_mk<1, NV>(kd, a + i * lda, lda, akstep, b, ldb, c + i * ldc, ldc, accumulate);
+}
+
+// amx_gemm's product on VDPBF16PS: the same operands, layouts and multiples of 32.
+inline void pair_gemm(int64_t m, int64_t n, int64_t kd, const uint16_t* a, int64_t lda, int64_t akstep,
+                      const uint16_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate)
+{
+    int64_t j = 0;
+    for(; j + 64 <= n; j += 64)
+        dot_rows<4>(m, kd, a, lda, akstep, b + 2 * j, ldb, c + j, ldc, accumulate);
+    if(j < n) // (n a multiple of 32)
+        dot_rows<2>(m, kd, a, lda, akstep, b + 2 * j, ldb, c + j, ldc, accumulate);
+}
+#endif
 
 // Rows [0, n) of a bf16 slice (rs elements apart, rs even, unit last stride) in pairs of head
 // dims: dst [d/2][ABK] 32-bit words, a 16 x 16 word transpose at a time; keys from n to ABK zero.
@@ -1403,8 +1477,8 @@ inline const uint16_t* padded_rows(const uint16_t* src, int64_t rs, int64_t q0, 
     return dst;
 }
 
-// One work item of the AMX build (as item: key blocks kb = c, c + C, ... of kv head hk of batch b).
-inline void amx_item(const Run& r, int64_t w, float* ws)
+// One work item of the bf16 pairs builds (as item: key blocks kb = c, c + C, ... of kv head hk of batch b).
+inline void pair_item(const Run& r, int64_t w, float* ws)
 {
     const SdpaBwdProblem& P = *r.p;
     const SdpaProblem& p = P.fwd;
@@ -1434,7 +1508,7 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
     // (no prefetches: its fp32 rows do not occur here, and the next query block's rows, tried,
     // gained nothing)
     Prefetches none;
-    bool configured = false;
+    [[maybe_unused]] bool configured = false;
     const int64_t nab = (r.skv + ABK - 1) / ABK; // key blocks of ABK keys
     for(int64_t kb = c; kb < nab; kb += r.chunks)
     {
@@ -1446,11 +1520,13 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
         const int64_t i1 = std::min<int64_t>(bd.sq_b - 1, klast - bd.lo);
         if(klast >= k0 && i0 <= i1)
         {
+#if defined(HIPDNN_BWD_AMX)
             if(!configured)
             {
                 amx_configure_16x64();
                 configured = true;
             }
+#endif
             const int64_t nlive = klast + 1 - k0;
             pack_dim_pairs(kb_rows + k0 * p.ks.strides[2], p.ks.strides[2], nlive, d, kp);
             pack_dim_pairs(vb_rows + k0 * p.vs.strides[2], p.vs.strides[2], nlive, dvw, vp);
@@ -1482,8 +1558,8 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
                     const uint16_t* qa = inside ? qh + q0 * qs2 : padded_rows(qh, qs2, q0, n32, r.sq, d, qpad);
                     const uint16_t* doa =
                         inside ? doh + q0 * dos2 : padded_rows(doh, dos2, q0, n32, r.sq, dvw, dopad);
-                    amx_gemm(n32, ABK, d, qa, inside ? qs2 : d, 32, kp, 2 * ABK, s, ABK, false);
-                    amx_gemm(n32, ABK, dvw, doa, inside ? dos2 : dvw, 32, vp, 2 * ABK, dpm, ABK, false);
+                    pair_gemm(n32, ABK, d, qa, inside ? qs2 : d, 32, kp, 2 * ABK, s, ABK, false);
+                    pair_gemm(n32, ABK, dvw, doa, inside ? dos2 : dvw, 32, vp, 2 * ABK, dpm, ABK, false);
                     // the recompute a BK-key strip at a time (strips past Skv come out zero)
                     for(int64_t j0 = 0; j0 < ABK; j0 += BK)
                         recompute_rows<16>(p, sc, bd, lse, del, lgl, boff, q0, nq, i1, k0 + j0,
@@ -1495,16 +1571,16 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
                     bf16_row_pairs(dpm, n32, dsq);
                     bf16_rows(dpm, n32, dsr);
                     // dV^T += dO^T P ; dK^T += Q^T dS ; dQ += dS K (dS already carries the scale)
-                    amx_gemm(dvw, ABK, n32, doth + q0 * dvw, 32, 32 * dvw, pq, 2 * ABK, dv, ABK, !first);
-                    amx_gemm(d, ABK, n32, qth + q0 * d, 32, 32 * d, dsq, 2 * ABK, dk, ABK, !first);
+                    pair_gemm(dvw, ABK, n32, doth + q0 * dvw, 32, 32 * dvw, pq, 2 * ABK, dv, ABK, !first);
+                    pair_gemm(d, ABK, n32, qth + q0 * d, 32, 32 * d, dsq, 2 * ABK, dk, ABK, !first);
                     first = false;
                     // dQ's rows in whole 32-row strips below Sq in place, a strip past it through dqs
                     const int64_t direct = inside ? n32 : (r.sq - q0) / 32 * 32;
                     if(direct > 0)
-                        amx_gemm(direct, d, ABK, dsr, ABK, 32, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
+                        pair_gemm(direct, d, ABK, dsr, ABK, 32, kk, 2 * d, dqh + q0 * r.dq_ld, r.dq_ld, true);
                     if(direct < nq)
                     {
-                        amx_gemm(32, d, ABK, dsr + direct * ABK, ABK, 32, kk, 2 * d, dqs, d, false);
+                        pair_gemm(32, d, ABK, dsr + direct * ABK, ABK, 32, kk, 2 * d, dqs, d, false);
                         for(int64_t i = direct; i < nq; ++i)
                         {
                             float* row = dqh + (q0 + i) * r.dq_ld;
@@ -1525,10 +1601,12 @@ inline void amx_item(const Run& r, int64_t w, float* ws)
         store_rows_t<16>(P.dk, P.dk_t, P.dks, dkoff + k0 * P.dks.strides[2], nk, d, dk, ABK);
         store_rows_t<16>(P.dv, P.dv_t, P.dvs, dvoff + k0 * P.dvs.strides[2], nk, dvw, dv, ABK);
     }
+#if defined(HIPDNN_BWD_AMX)
     if(configured)
         _tile_release();
+#endif
 }
-#endif // HIPDNN_BWD_AMX
+#endif // HIPDNN_BWD_AMX || HIPDNN_BWD_BF16DOT
 
 } // namespace
 
@@ -1538,8 +1616,8 @@ __attribute__((flatten)) void run_item(const Run& r, int64_t w, float* ws)
 #if HIPDNN_BWD_W == 16
     const FlushToZero ftz;
 #endif
-#if defined(HIPDNN_BWD_AMX)
-    amx_item(r, w, ws);
+#if defined(HIPDNN_BWD_AMX) || defined(HIPDNN_BWD_BF16DOT)
+    pair_item(r, w, ws); // (the driver calls this build only for the calls it serves)
 #else
     item<HIPDNN_BWD_W>(r, w, ws);
 #endif
@@ -1563,13 +1641,13 @@ void run_dq_rows(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
     dq_rows(r, b, h, i0, i1);
 }
 
-#if defined(HIPDNN_BWD_AMX)
+#if defined(HIPDNN_BWD_AMX) || defined(HIPDNN_BWD_BF16DOT)
 bool built()
 {
     return true;
 }
 
-void run_amx_transposes(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
+void run_pair_transposes(const Run& r, int64_t b, int64_t h, int64_t i0, int64_t i1)
 {
     const SdpaBwdProblem& P = *r.p;
     const SdpaProblem& p = P.fwd;

@@ -1,5 +1,5 @@
 // SDPA backward kernels, AMX build: the AVX-512 build plus the tile kernel for bf16 q, k, v and dO
-// (amx_item in sdpa_bwd.inl: the five products on AMX-BF16 tiles). CMake adds the AVX-512 flags and
+// (pair_item in sdpa_bwd.inl: the five products on AMX-BF16 tiles). CMake adds the AVX-512 flags and
 // -mavx512bf16 -mamx-tile -mamx-bf16 to this file only, where the compiler takes them
 // (HIPDNN_CPU_HAVE_AMX); sdpa_bwd.cpp calls it only on an AMX plan (cpu_isa.cpp checks the CPU and
 // the OS's permission for the tiles) and only for the calls it serves (amx_serves there).
@@ -20,7 +20,7 @@ bool built()
 {
     return false;
 }
-void run_amx_transposes(const sdpa_bwd::Run&, int64_t, int64_t, int64_t, int64_t) {}
+void run_pair_transposes(const sdpa_bwd::Run&, int64_t, int64_t, int64_t, int64_t) {}
 } // namespace bwd_amx
 } // namespace hipdnn_cpu
 #endif

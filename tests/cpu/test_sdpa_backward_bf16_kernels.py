@@ -1,17 +1,20 @@
-"""SDPA backward on the CPU engine's AMX build: bf16 q, k, v and dO with head dims that are multiples of
-32 run the five products on AMX-BF16 tiles (P and dS rounded to bf16 for the products that take them,
-the softmax recompute in fp32; sdpa_bwd.inl's amx_item). Every option of the backward, odd lengths on
-both sides of the tiles' 32-row steps and the 128-query blocks, GQA / MQA (key blocks split over
-chunks), padding with empty sequences, every bias shape, ALiBi, softcapping, huge and -inf masks, BSHD
-rows, and layouts the tiles do not take (padded rows with an odd key stride, a strided head dim),
-which the AVX-512 build serves. Each against the float64 reference in NaN-filled guarded buffers
-(tests/cpu/test_sdpa_backward.run_bwd and test_sdpa_softcap.run_backward)."""
+"""SDPA backward on the CPU engine's bf16 pairs kernel: bf16 q, k, v and dO with head dims that are
+multiples of 32 run the five products on bf16 hardware (P and dS rounded to bf16 for the products that
+take them, the softmax recompute in fp32; sdpa_bwd.inl's pair_item), on each build this CPU has:
+``amx`` (AMX-BF16 tiles) and ``avx512_bf16`` (VDPBF16PS dot products on the same operands). Every
+option of the backward, odd lengths on both sides of the kernel's 32-row steps and the 128-query
+blocks, GQA / MQA (key blocks split over chunks), padding with empty sequences, every bias shape,
+ALiBi, softcapping, huge and -inf masks, BSHD rows, and layouts the kernel does not take (padded rows
+with an odd key stride, a strided head dim), which the AVX-512 build serves. Each against the float64
+reference in NaN-filled guarded buffers (tests/cpu/test_sdpa_backward.run_bwd and
+test_sdpa_softcap.run_backward)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,13 +28,15 @@ from tests.cpu.test_sdpa_modes import Case
 DT = hipdnn.DataType
 BF16 = DT.BFLOAT16
 
-pytestmark = pytest.mark.skipif("amx" not in HAVE, reason="this CPU has no AMX-BF16 tiles")
+KERNELS = [isa for isa in ("avx512_bf16", "amx") if isa in HAVE]
+pytestmark = pytest.mark.skipif(not KERNELS, reason="this CPU has neither AVX512_BF16 nor AMX-BF16")
 
 
-@pytest.fixture(scope="module")
-def amx_handle() -> Iterator[hipdnn.Handle]:
+@pytest.fixture(scope="module", params=KERNELS or ["none"])
+def pairs_handle(request: pytest.FixtureRequest) -> Iterator[hipdnn.Handle]:
+    """A handle whose plans run one of the bf16 pairs builds this CPU has."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HIPDNN_CPU_ISA", "amx")
+        mp.setenv("HIPDNN_CPU_ISA", request.param)
         h = hipdnn.Handle()
         yield h
         h.close()
@@ -66,15 +71,15 @@ CASES = {
     "alibi_gqa": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
     "scale_tensor": replace(BASE, scale_tensor=True),
     "bshd": replace(BASE, layout="bshd", sq=50, skv=70, d=64, dv=32),
-    # layouts the tiles do not take: the AVX-512 build serves them
+    # layouts the pairs kernel does not take: the AVX-512 build serves them
     "padded_rows": replace(BASE, layout="padded", sq=40, skv=45, d=32, dv=32),
     "strided_head_dim": replace(BASE, layout="dstride", sq=40, skv=45, d=32, dv=32),
 }
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_amx_backward_case(amx_handle: hipdnn.Handle, name: str) -> None:
-    run_bwd(amx_handle, CASES[name], seed=len(name) + 7)
+def test_backward_case(pairs_handle: hipdnn.Handle, name: str) -> None:
+    run_bwd(pairs_handle, CASES[name], seed=len(name) + 7)
 
 
 # softcapping (the cap's derivative on dS), with the bias, ALiBi, window and padding together
@@ -85,12 +90,12 @@ SOFTCAP = {
 
 
 @pytest.mark.parametrize("name", list(SOFTCAP))
-def test_amx_backward_softcap(amx_handle: hipdnn.Handle, name: str) -> None:
-    softcap.run_backward(amx_handle, SOFTCAP[name], seed=len(name), cap_matters=False)
+def test_backward_softcap(pairs_handle: hipdnn.Handle, name: str) -> None:
+    softcap.run_backward(pairs_handle, SOFTCAP[name], seed=len(name), cap_matters=False)
 
 
 @st.composite
-def amx_cases(draw: st.DrawFn) -> Case:
+def pairs_cases(draw: st.DrawFn) -> Case:
     b = draw(st.integers(1, 2))
     hk = draw(st.integers(1, 2))
     sq = draw(st.sampled_from([1, 2, 31, 32, 33, 64, 65, 129, 150]))
@@ -119,9 +124,22 @@ def amx_cases(draw: st.DrawFn) -> Case:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(c=amx_cases(), seed=st.integers(0, 2**16))
-def test_amx_backward_hypothesis(amx_handle: hipdnn.Handle, c: Case, seed: int) -> None:
-    run_bwd(amx_handle, c, seed)
+@given(c=pairs_cases(), seed=st.integers(0, 2**16))
+def test_backward_hypothesis(pairs_handle: hipdnn.Handle, c: Case, seed: int) -> None:
+    run_bwd(pairs_handle, c, seed)
+
+
+def test_the_pairs_kernel_is_what_runs(pairs_handle: hipdnn.Handle) -> None:
+    """Its P and dS are rounded to bf16 for the products that take them: gradients differ from the
+    AVX-512 build's (fp32 P and dS) in some elements, while both pass the float64 check."""
+    c = replace(BASE, sq=150, skv=129, d=64, dv=64, causal=True)
+    got = run_bwd(pairs_handle, c, seed=3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HIPDNN_CPU_ISA", "avx512")
+        h = hipdnn.Handle()
+        fp32 = run_bwd(h, c, seed=3)
+        h.close()
+    assert all(np.count_nonzero(got[n] != fp32[n]) > 0 for n in ("dq", "dk", "dv")), "computed what the fp32 build does"
 
 
 def backward_workspace(handle: hipdnn.Handle, dt: hipdnn.DataType, d: int) -> int:
@@ -135,10 +153,10 @@ def backward_workspace(handle: hipdnn.Handle, dt: hipdnn.DataType, d: int) -> in
     return int(g.get_workspace_size())
 
 
-def test_only_bf16_plans_reserve_the_tile_scratch(amx_handle: hipdnn.Handle) -> None:
-    """The tile kernel's per-thread scratch (larger than the fp32 kernels' at D = 128) is part of a
+def test_only_bf16_plans_reserve_the_pairs_scratch(pairs_handle: hipdnn.Handle) -> None:
+    """The pairs kernel's per-thread scratch (larger than the fp32 kernels' at D = 128) is part of a
     plan's workspace only where q, k, v and dO are bf16, the only calls it takes."""
-    fp32, bf16 = (backward_workspace(amx_handle, dt, 128) for dt in (DT.FLOAT, BF16))
+    fp32, bf16 = (backward_workspace(pairs_handle, dt, 128) for dt in (DT.FLOAT, BF16))
     assert bf16 > fp32 > 0
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HIPDNN_CPU_ISA", "avx512")
