@@ -294,7 +294,7 @@ def peak_for(info: Row, isa: str, bf16: bool = False) -> float | None:
     """The machine's peak for isa: cores x the best one-core figure (on a shared machine the all-cores run
     is the first to lose to other processes, and a peak below the kernel's own speed means nothing). bf16
     rows use it too (their kernel widens bf16 to fp32 and runs fp32 FMAs), except on an AMX plan, whose
-    tile kernel serves them: the tile unit's peak, and on an avx512_bf16 plan, whose dot-product panels
+    tile kernels serve them: the tile unit's peak, and on an avx512_bf16 plan, whose dot-product kernels
     serve them: the vdpbf16ps loop's; the fp32 rows of both run the AVX-512 kernels."""
     if isa in ("amx", "avx512_bf16") and not bf16:
         isa = "avx512"
@@ -851,9 +851,9 @@ def main() -> None:
         qkv: tuple[np.ndarray, np.ndarray, np.ndarray],
     ) -> None:
         for isa, eng in engs.items():
-            # (the backward of an avx512_bf16 plan runs the AVX-512 build's fp32 products)
-            peak = peak_for(info, "avx512" if isa == "avx512_bf16" else isa, bf16)
-            brows.append(bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak))
+            brows.append(
+                bench_backward(handles[isa], eng, shape, qkv, rng, torch, args, isa, peak_for(info, isa, bf16))
+            )
 
     for d in () if args.no_prefill else (int(x) for x in args.dims.split(",")):
         for causal in (False, True):
