@@ -1179,6 +1179,26 @@ inline void copy_bf16_row(const void* base, int64_t off, int64_t cs, int64_t n, 
     std::memset(dst + n, 0, static_cast<size_t>(n_pad - n) * sizeof(uint16_t));
 }
 
+// Qp[t][i] = (q[i][2t], q[i][2t + 1]) for t < dh and the n queries of a panel of QW (rows q + i rs, dims
+// at unit stride; 0 past d and for i >= n): 16 x 16 transposes of the rows' 32-bit pairs. The pair
+// layout of both bf16 kernels' query operands (the AMX tiles' B, the dot products' vector operand).
+template <int QW>
+inline void pack_q_pairs(const uint16_t* q, int64_t rs, int64_t n, int64_t d, int64_t dh, uint32_t* qp)
+{
+    for(int64_t c0 = 0; c0 < QW; c0 += 16)
+        for(int64_t e0 = 0; e0 < 2 * dh; e0 += 32) // 16 pairs of dims
+        {
+            const int64_t live = imin(32, d - e0);
+            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
+            __m512i r[16];
+            for(int i = 0; i < 16; ++i)
+                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi16(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
+            transpose16x16(r); // r[j]: dim pair e0 / 2 + j of queries c0 .. c0 + 15
+            for(int64_t j = 0; j < imin(16, dh - e0 / 2); ++j)
+                _mm512_storeu_si512(qp + (e0 / 2 + j) * QW + c0, r[j]);
+        }
+}
+
 #endif
 
 #if defined(HIPDNN_SDPA_BF16DOT)
@@ -1254,25 +1274,6 @@ inline void dot_gemm(int64_t rows, int64_t n, const uint16_t* a, int64_t ars, in
     row_blocks<NV>(rows, [&](auto rr, int64_t r) {
         dot_kernel<decltype(rr)::value, NV>(n, a + r * ars, ars, aks, b, c + r * QW, cs, post, mx);
     });
-}
-
-// Qp[t][i] = (q[i][2t], q[i][2t + 1]) for t < dh and the n queries of a panel (rows q + i rs, dims at
-// unit stride; 0 past d and for i >= n): 16 x 16 transposes of the rows' 32-bit pairs.
-template <int QW>
-inline void dot_pack_q(const uint16_t* q, int64_t rs, int64_t n, int64_t d, int64_t dh, uint32_t* qp)
-{
-    for(int64_t c0 = 0; c0 < QW; c0 += 16)
-        for(int64_t e0 = 0; e0 < 2 * dh; e0 += 32) // 16 pairs of dims
-        {
-            const int64_t live = imin(32, d - e0);
-            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
-            __m512i r[16];
-            for(int i = 0; i < 16; ++i)
-                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi16(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
-            transpose16x16(r); // r[j]: dim pair e0 / 2 + j of queries c0 .. c0 + 15
-            for(int64_t j = 0; j < imin(16, dh - e0 / 2); ++j)
-                _mm512_storeu_si512(qp + (e0 / 2 + j) * QW + c0, r[j]);
-        }
 }
 
 // Vp[i][e] = (v[2 i][e], v[2 i + 1][e]) for i < ceil(nk / 2) and e < dv, from nk rows of v (offset
@@ -1402,13 +1403,13 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             uint32_t* qpw = reinterpret_cast<uint32_t*>(qt) + pn * dh * QW;
             const int64_t qs2 = p.qs.strides[2];
             if(p.qs.strides[3] == 1)
-                dot_pack_q<QW>(static_cast<const uint16_t*>(p.q) + qoff + (q0 + pn * QW) * qs2, qs2, live, d, dh, qpw);
+                pack_q_pairs<QW>(static_cast<const uint16_t*>(p.q) + qoff + (q0 + pn * QW) * qs2, qs2, live, d, dh, qpw);
             else
             {
                 uint16_t* rows = reinterpret_cast<uint16_t*>(kbuf); // (free until the key tiles)
                 for(int64_t i = 0; i < live; ++i)
                     copy_bf16_row(p.q, qoff + (q0 + pn * QW + i) * qs2, p.qs.strides[3], d, dpad, rows + i * dpad);
-                dot_pack_q<QW>(rows, dpad, live, d, dh, qpw);
+                pack_q_pairs<QW>(rows, dpad, live, d, dh, qpw);
             }
         }
         else
@@ -1675,25 +1676,6 @@ inline void amx_transpose_v(const uint16_t* v, int64_t rs, int64_t nk, int64_t d
                 for(int i = 0; i < 16; ++i)
                     _mm512_storeu_si512(vt32 + (e0 + 16 + i) * vt_row + p0, r1[i]);
             }
-        }
-}
-
-// Qp[e / 2][i][e % 2] = q[i][e] for the n queries of a panel (rows q + i rs, dims at unit stride), 0
-// past d and for i >= n: 16 x 16 transposes of the rows' 32-bit pairs.
-inline void amx_pack_q(const uint16_t* q, int64_t rs, int64_t n, int64_t d, int64_t dpa, uint16_t* qp)
-{
-    uint32_t* qp32 = reinterpret_cast<uint32_t*>(qp); // [dpa / 2][AQ]
-    for(int64_t c0 = 0; c0 < AQ; c0 += 16)
-        for(int64_t e0 = 0; e0 < dpa; e0 += 32) // 16 pairs of dims
-        {
-            const int64_t live = imin(32, d - e0);
-            const __mmask32 m = live >= 32 ? ~__mmask32(0) : live > 0 ? __mmask32((1u << live) - 1u) : __mmask32(0);
-            __m512i r[16];
-            for(int i = 0; i < 16; ++i)
-                r[i] = c0 + i < n ? _mm512_maskz_loadu_epi16(m, q + (c0 + i) * rs + e0) : _mm512_setzero_si512();
-            transpose16x16(r); // r[j]: dim pair e0 / 2 + j of queries c0 .. c0 + 15
-            for(int j = 0; j < 16; ++j)
-                _mm512_storeu_si512(qp32 + (e0 / 2 + j) * AQ + c0, r[j]);
         }
 }
 
@@ -2012,12 +1994,12 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
         const int64_t n = imin(AQ, q0 + nq - (q0 + pn * AQ));
         const uint16_t* rows0 = qsrc + qoff + (q0 + pn * AQ) * p.qs.strides[2];
         if(p.qs.strides[3] == 1)
-            amx_pack_q(rows0, p.qs.strides[2], n, d, dpa, qpp);
+            pack_q_pairs<AQ>(rows0, p.qs.strides[2], n, d, dpa / 2, reinterpret_cast<uint32_t*>(qpp));
         else
         {
             for(int64_t i = 0; i < n; ++i)
                 copy_bf16_row(p.q, qoff + (q0 + pn * AQ + i) * p.qs.strides[2], p.qs.strides[3], d, dpa, kb + i * dpa);
-            amx_pack_q(kb, dpa, n, d, dpa, qpp);
+            pack_q_pairs<AQ>(kb, dpa, n, d, dpa / 2, reinterpret_cast<uint32_t*>(qpp));
         }
         for(int64_t i = 0; i < AQ; ++i)
         {
