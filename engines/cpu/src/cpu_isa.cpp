@@ -1,5 +1,5 @@
 // Which instruction set the CPU engine's kernels run: CPUID once per process, an environment
-// override read at every plan build (see cpu_kernels.hpp, isa_for_plan).
+// override read at every plan build (see cpu_kernels.hpp, isa_best and isa_for_plan).
 
 #include "cpu_kernels.hpp"
 
@@ -76,28 +76,71 @@ bool has_avx512_bf16()
     return false; // not compiled in (no compiler support for -mavx512bf16)
 #endif
 }
+// An AMD CPU (CPUID.0 vendor "AuthenticAMD").
+bool is_amd()
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    // (the vendor string is EBX, EDX, ECX: "Auth", "enti", "cAMD")
+    return __get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+}
+
+// What this CPU (and its OS) can run, read once per process, and the build a plan runs by default.
+struct IsaSupport
+{
+    Isa widest = Isa::Baseline; // every build up to this one runs here
+    Isa preferred = Isa::Baseline;
+};
+
+IsaSupport read_support()
+{
+    IsaSupport r;
+    // __builtin_cpu_supports also checks that the OS saves the ymm / zmm state (XGETBV), which F16C
+    // needs as AVX2 does.
+    __builtin_cpu_init();
+    if(!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
+        return r;
+    r.widest = r.preferred = Isa::Avx2;
+    if(!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512dq") || !__builtin_cpu_supports("avx512vl")
+       || !__builtin_cpu_supports("avx512bw"))
+        return r;
+    r.widest = r.preferred = Isa::Avx512;
+    // (the AMX check requires AVX512_BF16 too: an AMX CPU runs every build)
+    if(has_amx_bf16())
+        r.widest = r.preferred = Isa::Amx;
+    else if(has_avx512_bf16())
+    {
+        r.widest = Isa::Avx512Bf16;
+        // The AVX512_BF16 build pays only where VDPBF16PS runs at twice the FMA's flops: AMD Zen 4 and
+        // 5 (the bench's probe: 234 against 117 GFLOP/s a core on a Zen 4). On Intel cores it runs at
+        // half of them (65-80 against 160-166 on an AMX Xeon, Sapphire Rapids or later), and the build's bf16
+        // attention ran at 0.51-0.96x the AVX-512 build's (bench/results/cpu_sdpa_bf16_xeon_avx512_vs_dot.json),
+        // so an Intel CPU without usable tiles keeps the AVX-512 build unless asked.
+        r.preferred = is_amd() ? Isa::Avx512Bf16 : Isa::Avx512;
+    }
+    return r;
+}
+
+const IsaSupport& support()
+{
+    static const IsaSupport s = read_support();
+    return s;
+}
 } // namespace
 #endif
 
 Isa isa_best()
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    // __builtin_cpu_supports also checks that the OS saves the ymm / zmm state (XGETBV), which F16C
-    // needs as AVX2 does.
-    static const Isa best = [] {
-        __builtin_cpu_init();
-        if(!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !has_f16c())
-            return Isa::Baseline;
-        if(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")
-           && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-        {
-            if(has_amx_bf16())
-                return Isa::Amx;
-            return has_avx512_bf16() ? Isa::Avx512Bf16 : Isa::Avx512;
-        }
-        return Isa::Avx2;
-    }();
-    return best;
+    return support().preferred;
+#else
+    return Isa::Baseline;
+#endif
+}
+
+Isa isa_widest()
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return support().widest;
 #else
     return Isa::Baseline;
 #endif
@@ -152,12 +195,12 @@ std::string isa_for_plan(Isa& out)
             for(char& c : shown)
                 if(c < 0x20 || c > 0x7e)
                     c = '?';
-            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, avx512_bf16, amx (unset: the widest this CPU has, "
-                   + isa_name(best) + ")";
+            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, avx512_bf16, amx (unset: "
+                   + isa_name(best) + ", this CPU's default)";
         }
-        if(static_cast<int>(want) > static_cast<int>(best))
+        if(static_cast<int>(want) > static_cast<int>(isa_widest()))
             return std::string("HIPDNN_CPU_ISA=") + isa_name(want) + " asks for kernels this CPU cannot run (they need "
-                   + needs(want) + "); the widest it has is " + isa_name(best);
+                   + needs(want) + "); the widest it has is " + isa_name(isa_widest());
         out = want;
         return "";
     }

@@ -48,8 +48,12 @@ inline bool isa_has_avx512(Isa isa)
 }
 
 const char* isa_name(Isa isa);
-// The widest ISA this CPU (and its OS) supports, read once per process from CPUID.
+// The ISA a plan runs by default: the widest this CPU (and its OS) supports, read once per process
+// from CPUID, except Avx512Bf16, preferred only on AMD (its dot products run at half the FMA's rate on
+// Intel cores: Avx512 there).
 Isa isa_best();
+// The widest ISA this CPU supports (every narrower one runs too): what HIPDNN_CPU_ISA may ask for.
+Isa isa_widest();
 // The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512|avx512_bf16|amx when set (read at every plan
 // build, so a test can force each path), else the older switches HIPDNN_CPU_ENGINE_BASELINE=1 and
 // HIPDNN_CPU_ENGINE_NO_AVX512=1, else isa_best(). Returns "" or why the request cannot be served (an
