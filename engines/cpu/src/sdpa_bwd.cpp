@@ -266,7 +266,8 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     size_t bytes = 0;
     if(rows > 0
        && (stat_bytes == 0 || (!direct && acc_bytes == 0) || (paired && pair_bytes == 0)
-           || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes) || __builtin_add_overflow(bytes, pair_bytes, &bytes)))
+           || __builtin_add_overflow(stat_bytes, acc_bytes, &bytes)
+           || __builtin_add_overflow(bytes, pair_bytes, &bytes)))
     {
         *alloc_bytes = std::numeric_limits<size_t>::max();
         return SdpaBwdStatus::AllocFailed;
