@@ -1322,7 +1322,6 @@ template <int NV>
 inline int64_t dot_pack_p(float* s, int64_t rows, int64_t par)
 {
     constexpr int QW = NV * W;
-    const __m512i idx = _mm512_load_si512(kPackPairs.lane);
     const int64_t np = (rows + par + 1) / 2;
     for(int64_t i = 0; i < np; ++i)
     {
@@ -1331,9 +1330,7 @@ inline int64_t dot_pack_p(float* s, int64_t rows, int64_t par)
         {
             const __m512 e0 = r0 >= 0 ? _mm512_loadu_ps(s + r0 * QW + v * W) : _mm512_setzero_ps();
             const __m512 e1 = r1 < rows ? _mm512_loadu_ps(s + r1 * QW + v * W) : _mm512_setzero_ps();
-            const __m512bh h = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
-            _mm512_storeu_si512(s + i * QW + v * W,
-                                _mm512_maskz_permutexvar_epi16(~__mmask32(0), idx, reinterpret_cast<__m512i>(h)));
+            store_pair(e0, e1, reinterpret_cast<uint16_t*>(s + i * QW + v * W));
         }
     }
     return np;
