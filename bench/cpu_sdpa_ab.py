@@ -4,8 +4,13 @@ built on both, and their calls alternate, back to back ("hot") and after a 0.15 
 of the rounds. The outputs must be equal bit for bit (a change meant to move time, not values).
 
     python bench/cpu_sdpa_ab.py OLD_DIR NEW_DIR [--cases 2048x128,2048x128c,512x128] [--rounds 12]
+    python bench/cpu_sdpa_ab.py OLD_DIR NEW_DIR --cases d32x4096x64,d8x1024x128 --torch --out ...
 
-A case is SxD, with a trailing "c" for causal (B = 1, H = 8). Each directory holds a
+A case is SxD, with a trailing "c" for causal (B = 1, H = 8), or dHxSKVxD for decode: one query row
+per head (Sq = 1, B = 1) against SKV keys. A decode round times --calls calls of each build back to
+back after the 0.15 s sleep (mean per call); the row keeps the best and the median round, and with
+--torch also torch's scaled_dot_product_attention on the same arrays, in the same rounds (the
+builds, then torch, rotated each round so none always runs after another's threads). Each directory holds a
 libhipdnn_cpu_engine.so (e.g. a copy of build/.../engines/cpu/ from an older commit); an engine
 copied out of site-packages needs scipy-openblas32's lib directory on LD_LIBRARY_PATH. Prints one JSON
 line per case and writes them all to --out (bench/results/cpu_sdpa_ab.json) with the command.
@@ -16,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -36,7 +42,7 @@ def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int) 
         h = hipdnn.Handle(plugin_paths=[path], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
         g = hipdnn.Graph(name="ab", io_data_type=f32)
         ts = [g.tensor(name=n, dim=[1, heads, s, d], data_type=f32) for n in "qkv"]
-        o, _ = g.sdpa(*ts, attn_scale=1 / math.sqrt(d), use_causal_mask=causal)
+        o, _ = g.sdpa(ts[0], ts[1], ts[2], attn_scale=1 / math.sqrt(d), use_causal_mask=causal)
         o.set_output(True)
         g.build(h)
         out = np.full((1, heads, s, d), np.nan, np.float32)
@@ -67,19 +73,95 @@ def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int) 
     return row
 
 
+def decode_rows(
+    dirs: dict[str, Path], heads: int, skv: int, d: int, rounds: int, calls: int, torch: Any
+) -> dict[str, Any]:
+    f32 = hipdnn.DataType.FLOAT
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, heads, 1, d)).astype(np.float32)
+    k, v = (rng.standard_normal((1, heads, skv, d)).astype(np.float32) for _ in range(2))
+    calls_of: dict[str, Any] = {}
+    outs = []
+    handles = []
+    for name, path in dirs.items():
+        h = hipdnn.Handle(plugin_paths=[path], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
+        handles.append(h)
+        g = hipdnn.Graph(name="ab_decode", io_data_type=f32)
+        tq = g.tensor(name="q", dim=[1, heads, 1, d], data_type=f32)
+        tk, tv = (g.tensor(name=n, dim=[1, heads, skv, d], data_type=f32) for n in "kv")
+        o, _ = g.sdpa(tq, tk, tv, attn_scale=1 / math.sqrt(d))
+        o.set_output(True)
+        g.build(h)
+        out = np.full((1, heads, 1, d), np.nan, np.float32)
+        ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
+        bound = g.bind(h, [tq, tk, tv, o])
+        ptrs = [x.ctypes.data for x in (q, k, v, out)]
+        bound(ptrs, ws.ctypes.data)
+        outs.append(out)
+        # (ws rides in the default too: the bound call takes raw pointers, so the array must outlive it)
+        calls_of[name] = lambda bound=bound, ptrs=ptrs, ws=ws: bound(ptrs, ws.ctypes.data)
+    if not np.array_equal(outs[0], outs[1]):
+        raise SystemExit(f"decode H={heads} Skv={skv} D={d}: the two builds' outputs differ")
+    if torch is not None:
+        tq_, tk_, tv_ = (torch.from_numpy(x) for x in (q, k, v))
+
+        def torch_call() -> None:
+            with torch.no_grad():
+                torch.nn.functional.scaled_dot_product_attention(tq_, tk_, tv_)
+
+        calls_of["torch"] = torch_call
+    times: dict[str, list[float]] = {name: [] for name in calls_of}
+    order = list(calls_of)
+    for rnd in range(rounds):
+        for name in order[rnd % len(order) :] + order[: rnd % len(order)]:
+            fn = calls_of[name]
+            time.sleep(0.15)
+            fn()
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - t) / calls)
+    row: dict[str, Any] = {"decode": True, "B": 1, "H": heads, "Sq": 1, "Skv": skv, "D": d, "calls": calls}
+    for name, ts in times.items():
+        row[f"{name}_best_us"] = min(ts) * 1e6
+        row[f"{name}_median_us"] = float(np.median(ts)) * 1e6
+        row[f"{name}_gb_per_s"] = 2 * heads * skv * d * 4 / float(np.median(ts)) / 1e9  # K and V read once
+    row["median_new_over_old"] = row["new_median_us"] / row["old_median_us"]
+    if torch is not None:
+        for name in dirs:
+            row[f"median_{name}_over_torch"] = row[f"{name}_median_us"] / row["torch_median_us"]
+    for h in handles:
+        h.close()
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--cases", default="2048x128,2048x64,2048x128c,4096x128,1024x128,512x128")
     ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--calls", type=int, default=10, help="decode calls per timed round")
+    ap.add_argument("--torch", action="store_true", help="time torch's SDPA beside the decode cases")
     ap.add_argument("--out", type=Path, default=Path("bench/results/cpu_sdpa_ab.json"))
     args = ap.parse_args()
+    torch: Any = None
+    if args.torch:
+        import torch
+
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    dirs = {"old": args.old, "new": args.new}
     rows = []
     for spec in args.cases.split(","):
+        if spec.startswith("d"):
+            heads, skv, d = (int(x) for x in spec[1:].split("x"))
+            row = decode_rows(dirs, heads, skv, d, args.rounds, args.calls, torch)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+            continue
         causal = spec.endswith("c")
         s, d = (int(x) for x in spec.rstrip("c").split("x"))
-        row = case_rows({"old": args.old, "new": args.new}, s, d, causal, args.rounds)
+        row = case_rows(dirs, s, d, causal, args.rounds)
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)

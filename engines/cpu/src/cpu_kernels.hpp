@@ -72,6 +72,14 @@ enum class DType
     F8E5M2
 };
 
+// Bytes of one element of the type.
+inline size_t dtype_size(DType d)
+{
+    if(d == DType::F8E4M3 || d == DType::F8E5M2)
+        return 1;
+    return d == DType::F32 || d == DType::I32 ? 4 : d == DType::I64 ? 8 : 2;
+}
+
 // ---------------------------------------------------------------- SDPA ----
 // o = softmax(cap(scale * q k^T) + bias + alibi, masked) v, per (batch, head), where cap(s) is s,
 // or softcap * tanh(s / softcap) when softcap > 0 (applied before bias, ALiBi and every mask).

@@ -316,14 +316,6 @@ std::string only_float(const Plan& plan, const NodeInfo& node, const int (&ts)[N
     return "";
 }
 
-// Bytes of one element of the type.
-inline size_t dtype_size(DType d)
-{
-    if(d == DType::F8E4M3 || d == DType::F8E5M2)
-        return 1;
-    return d == DType::F32 || d == DType::I32 ? 4 : d == DType::I64 ? 8 : 2;
-}
-
 inline bool is_fp8_type(DType d)
 {
     return d == DType::F8E4M3 || d == DType::F8E5M2;
