@@ -7,10 +7,11 @@ of the rounds. The outputs must be equal bit for bit (a change meant to move tim
     python bench/cpu_sdpa_ab.py OLD_DIR NEW_DIR --cases d32x4096x64,d8x1024x128 --torch --out ...
 
 A case is SxD, with a trailing "c" for causal (B = 1, H = 8), or dHxSKVxD for decode: one query row
-per head (Sq = 1, B = 1) against SKV keys. A decode round times --calls calls of each build back to
-back after the 0.15 s sleep (mean per call); the row keeps the best and the median round, and with
---torch also torch's scaled_dot_product_attention on the same arrays, in the same rounds (the
-builds, then torch, rotated each round so none always runs after another's threads). Each directory holds a
+per head (Sq = 1, B = 1) against SKV keys, fp32 or (--dtype bfloat16) bf16. A decode round times
+--calls calls of each build back to back after the 0.15 s sleep (mean per call); the row keeps the
+best and the median round, and with --torch also torch's scaled_dot_product_attention on the same
+arrays, in the same rounds (the builds, then torch, rotated each round so none always runs after
+another's threads). Each directory holds a
 libhipdnn_cpu_engine.so (e.g. a copy of build/.../engines/cpu/ from an older commit); an engine
 copied out of site-packages needs scipy-openblas32's lib directory on LD_LIBRARY_PATH. Prints one JSON
 line per case and writes them all to --out (bench/results/cpu_sdpa_ab.json) with the command.
@@ -73,26 +74,39 @@ def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int) 
     return row
 
 
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """x (float32) rounded to bfloat16 (nearest even), as uint16 bits."""
+    u = x.astype(np.float32).view(np.uint32)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
 def decode_rows(
-    dirs: dict[str, Path], heads: int, skv: int, d: int, rounds: int, calls: int, torch: Any
+    dirs: dict[str, Path], heads: int, skv: int, d: int, rounds: int, calls: int, torch: Any, bf16: bool = False
 ) -> dict[str, Any]:
-    f32 = hipdnn.DataType.FLOAT
+    io = hipdnn.DataType.BFLOAT16 if bf16 else hipdnn.DataType.FLOAT
     rng = np.random.default_rng(0)
     q = rng.standard_normal((1, heads, 1, d)).astype(np.float32)
     k, v = (rng.standard_normal((1, heads, skv, d)).astype(np.float32) for _ in range(2))
+    if bf16:  # the bound calls take pointers: bf16 bits in uint16 arrays
+        q, k, v = (bf16_bits(x) for x in (q, k, v))
     calls_of: dict[str, Any] = {}
     outs = []
     handles = []
     for name, path in dirs.items():
         h = hipdnn.Handle(plugin_paths=[path], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
         handles.append(h)
-        g = hipdnn.Graph(name="ab_decode", io_data_type=f32)
-        tq = g.tensor(name="q", dim=[1, heads, 1, d], data_type=f32)
-        tk, tv = (g.tensor(name=n, dim=[1, heads, skv, d], data_type=f32) for n in "kv")
+        g = hipdnn.Graph(
+            name="ab_decode",
+            io_data_type=io,
+            intermediate_data_type=hipdnn.DataType.FLOAT,
+            compute_data_type=hipdnn.DataType.FLOAT,
+        )
+        tq = g.tensor(name="q", dim=[1, heads, 1, d], data_type=io)
+        tk, tv = (g.tensor(name=n, dim=[1, heads, skv, d], data_type=io) for n in "kv")
         o, _ = g.sdpa(tq, tk, tv, attn_scale=1 / math.sqrt(d))
-        o.set_output(True)
+        o.set_output(True).set_data_type(io)
         g.build(h)
-        out = np.full((1, heads, 1, d), np.nan, np.float32)
+        out = np.full((1, heads, 1, d), 0xFFFF, np.uint16) if bf16 else np.full((1, heads, 1, d), np.nan, np.float32)
         ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         bound = g.bind(h, [tq, tk, tv, o])
         ptrs = [x.ctypes.data for x in (q, k, v, out)]
@@ -103,7 +117,9 @@ def decode_rows(
     if not np.array_equal(outs[0], outs[1]):
         raise SystemExit(f"decode H={heads} Skv={skv} D={d}: the two builds' outputs differ")
     if torch is not None:
-        tq_, tk_, tv_ = (torch.from_numpy(x) for x in (q, k, v))
+        tq_, tk_, tv_ = (
+            torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x) for x in (q, k, v)
+        )
 
         def torch_call() -> None:
             with torch.no_grad():
@@ -121,11 +137,13 @@ def decode_rows(
             for _ in range(calls):
                 fn()
             times[name].append((time.perf_counter() - t) / calls)
-    row: dict[str, Any] = {"decode": True, "B": 1, "H": heads, "Sq": 1, "Skv": skv, "D": d, "calls": calls}
+    row: dict[str, Any] = {"decode": True, "dtype": "bfloat16" if bf16 else "float32", "B": 1, "H": heads}
+    row.update({"Sq": 1, "Skv": skv, "D": d, "calls": calls})
     for name, ts in times.items():
         row[f"{name}_best_us"] = min(ts) * 1e6
         row[f"{name}_median_us"] = float(np.median(ts)) * 1e6
-        row[f"{name}_gb_per_s"] = 2 * heads * skv * d * 4 / float(np.median(ts)) / 1e9  # K and V read once
+        kv_bytes = 2 * heads * skv * d * (2 if bf16 else 4)  # K and V, read once a call
+        row[f"{name}_gb_per_s"] = kv_bytes / float(np.median(ts)) / 1e9
     row["median_new_over_old"] = row["new_median_us"] / row["old_median_us"]
     if torch is not None:
         for name in dirs:
@@ -143,6 +161,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--calls", type=int, default=10, help="decode calls per timed round")
     ap.add_argument("--torch", action="store_true", help="time torch's SDPA beside the decode cases")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="of the decode cases")
     ap.add_argument("--out", type=Path, default=Path("bench/results/cpu_sdpa_ab.json"))
     args = ap.parse_args()
     torch: Any = None
@@ -155,7 +174,7 @@ def main() -> int:
     for spec in args.cases.split(","):
         if spec.startswith("d"):
             heads, skv, d = (int(x) for x in spec[1:].split("x"))
-            row = decode_rows(dirs, heads, skv, d, args.rounds, args.calls, torch)
+            row = decode_rows(dirs, heads, skv, d, args.rounds, args.calls, torch, args.dtype == "bfloat16")
             print(json.dumps(row), flush=True)
             rows.append(row)
             continue
