@@ -11,7 +11,8 @@ per head (Sq = 1, B = 1) against SKV keys, fp32 or (--dtype bfloat16) bf16. A de
 --calls calls of each build back to back after the 0.15 s sleep (mean per call); the row keeps the
 best and the median round, and with --torch also torch's scaled_dot_product_attention on the same
 arrays, in the same rounds (the builds, then torch, rotated each round so none always runs after
-another's threads). Each directory holds a
+another's threads). With --layers N each timed call goes to the next of N layers, each with its own
+arrays, as a model's decode step reads every layer's K and V cache in turn. Each directory holds a
 libhipdnn_cpu_engine.so (e.g. a copy of build/.../engines/cpu/ from an older commit); an engine
 copied out of site-packages needs scipy-openblas32's lib directory on LD_LIBRARY_PATH. Prints one JSON
 line per case and writes them all to --out (bench/results/cpu_sdpa_ab.json) with the command.
@@ -81,14 +82,25 @@ def bf16_bits(x: np.ndarray) -> np.ndarray:
 
 
 def decode_rows(
-    dirs: dict[str, Path], heads: int, skv: int, d: int, rounds: int, calls: int, torch: Any, bf16: bool = False
+    dirs: dict[str, Path],
+    heads: int,
+    skv: int,
+    d: int,
+    rounds: int,
+    calls: int,
+    torch: Any,
+    bf16: bool = False,
+    layers: int = 1,
 ) -> dict[str, Any]:
     io = hipdnn.DataType.BFLOAT16 if bf16 else hipdnn.DataType.FLOAT
     rng = np.random.default_rng(0)
-    q = rng.standard_normal((1, heads, 1, d)).astype(np.float32)
-    k, v = (rng.standard_normal((1, heads, skv, d)).astype(np.float32) for _ in range(2))
-    if bf16:  # the bound calls take pointers: bf16 bits in uint16 arrays
-        q, k, v = (bf16_bits(x) for x in (q, k, v))
+    qkv = []  # per layer: its own q, K and V (a model's layers each read their own cache)
+    for _ in range(layers):
+        q = rng.standard_normal((1, heads, 1, d)).astype(np.float32)
+        k, v = (rng.standard_normal((1, heads, skv, d)).astype(np.float32) for _ in range(2))
+        if bf16:  # the bound calls take pointers: bf16 bits in uint16 arrays
+            q, k, v = (bf16_bits(x) for x in (q, k, v))
+        qkv.append((q, k, v))
     calls_of: dict[str, Any] = {}
     outs = []
     handles = []
@@ -106,24 +118,38 @@ def decode_rows(
         o, _ = g.sdpa(tq, tk, tv, attn_scale=1 / math.sqrt(d))
         o.set_output(True).set_data_type(io)
         g.build(h)
-        out = np.full((1, heads, 1, d), 0xFFFF, np.uint16) if bf16 else np.full((1, heads, 1, d), np.nan, np.float32)
         ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         bound = g.bind(h, [tq, tk, tv, o])
-        ptrs = [x.ctypes.data for x in (q, k, v, out)]
-        bound(ptrs, ws.ctypes.data)
-        outs.append(out)
-        # (ws rides in the default too: the bound call takes raw pointers, so the array must outlive it)
-        calls_of[name] = lambda bound=bound, ptrs=ptrs, ws=ws: bound(ptrs, ws.ctypes.data)
-    if not np.array_equal(outs[0], outs[1]):
+        layer_outs = []
+        layer_ptrs = []
+        for q, k, v in qkv:
+            out = (
+                np.full((1, heads, 1, d), 0xFFFF, np.uint16) if bf16 else np.full((1, heads, 1, d), np.nan, np.float32)
+            )
+            layer_ptrs.append([x.ctypes.data for x in (q, k, v, out)])
+            bound(layer_ptrs[-1], ws.ctypes.data)
+            layer_outs.append(out)
+        outs.append(layer_outs)
+
+        # one call of every layer in turn (ws rides in the default too: the bound call takes raw
+        # pointers, so the array must outlive it)
+        def pass_of(bound: Any = bound, layer_ptrs: list[list[int]] = layer_ptrs, ws: np.ndarray = ws) -> None:
+            for ptrs in layer_ptrs:
+                bound(ptrs, ws.ctypes.data)
+
+        calls_of[name] = pass_of
+    if not all(np.array_equal(a, b) for a, b in zip(*outs)):
         raise SystemExit(f"decode H={heads} Skv={skv} D={d}: the two builds' outputs differ")
     if torch is not None:
-        tq_, tk_, tv_ = (
-            torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x) for x in (q, k, v)
-        )
+        tensors = [
+            [torch.from_numpy(x.view(np.int16)).view(torch.bfloat16) if bf16 else torch.from_numpy(x) for x in layer]
+            for layer in qkv
+        ]
 
         def torch_call() -> None:
             with torch.no_grad():
-                torch.nn.functional.scaled_dot_product_attention(tq_, tk_, tv_)
+                for tq_, tk_, tv_ in tensors:
+                    torch.nn.functional.scaled_dot_product_attention(tq_, tk_, tv_)
 
         calls_of["torch"] = torch_call
     times: dict[str, list[float]] = {name: [] for name in calls_of}
@@ -136,9 +162,9 @@ def decode_rows(
             t = time.perf_counter()
             for _ in range(calls):
                 fn()
-            times[name].append((time.perf_counter() - t) / calls)
+            times[name].append((time.perf_counter() - t) / (calls * layers))
     row: dict[str, Any] = {"decode": True, "dtype": "bfloat16" if bf16 else "float32", "B": 1, "H": heads}
-    row.update({"Sq": 1, "Skv": skv, "D": d, "calls": calls})
+    row.update({"Sq": 1, "Skv": skv, "D": d, "layers": layers, "calls": calls})
     for name, ts in times.items():
         row[f"{name}_best_us"] = min(ts) * 1e6
         row[f"{name}_median_us"] = float(np.median(ts)) * 1e6
@@ -162,6 +188,13 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=10, help="decode calls per timed round")
     ap.add_argument("--torch", action="store_true", help="time torch's SDPA beside the decode cases")
     ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="of the decode cases")
+    ap.add_argument(
+        "--layers",
+        type=int,
+        default=1,
+        help="decode: each call of a round goes to the next of this many layers, each with its own q, K and V "
+        "(as a model's decode step reads every layer's cache in turn); times are per layer call",
+    )
     ap.add_argument("--out", type=Path, default=Path("bench/results/cpu_sdpa_ab.json"))
     args = ap.parse_args()
     torch: Any = None
@@ -174,7 +207,9 @@ def main() -> int:
     for spec in args.cases.split(","):
         if spec.startswith("d"):
             heads, skv, d = (int(x) for x in spec[1:].split("x"))
-            row = decode_rows(dirs, heads, skv, d, args.rounds, args.calls, torch, args.dtype == "bfloat16")
+            row = decode_rows(
+                dirs, heads, skv, d, args.rounds, args.calls, torch, args.dtype == "bfloat16", args.layers
+            )
             print(json.dumps(row), flush=True)
             rows.append(row)
             continue
