@@ -89,11 +89,13 @@ struct IsaSupport
 {
     Isa widest = Isa::Baseline; // every build up to this one runs here
     Isa preferred = Isa::Baseline;
+    bool amd = false; // CPUID vendor AuthenticAMD
 };
 
 IsaSupport read_support()
 {
     IsaSupport r;
+    r.amd = is_amd();
     // __builtin_cpu_supports also checks that the OS saves the ymm / zmm state (XGETBV), which F16C
     // needs as AVX2 does.
     __builtin_cpu_init();
@@ -115,7 +117,7 @@ IsaSupport read_support()
         // half of them (65-80 against 160-166 on an AMX Xeon, Sapphire Rapids or later), and the build's bf16
         // attention ran at 0.51-0.96x the AVX-512 build's (bench/results/cpu_sdpa_bf16_xeon_avx512_vs_dot.json),
         // so an Intel CPU without usable tiles keeps the AVX-512 build unless asked.
-        r.preferred = is_amd() ? Isa::Avx512Bf16 : Isa::Avx512;
+        r.preferred = r.amd ? Isa::Avx512Bf16 : Isa::Avx512;
     }
     return r;
 }
@@ -143,6 +145,15 @@ Isa isa_widest()
     return support().widest;
 #else
     return Isa::Baseline;
+#endif
+}
+
+bool cpu_is_amd()
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return support().amd;
+#else
+    return false;
 #endif
 }
 

@@ -54,6 +54,8 @@ const char* isa_name(Isa isa);
 Isa isa_best();
 // The widest ISA this CPU supports (every narrower one runs too): what HIPDNN_CPU_ISA may ask for.
 Isa isa_widest();
+// Whether the CPU is AMD's (CPUID vendor, read once per process with the ISAs).
+bool cpu_is_amd();
 // The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512|avx512_bf16|amx when set (read at every plan
 // build, so a test can force each path), else the older switches HIPDNN_CPU_ENGINE_BASELINE=1 and
 // HIPDNN_CPU_ENGINE_NO_AVX512=1, else isa_best(). Returns "" or why the request cannot be served (an

@@ -73,6 +73,7 @@ struct SdpaRun
     int64_t nrb = 0;    // row blocks per (b, kv head)
     int64_t chunks = 1; // key chunks per row block (> 1: partial results, merged after)
     int64_t chunk = 0;  // keys per chunk (a multiple of kSdpaBk)
+    bool prefetch_kv = false; // prefetch K and V rows ahead in software (sdpa_fwd.inl, kRowsPrefetchKeys)
     int64_t dp = 0, dvp = 0; // head dims rounded up to whole vectors
     // Scratch layout (floats from the thread's slice). Panel kernel:
     int64_t off_qt = 0, off_ot = 0, off_st = 0, off_m = 0, off_l = 0, off_kb = 0, off_vb = 0;

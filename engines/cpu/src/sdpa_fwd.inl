@@ -2174,7 +2174,8 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
 // K and V row once per call, from DRAM when the cache outgrows L3, and the hardware prefetchers alone
 // left the loads waiting after each tile's compute: on 2 Zen 4 cores, fp32 decode at Skv 2048-4096
 // took 0.75-0.92x the time it took without (bench/results/cpu_sdpa_decode_prefetch_zen4.json). One
-// to four tiles ahead measured alike; prefetcht0 was slower than prefetcht1.
+// to four tiles ahead measured alike; prefetcht0 was slower than prefetcht1. Off for fp32 K on Intel
+// CPUs (run.prefetch_kv, set in run_sdpa).
 constexpr int64_t kRowsPrefetchKeys = 2 * BK;
 
 // One prefetcht1 that the compiler keeps: GCC 12 deletes nests of loops whose bodies are only
@@ -2287,7 +2288,7 @@ void run_rows_item(const SdpaRun& run, int64_t w, float* ws, float* part)
     const Cap cap = cap_of(p);
     // Rows read in place or widened from unit-stride rows are prefetched kRowsPrefetchKeys ahead, W keys
     // for every W scored, so the prefetches spread over the tile's work rather than queueing at once.
-    const bool prefetch = p.ks.strides[3] == 1 && p.vs.strides[3] == 1;
+    const bool prefetch = run.prefetch_kv && p.ks.strides[3] == 1 && p.vs.strides[3] == 1;
     const int64_t kesz = static_cast<int64_t>(dtype_size(p.kt)), vesz = static_cast<int64_t>(dtype_size(p.vt));
     const char* kpf = static_cast<const char*>(p.k) + koff * kesz;
     const char* vpf = static_cast<const char*>(p.v) + voff * vesz;
