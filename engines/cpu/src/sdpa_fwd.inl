@@ -564,6 +564,15 @@ inline void write_row(const SdpaProblem& p, int64_t b, int64_t h, int64_t qi, in
         p.stats[b * p.ss.strides[0] + h * p.ss.strides[1] + qi * p.ss.strides[2]] = lse;
 }
 
+// One prefetcht1 that the compiler keeps: GCC 12 deletes nests of loops whose bodies are only
+// _mm_prefetch / __builtin_prefetch as if they did nothing (a single loop survives; the rows
+// kernel's nest, prefetch_kv_rows, compiled to a bare ret). tests/cpu/test_sdpa_prefetch_kept.py
+// reads the built engine's code for them.
+inline void prefetch_l2(const char* a)
+{
+    __asm__ volatile("prefetcht1 %0" : : "m"(*a));
+}
+
 // ------------------------------------------------ rows kernel helpers ----
 // Transposing sum: W vectors x[n] -> one vector whose lane n is the sum of
 // x[n]'s lanes, in log2(W) rounds of (two lane shuffles + one add) per pair
@@ -963,7 +972,7 @@ inline void add_bias(const SdpaProblem& p, int64_t bias_off, float* s, int64_t r
             const char* base = static_cast<const char*>(p.bias) + (bias_off + pq0 * qs + j0 + rows) * esz;
             for(int64_t i = 0; i < nq; ++i)
                 for(int64_t c = 0; c < jn * esz; c += 64)
-                    _mm_prefetch(base + i * qs * esz + c, _MM_HINT_T1);
+                    prefetch_l2(base + i * qs * esz + c);
         }
         // Keys contiguous in each query's bias row: 16 queries x 16 keys at a time, each query's
         // keys widened as a vector, then transposed to the tile's key rows.
@@ -1593,9 +1602,9 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
                     const char* kr = reinterpret_cast<const char*>(kt + (BK + r) * krs);
                     const char* vr = reinterpret_cast<const char*>(vt + (BK + r) * vrs);
                     for(int64_t e = 0; e < d * 4; e += 64)
-                        __builtin_prefetch(kr + e, 0, 2);
+                        prefetch_l2(kr + e);
                     for(int64_t e = 0; e < dv * 4; e += 64)
-                        __builtin_prefetch(vr + e, 0, 2);
+                        prefetch_l2(vr + e);
                 }
             }
         }
@@ -2177,14 +2186,6 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
 // to four tiles ahead measured alike; prefetcht0 was slower than prefetcht1. Off for fp32 K on Intel
 // CPUs (run.prefetch_kv, set in run_sdpa).
 constexpr int64_t kRowsPrefetchKeys = 2 * BK;
-
-// One prefetcht1 that the compiler keeps: GCC 12 deletes nests of loops whose bodies are only
-// _mm_prefetch / __builtin_prefetch as if they did nothing (a single loop survives; the nest below
-// compiled to a bare ret).
-inline void prefetch_l2(const char* a)
-{
-    __asm__ volatile("prefetcht1 %0" : : "m"(*a));
-}
 
 // L2 prefetch of the rows [j, j + n) of K and V (unit last strides): row bytes kb and vb, starting at
 // bases k and v, ks and vs bytes apart. The caller stops at the chunk's last key.
