@@ -7,7 +7,7 @@ of the rounds. The outputs must be equal bit for bit (a change meant to move tim
     python bench/cpu_sdpa_ab.py OLD_DIR NEW_DIR --cases d32x4096x64,d8x1024x128 --torch --out ...
 
 A case is SxD, with a trailing "c" for causal (B = 1, H = 8), or dHxSKVxD for decode: one query row
-per head (Sq = 1, B = 1) against SKV keys, fp32 or (--dtype bfloat16) bf16. A decode round times
+per head (Sq = 1, B = 1) against SKV keys; fp32, or bf16 with --dtype bfloat16. A decode round times
 --calls calls of each build back to back after the 0.15 s sleep (mean per call); the row keeps the
 best and the median round, and with --torch also torch's scaled_dot_product_attention on the same
 arrays, in the same rounds (the builds, then torch, rotated each round so none always runs after
@@ -34,20 +34,29 @@ import numpy as np
 import hipdnn
 
 
-def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int) -> dict[str, Any]:
-    f32 = hipdnn.DataType.FLOAT
+def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int, bf16: bool = False) -> dict[str, Any]:
+    io = hipdnn.DataType.BFLOAT16 if bf16 else hipdnn.DataType.FLOAT
     heads = 8
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((1, heads, s, d)).astype(np.float32) for _ in range(3))
+    if bf16:  # numpy arrays of ml_dtypes' bfloat16 (a test requirement)
+        import ml_dtypes
+
+        q, k, v = (x.astype(ml_dtypes.bfloat16) for x in (q, k, v))
     runs = {}
     for name, path in dirs.items():
         h = hipdnn.Handle(plugin_paths=[path], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
-        g = hipdnn.Graph(name="ab", io_data_type=f32)
-        ts = [g.tensor(name=n, dim=[1, heads, s, d], data_type=f32) for n in "qkv"]
+        g = hipdnn.Graph(
+            name="ab",
+            io_data_type=io,
+            intermediate_data_type=hipdnn.DataType.FLOAT,
+            compute_data_type=hipdnn.DataType.FLOAT,
+        )
+        ts = [g.tensor(name=n, dim=[1, heads, s, d], data_type=io) for n in "qkv"]
         o, _ = g.sdpa(ts[0], ts[1], ts[2], attn_scale=1 / math.sqrt(d), use_causal_mask=causal)
-        o.set_output(True)
+        o.set_output(True).set_data_type(io)
         g.build(h)
-        out = np.full((1, heads, s, d), np.nan, np.float32)
+        out = np.full((1, heads, s, d), np.nan, np.float32).astype(q.dtype)
         ws = np.empty(max(1, g.get_workspace_size()), np.uint8)
         runs[name] = (h, g, {ts[0]: q, ts[1]: k, ts[2]: v, o: out}, ws, out)
     for h, g, pack, ws, _ in runs.values():
@@ -56,7 +65,8 @@ def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int) 
     if not np.array_equal(old, new):
         raise SystemExit(f"S={s} D={d} causal={causal}: the two builds' outputs differ")
     flops = 4 * heads * s * s * d * (0.5 if causal else 1.0)
-    row: dict[str, Any] = {"S": s, "D": d, "causal": causal, "B": 1, "H": heads}
+    row: dict[str, Any] = {"dtype": "bfloat16" if bf16 else "float32", "S": s, "D": d, "causal": causal, "B": 1}
+    row["H"] = heads
     for mode, settle in (("hot", 0.0), ("cold", 0.15)):
         best = dict.fromkeys(runs, math.inf)
         for _ in range(rounds):
@@ -187,7 +197,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=12)
     ap.add_argument("--calls", type=int, default=10, help="decode calls per timed round")
     ap.add_argument("--torch", action="store_true", help="time torch's SDPA beside the decode cases")
-    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="of the decode cases")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="of every case")
     ap.add_argument(
         "--layers",
         type=int,
@@ -215,7 +225,7 @@ def main() -> int:
             continue
         causal = spec.endswith("c")
         s, d = (int(x) for x in spec.rstrip("c").split("x"))
-        row = case_rows(dirs, s, d, causal, args.rounds)
+        row = case_rows(dirs, s, d, causal, args.rounds, args.dtype == "bfloat16")
         print(json.dumps(row), flush=True)
         rows.append(row)
     args.out.parent.mkdir(parents=True, exist_ok=True)

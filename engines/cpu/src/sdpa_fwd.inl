@@ -573,6 +573,20 @@ inline void prefetch_l2(const char* a)
     __asm__ volatile("prefetcht1 %0" : : "m"(*a));
 }
 
+// L2 prefetch of the rows [j, j + n) of K and V (unit last strides): row bytes kb and vb, starting at
+// bases k and v, ks and vs bytes apart. The callers stop at the last key they read.
+inline void prefetch_kv_rows(const char* k, int64_t ks, int64_t kb, const char* v, int64_t vs, int64_t vb, int64_t j,
+                             int64_t n)
+{
+    for(int64_t r = j; r < j + n; ++r)
+    {
+        for(int64_t c = 0; c < kb; c += 64)
+            prefetch_l2(k + r * ks + c);
+        for(int64_t c = 0; c < vb; c += 64)
+            prefetch_l2(v + r * vs + c);
+    }
+}
+
 // ------------------------------------------------ rows kernel helpers ----
 // Transposing sum: W vectors x[n] -> one vector whose lane n is the sum of
 // x[n]'s lanes, in log2(W) rounds of (two lane shuffles + one add) per pair
@@ -1465,11 +1479,16 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
     const int64_t bias_off = has_bias ? b * p.bias_st[0] + h * p.bias_st[1] : 0;
     const Cap cap = cap_of(p);
 
-    const bool pf_next = k_direct && v_direct && p.ks.strides[3] == 1 && p.vs.strides[3] == 1
-                         && band.skv * (d + dv) * int64_t(sizeof(float)) >= (int64_t(1) << 20);
     // DOT: K read in place where its pairs of head dims are whole (even d at unit stride); Vp, and the
     // two rows keep_half saves, in the V tile's slot.
     [[maybe_unused]] const bool k_pairs = p.ks.strides[3] == 1 && d % 2 == 0;
+    // Each panel prefetches its share of the next tile's K and V rows into L2 where fp32 K and V are
+    // read in place and a head's K and V reach a megabyte: below that they stay in L2 between items and
+    // the prefetches only cost issue slots. (DOT panels, K in place and V packed from its rows, with
+    // the same prefetch: within +-3 % of none at bf16 S 2048-4096, bench/cpu_sdpa_ab.py; not issued.)
+    const int64_t kesz = static_cast<int64_t>(dtype_size(p.kt)), vesz = static_cast<int64_t>(dtype_size(p.vt));
+    const bool pf_next = !DOT && k_direct && v_direct && p.ks.strides[3] == 1 && p.vs.strides[3] == 1
+                         && band.skv * (d * kesz + dv * vesz) >= (int64_t(1) << 20);
     [[maybe_unused]] uint32_t* vpw = reinterpret_cast<uint32_t*>(vbuf);
     [[maybe_unused]] uint32_t* vsave = vpw + (BK + 1) / 2 * dv;
     [[maybe_unused]] const V vqscale = vset(qscale);
@@ -1539,6 +1558,14 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
         // panel issues its share after its P.V). Smaller heads stay in L2 between items; there the
         // prefetches were within +-3 %, so they are left out.
         const int64_t pf_rows = pf_next ? imax(0, imin(BK, kend - k0 - BK)) : 0;
+        const auto prefetch_share = [&](int64_t pn) { // panel pn's share of the next tile's rows
+            if(pf_rows <= 0)
+                return;
+            const int64_t r0 = pn * pf_rows / npan, r1 = (pn + 1) * pf_rows / npan;
+            const char* kn = static_cast<const char*>(p.k) + (koff + (k0 + BK) * p.ks.strides[2]) * kesz;
+            const char* vn = static_cast<const char*>(p.v) + (voff + (k0 + BK) * p.vs.strides[2]) * vesz;
+            prefetch_kv_rows(kn, p.ks.strides[2] * kesz, d * kesz, vn, p.vs.strides[2] * vesz, dv * vesz, r0, r1 - r0);
+        };
         for(int64_t pn = 0; pn < npan; ++pn)
         {
             const int64_t pq0 = q0 + pn * QW;
@@ -1593,20 +1620,7 @@ void panel_item(const SdpaRun& run, int64_t w, float* ws)
             panel_softmax<NV>(p, mods, s, rows, j0, pq0, pq1, lo, hi, band_free, plain, mp, lp, mnew, alpha);
             // Ot = Ot * alpha + V^T . P
             panel_gemm<NV>(dv, rows, vt + (j0 - k0) * vrs, vcs, vrs, s, ot + pn * dv * QW, alpha, nullptr);
-            // This panel's share of the next tile's K and V rows, into L2 (fp32 read in place).
-            if(pf_rows > 0)
-            {
-                const int64_t r0 = pn * pf_rows / npan, r1 = (pn + 1) * pf_rows / npan;
-                for(int64_t r = r0; r < r1; ++r)
-                {
-                    const char* kr = reinterpret_cast<const char*>(kt + (BK + r) * krs);
-                    const char* vr = reinterpret_cast<const char*>(vt + (BK + r) * vrs);
-                    for(int64_t e = 0; e < d * 4; e += 64)
-                        prefetch_l2(kr + e);
-                    for(int64_t e = 0; e < dv * 4; e += 64)
-                        prefetch_l2(vr + e);
-                }
-            }
+            prefetch_share(pn);
         }
     }
 
@@ -2186,20 +2200,6 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
 // to four tiles ahead measured alike; prefetcht0 was slower than prefetcht1. Off for fp32 K on Intel
 // CPUs (run.prefetch_kv, set in run_sdpa).
 constexpr int64_t kRowsPrefetchKeys = 2 * BK;
-
-// L2 prefetch of the rows [j, j + n) of K and V (unit last strides): row bytes kb and vb, starting at
-// bases k and v, ks and vs bytes apart. The caller stops at the chunk's last key.
-inline void prefetch_kv_rows(const char* k, int64_t ks, int64_t kb, const char* v, int64_t vs, int64_t vb, int64_t j,
-                             int64_t n)
-{
-    for(int64_t r = j; r < j + n; ++r)
-    {
-        for(int64_t c = 0; c < kb; c += 64)
-            prefetch_l2(k + r * ks + c);
-        for(int64_t c = 0; c < vb; c += 64)
-            prefetch_l2(v + r * vs + c);
-    }
-}
 
 // Item w = (batch, kv head, block of up to rb query rows, key chunk). Row r of
 // the (batch, kv head) is query r % sq of head kv_head * group + r / sq, so a
