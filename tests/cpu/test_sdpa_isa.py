@@ -246,6 +246,11 @@ EXTRA = {
     "s200_k2100_next_tile_prefetch_causal_br": replace(
         BASE, hq=2, hk=1, sq=200, skv=2100, d=64, dv=64, causal=True, bottom_right=True
     ),
+    # Decode over caches long enough for the rows kernel's prefetch two tiles ahead: one head's keys
+    # split in chunks over the threads (each chunk's prefetch stops at its own last key), and a bf16
+    # GQA group whose last tile is short
+    "decode_k5000_chunks_prefetch": replace(BASE, hq=1, hk=1, sq=1, skv=5000, d=64, dv=64),
+    "decode_bf16_gqa_k3001_prefetch": replace(BASE, dt=DT.BFLOAT16, hq=8, hk=2, sq=1, skv=3001, d=128, dv=128),
     # Lengths whose last query block runs in 2-vector panels (a block is 4 panels of 3 vectors: 192
     # queries on AVX-512, 96 on AVX2): 256 ends in 64 queries, 208 in 16 (one panel, half empty),
     # 320 in 128 on AVX-512 (four 32-query panels where 3-vector ones would take 144 lanes).
