@@ -1,12 +1,13 @@
-"""SDPA backward on the CPU engine's bf16 pairs kernel: bf16 q, k, v and dO with head dims that are
-multiples of 32 run the five products on bf16 hardware (P and dS rounded to bf16 for the products that
-take them, the softmax recompute in fp32; sdpa_bwd.inl's pair_item), on each build this CPU has:
-``amx`` (AMX-BF16 tiles) and ``avx512_bf16`` (VDPBF16PS dot products on the same operands). Every
-option of the backward, odd lengths on both sides of the kernel's 32-row steps and the 128-query
-blocks, GQA / MQA (key blocks split over chunks), padding with empty sequences, every bias shape,
-ALiBi, softcapping, huge and -inf masks, BSHD rows, and layouts the kernel does not take (padded rows
-with an odd key stride, a strided head dim), which the AVX-512 build serves. Each against the float64
-reference in NaN-filled guarded buffers (tests/cpu/test_sdpa_backward.run_bwd and
+"""SDPA backward on the CPU engine's bf16 pairs kernel: bf16 q, k, v and dO run the five products on
+bf16 hardware (P and dS rounded to bf16 for the products that take them, the softmax recompute in
+fp32; sdpa_bwd.inl's pair_item), on each build this CPU has: ``amx`` (AMX-BF16 tiles) and
+``avx512_bf16`` (VDPBF16PS dot products on the same operands). Head dims that are multiples of 32 at
+unit last strides are read in place; other head dims (80, odd ones) and layouts its packs cannot read
+(padded rows with an odd key stride, a strided head dim) run on compact copies zero-padded to 32
+(sdpa_bwd.cpp's run_padded_pairs). Every option of the backward, odd lengths on both sides of the
+kernel's 32-row steps and the 128-query blocks, GQA / MQA (key blocks split over chunks), padding with
+empty sequences, every bias shape, ALiBi, softcapping, huge and -inf masks, BSHD rows. Each against
+the float64 reference in NaN-filled guarded buffers (tests/cpu/test_sdpa_backward.run_bwd and
 test_sdpa_softcap.run_backward)."""
 
 from __future__ import annotations
@@ -71,9 +72,18 @@ CASES = {
     "alibi_gqa": replace(BASE, hq=6, hk=3, alibi=True, sq=60, skv=80, causal=True),
     "scale_tensor": replace(BASE, scale_tensor=True),
     "bshd": replace(BASE, layout="bshd", sq=50, skv=70, d=64, dv=32),
-    # layouts the pairs kernel does not take: the AVX-512 build serves them
+    # layouts the pairs kernel's packs do not read in place: run on compact copies
     "padded_rows": replace(BASE, layout="padded", sq=40, skv=45, d=32, dv=32),
     "strided_head_dim": replace(BASE, layout="dstride", sq=40, skv=45, d=32, dv=32),
+    # head dims that are not multiples of 32: zero-padded copies (Phi-2's 80, odd ones, mixed)
+    "d80": replace(BASE, sq=150, skv=129, d=80, dv=80),
+    "d80_gqa_causal_chunks": replace(BASE, hq=4, hk=1, sq=129, skv=300, d=80, dv=80, causal=True),
+    "d37_dv19_padding": replace(BASE, b=2, sq=70, skv=90, d=37, dv=19, padding=True, seq_q=[70, 9], seq_kv=[0, 88]),
+    "d1_dv1": replace(BASE, sq=33, skv=31, d=1, dv=1),
+    "d48_dv80_bias_alibi": replace(BASE, b=2, hq=2, hk=2, sq=65, skv=64, d=48, dv=80, bias="full", alibi=True),
+    "d80_bshd_window": replace(BASE, layout="bshd", sq=100, skv=100, d=80, dv=80, left=20, right=3),
+    "d80_padded_rows": replace(BASE, layout="padded", sq=40, skv=45, d=80, dv=80),
+    "d80_strided_head_dim": replace(BASE, layout="dstride", sq=40, skv=45, d=80, dv=80, causal=True),
 }
 
 
@@ -107,10 +117,10 @@ def pairs_cases(draw: st.DrawFn) -> Case:
         hk=hk,
         sq=sq,
         skv=skv,
-        d=draw(st.sampled_from([32, 64, 96, 128])),
-        dv=draw(st.sampled_from([32, 64, 128])),
+        d=draw(st.sampled_from([32, 64, 96, 128, 16, 37, 80])),
+        dv=draw(st.sampled_from([32, 64, 128, 19, 80])),
         dt=BF16,
-        layout=draw(st.sampled_from(["bhsd", "bhsd", "bshd"])),
+        layout=draw(st.sampled_from(["bhsd", "bhsd", "bshd", "padded", "dstride"])),
         causal=draw(st.booleans()),
         bottom_right=draw(st.booleans()),
         left=draw(st.one_of(st.none(), st.integers(1, 90))),
@@ -129,10 +139,19 @@ def test_backward_hypothesis(pairs_handle: hipdnn.Handle, c: Case, seed: int) ->
     run_bwd(pairs_handle, c, seed)
 
 
-def test_the_pairs_kernel_is_what_runs(pairs_handle: hipdnn.Handle) -> None:
+RUNS_PAIRS = {
+    "in_place": replace(BASE, sq=150, skv=129, d=64, dv=64, causal=True),
+    "d80_copies": replace(BASE, sq=150, skv=129, d=80, dv=80, causal=True),
+    "strided_copies": replace(BASE, layout="dstride", sq=150, skv=129, d=64, dv=64, causal=True),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS_PAIRS))
+def test_the_pairs_kernel_is_what_runs(pairs_handle: hipdnn.Handle, name: str) -> None:
     """Its P and dS are rounded to bf16 for the products that take them: gradients differ from the
-    AVX-512 build's (fp32 P and dS) in some elements, while both pass the float64 check."""
-    c = replace(BASE, sq=150, skv=129, d=64, dv=64, causal=True)
+    AVX-512 build's (fp32 P and dS) in some elements, while both pass the float64 check; so for the
+    calls it takes in place and for those it runs on padded copies."""
+    c = RUNS_PAIRS[name]
     got = run_bwd(pairs_handle, c, seed=3)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HIPDNN_CPU_ISA", "avx512")

@@ -57,6 +57,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -191,18 +192,157 @@ bool bf16_qkvo(const SdpaBwdProblem& p)
     return f.qt == DType::BF16 && f.kt == DType::BF16 && f.vt == DType::BF16 && p.dout_t == DType::BF16;
 }
 
-// Whether a bf16 pairs build takes the call (the AMX build on an AMX plan, the AVX512_BF16 build on
-// an AVX512_BF16 plan, where compiled): bf16 q, k, v and dO with unit last strides, K and V rows an
-// even number of elements apart (its packs move pairs as 32-bit words), and head dims that are
-// multiples of 32 (whole tile steps; layout() sized its scratch).
+// Whether the plan's ISA has a bf16 pairs build compiled in (the AMX build on an AMX plan, the
+// AVX512_BF16 build on an AVX512_BF16 plan).
+bool pairs_built(Isa isa)
+{
+    return (isa == Isa::Amx && bwd_amx::built()) || (isa == Isa::Avx512Bf16 && bwd_avx512bf16::built());
+}
+
+// Whether the tensors meet the pairs kernel's layouts as they are: unit last strides for q, k, v and
+// dO, K and V rows an even number of elements apart (its packs move pairs as 32-bit words), and head
+// dims that are multiples of 32 (whole tile steps).
+bool pairs_layout(const SdpaBwdProblem& p)
+{
+    const SdpaProblem& f = p.fwd;
+    return f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
+           && f.ks.strides[2] % 2 == 0 && f.vs.strides[2] % 2 == 0 && f.qs.dims[3] % 32 == 0
+           && f.vs.dims[3] % 32 == 0;
+}
+
+// Whether a bf16 pairs build takes the call in place (layout() sized its scratch: amx_total).
 bool pairs_serves(const SdpaBwdProblem& p, const Run& r, Isa isa)
 {
-    const bool built = (isa == Isa::Amx && bwd_amx::built()) || (isa == Isa::Avx512Bf16 && bwd_avx512bf16::built());
-    if(!built || r.amx_total == 0)
-        return false;
+    return pairs_built(isa) && r.amx_total != 0 && bf16_qkvo(p) && pairs_layout(p);
+}
+
+// A compact [dims[0]][dims[1]][dims[2]][width] shape.
+Shape compact4(const Shape& like, int64_t width)
+{
+    Shape s;
+    s.rank = 4;
+    s.dims[0] = like.dims[0];
+    s.dims[1] = like.dims[1];
+    s.dims[2] = like.dims[2];
+    s.dims[3] = width;
+    s.strides[3] = 1;
+    s.strides[2] = width;
+    s.strides[1] = like.dims[2] * width;
+    s.strides[0] = like.dims[1] * like.dims[2] * width;
+    return s;
+}
+
+// Rows of the rank-4 tensor at t (shape s, esz bytes an element) to and from a compact copy at c whose
+// rows are wide elements (wide >= s.dims[3]): in, each row's elements then zeros to wide; out, the
+// first s.dims[3] elements of each copy row back into the tensor. A head's rows an item.
+void copy_rows(char* t, const Shape& s, int64_t esz, char* c, int64_t wide, bool in, int nthreads)
+{
+    const int64_t n = s.dims[3], rows = s.dims[2];
+    parallel_items(s.dims[0] * s.dims[1], nthreads, [&](int64_t it, int) {
+        const int64_t i0 = it / s.dims[1], i1 = it % s.dims[1];
+        for(int64_t i2 = 0; i2 < rows; ++i2)
+        {
+            char* row = t + (i0 * s.strides[0] + i1 * s.strides[1] + i2 * s.strides[2]) * esz;
+            char* cr = c + ((it * rows + i2) * wide) * esz;
+            if(s.strides[3] == 1)
+            {
+                if(in)
+                    std::memcpy(cr, row, static_cast<size_t>(n * esz));
+                else
+                    std::memcpy(row, cr, static_cast<size_t>(n * esz));
+            }
+            else
+                for(int64_t e = 0; e < n; ++e)
+                {
+                    if(in)
+                        std::memcpy(cr + e * esz, row + e * s.strides[3] * esz, static_cast<size_t>(esz));
+                    else
+                        std::memcpy(row + e * s.strides[3] * esz, cr + e * esz, static_cast<size_t>(esz));
+                }
+            if(in)
+                std::memset(cr + n * esz, 0, static_cast<size_t>((wide - n) * esz));
+        }
+    });
+}
+
+// A bf16 call the pairs kernel cannot take in place (head dims not multiples of 32, such as 80, or
+// strides its packs cannot read), run by it on copies: q, k, v, o and dO into compact tensors whose
+// head dims are zero-padded to multiples of 32, the gradients computed into such tensors and their
+// first d / dv dims copied out. Zero dims add nothing to the scores, dP or delta = rowsum(dO o), and
+// their own gradients are dropped. The copies cost O((Sq + Skv) (d + dv)) against the kernel's
+// O(Sq Skv (d + dv)); without them such calls widen to fp32 on the AVX-512 kernel (bf16 D = 80,
+// S = 1024 on 2 Zen 4 cores: 0.91x torch's bf16 autograd).
+SdpaBwdStatus run_padded_pairs(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
+                               size_t* alloc_bytes)
+{
     const SdpaProblem& f = p.fwd;
-    return bf16_qkvo(p) && f.qs.strides[3] == 1 && f.ks.strides[3] == 1 && f.vs.strides[3] == 1 && p.dos.strides[3] == 1
-           && f.ks.strides[2] % 2 == 0 && f.vs.strides[2] % 2 == 0;
+    const int64_t dpa = round_to(f.qs.dims[3], 32), dva = round_to(f.vs.dims[3], 32);
+    SdpaBwdProblem q = p; // the padded call
+    struct Part
+    {
+        char* t;       // the tensor (an input's const dropped: inputs are only read)
+        const Shape* s;
+        int64_t esz;
+        int64_t wide;
+        bool in;
+        size_t off = 0;
+    };
+    Part parts[] = {
+        {static_cast<char*>(const_cast<void*>(f.q)), &f.qs, 2, dpa, true},
+        {static_cast<char*>(const_cast<void*>(f.k)), &f.ks, 2, dpa, true},
+        {static_cast<char*>(const_cast<void*>(f.v)), &f.vs, 2, dva, true},
+        {static_cast<char*>(f.o), &f.os, static_cast<int64_t>(dtype_size(f.ot)), dva, true},
+        {static_cast<char*>(const_cast<void*>(p.dout)), &p.dos, 2, dva, true},
+        {static_cast<char*>(p.dq), &p.dqs, static_cast<int64_t>(dtype_size(p.dq_t)), dpa, false},
+        {static_cast<char*>(p.dk), &p.dks, static_cast<int64_t>(dtype_size(p.dk_t)), dpa, false},
+        {static_cast<char*>(p.dv), &p.dvs, static_cast<int64_t>(dtype_size(p.dv_t)), dva, false},
+    };
+    size_t bytes = 0;
+    for(Part& x : parts)
+    {
+        const size_t n = mul_or_zero({static_cast<size_t>(x.s->dims[0]), static_cast<size_t>(x.s->dims[1]),
+                                      static_cast<size_t>(x.s->dims[2]), static_cast<size_t>(x.wide),
+                                      static_cast<size_t>(x.esz)});
+        x.off = bytes;
+        if(n == 0 || __builtin_add_overflow(bytes, align_up(n), &bytes))
+        {
+            *alloc_bytes = std::numeric_limits<size_t>::max();
+            return SdpaBwdStatus::AllocFailed;
+        }
+    }
+    std::unique_ptr<float, FreeDeleter> mem(static_cast<float*>(std::aligned_alloc(kAlign, bytes)));
+    if(!mem)
+    {
+        *alloc_bytes = bytes;
+        return SdpaBwdStatus::AllocFailed;
+    }
+    char* base = reinterpret_cast<char*>(mem.get());
+    for(const Part& x : parts)
+        if(x.in)
+            copy_rows(x.t, *x.s, x.esz, base + x.off, x.wide, true, nthreads);
+    q.fwd.q = base + parts[0].off;
+    q.fwd.k = base + parts[1].off;
+    q.fwd.v = base + parts[2].off;
+    q.fwd.o = base + parts[3].off;
+    q.dout = base + parts[4].off;
+    q.dq = base + parts[5].off;
+    q.dk = base + parts[6].off;
+    q.dv = base + parts[7].off;
+    q.fwd.qs = compact4(f.qs, dpa);
+    q.fwd.ks = compact4(f.ks, dpa);
+    q.fwd.vs = compact4(f.vs, dva);
+    q.fwd.os = compact4(f.os, dva);
+    q.dos = compact4(p.dos, dva);
+    q.dqs = compact4(p.dqs, dpa);
+    q.dks = compact4(p.dks, dpa);
+    q.dvs = compact4(p.dvs, dva);
+    const SdpaBwdStatus st = run_sdpa_bwd(q, scratch, per_thread, nthreads, isa, alloc_bytes);
+    if(st != SdpaBwdStatus::Ok)
+        return st;
+    for(const Part& x : parts)
+        if(!x.in)
+            copy_rows(x.t, *x.s, x.esz, base + x.off, x.wide, false, nthreads);
+    return SdpaBwdStatus::Ok;
 }
 
 } // namespace
@@ -213,7 +353,15 @@ size_t sdpa_bwd_scratch_per_thread(int64_t d, int64_t dv, bool bf16_tensors)
     r.d = d;
     r.dv = dv;
     layout(r, kMaxW, bf16_tensors); // the widest padding covers every instantiation
-    return align_up(static_cast<size_t>(r.total) * sizeof(float));
+    int64_t total = r.total;
+    if(bf16_tensors) // and run_padded_pairs' call at head dims padded to 32
+    {
+        r.d = round_to(std::max<int64_t>(d, 1), 32);
+        r.dv = round_to(std::max<int64_t>(dv, 1), 32);
+        layout(r, kMaxW, true);
+        total = std::max(total, r.total);
+    }
+    return align_up(static_cast<size_t>(total) * sizeof(float));
 }
 
 SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa,
@@ -223,6 +371,10 @@ SdpaBwdStatus run_sdpa_bwd(const SdpaBwdProblem& p, char* scratch, size_t per_th
     // serve the calls pairs_serves names; the AVX-512 build the rest), else 8 (AVX2 or the baseline).
     const Isa which = HIPDNN_BWD_X86 ? isa : Isa::Baseline;
     const int w = isa_has_avx512(which) ? 16 : 8;
+    const Shape& qs = p.fwd.qs;
+    if(pairs_built(which) && bf16_qkvo(p) && !pairs_layout(p) && qs.dims[0] > 0 && qs.dims[1] > 0 && qs.dims[2] > 0
+       && qs.dims[3] > 0 && p.fwd.ks.dims[2] > 0 && p.fwd.vs.dims[3] > 0)
+        return run_padded_pairs(p, scratch, per_thread, nthreads, isa, alloc_bytes);
     Run r;
     r.p = &p;
     r.b = p.fwd.qs.dims[0];
