@@ -34,15 +34,20 @@ import numpy as np
 import hipdnn
 
 
+def io_type(bf16: bool) -> Any:
+    """The numpy type of the cases' q, k, v and o: ml_dtypes' bfloat16 (a test requirement) or fp32."""
+    if not bf16:
+        return np.float32
+    import ml_dtypes
+
+    return ml_dtypes.bfloat16
+
+
 def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int, bf16: bool = False) -> dict[str, Any]:
     io = hipdnn.DataType.BFLOAT16 if bf16 else hipdnn.DataType.FLOAT
     heads = 8
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((1, heads, s, d)).astype(np.float32) for _ in range(3))
-    if bf16:  # numpy arrays of ml_dtypes' bfloat16 (a test requirement)
-        import ml_dtypes
-
-        q, k, v = (x.astype(ml_dtypes.bfloat16) for x in (q, k, v))
+    q, k, v = (rng.standard_normal((1, heads, s, d)).astype(io_type(bf16)) for _ in range(3))
     runs = {}
     for name, path in dirs.items():
         h = hipdnn.Handle(plugin_paths=[path], plugin_loading_mode=hipdnn.PluginLoadingMode.ABSOLUTE)
@@ -85,12 +90,6 @@ def case_rows(dirs: dict[str, Path], s: int, d: int, causal: bool, rounds: int, 
     return row
 
 
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """x (float32) rounded to bfloat16 (nearest even), as uint16 bits."""
-    u = x.astype(np.float32).view(np.uint32)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def decode_rows(
     dirs: dict[str, Path],
     heads: int,
@@ -106,10 +105,8 @@ def decode_rows(
     rng = np.random.default_rng(0)
     qkv = []  # per layer: its own q, K and V (a model's layers each read their own cache)
     for _ in range(layers):
-        q = rng.standard_normal((1, heads, 1, d)).astype(np.float32)
-        k, v = (rng.standard_normal((1, heads, skv, d)).astype(np.float32) for _ in range(2))
-        if bf16:  # the bound calls take pointers: bf16 bits in uint16 arrays
-            q, k, v = (bf16_bits(x) for x in (q, k, v))
+        q = rng.standard_normal((1, heads, 1, d)).astype(io_type(bf16))
+        k, v = (rng.standard_normal((1, heads, skv, d)).astype(io_type(bf16)) for _ in range(2))
         qkv.append((q, k, v))
     calls_of: dict[str, Any] = {}
     outs = []
@@ -133,9 +130,7 @@ def decode_rows(
         layer_outs = []
         layer_ptrs = []
         for q, k, v in qkv:
-            out = (
-                np.full((1, heads, 1, d), 0xFFFF, np.uint16) if bf16 else np.full((1, heads, 1, d), np.nan, np.float32)
-            )
+            out = np.full((1, heads, 1, d), np.nan, np.float32).astype(io_type(bf16))
             layer_ptrs.append([x.ctypes.data for x in (q, k, v, out)])
             bound(layer_ptrs[-1], ws.ctypes.data)
             layer_outs.append(out)

@@ -83,8 +83,13 @@ bool is_amd()
     // (the vendor string is EBX, EDX, ECX: "Auth", "enti", "cAMD")
     return __get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
 }
+} // namespace
+#endif
 
-// What this CPU (and its OS) can run, read once per process, and the build a plan runs by default.
+namespace
+{
+// What this CPU (and its OS) can run, read once per process, and the build a plan runs by default
+// (the baseline elsewhere than x86-64 under GCC / Clang).
 struct IsaSupport
 {
     Isa widest = Isa::Baseline; // every build up to this one runs here
@@ -95,6 +100,7 @@ struct IsaSupport
 IsaSupport read_support()
 {
     IsaSupport r;
+#if defined(__x86_64__) && defined(__GNUC__)
     r.amd = is_amd();
     // __builtin_cpu_supports also checks that the OS saves the ymm / zmm state (XGETBV), which F16C
     // needs as AVX2 does.
@@ -119,6 +125,7 @@ IsaSupport read_support()
         // so an Intel CPU without usable tiles keeps the AVX-512 build unless asked.
         r.preferred = r.amd ? Isa::Avx512Bf16 : Isa::Avx512;
     }
+#endif
     return r;
 }
 
@@ -128,33 +135,20 @@ const IsaSupport& support()
     return s;
 }
 } // namespace
-#endif
 
 Isa isa_best()
 {
-#if defined(__x86_64__) && defined(__GNUC__)
     return support().preferred;
-#else
-    return Isa::Baseline;
-#endif
 }
 
 Isa isa_widest()
 {
-#if defined(__x86_64__) && defined(__GNUC__)
     return support().widest;
-#else
-    return Isa::Baseline;
-#endif
 }
 
 bool cpu_is_amd()
 {
-#if defined(__x86_64__) && defined(__GNUC__)
     return support().amd;
-#else
-    return false;
-#endif
 }
 
 namespace
