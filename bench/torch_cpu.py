@@ -1,7 +1,8 @@
 """hipdnn.torch against torch's own SDPA on CPU tensors, as a model calls them: one attention call at
 decode shapes (Sq = 1, BSHD views, fp32 and bf16), the whole call's wall time per call (hipdnn.torch's host
 work and the CPU engine's kernel), interleaved round by round with torch's, best round of each; and
-hipdnn.torch's own host work (``host``: its Python alone, and the bound call's two forms); and
+hipdnn.torch's own host work (``host``: the whole call, its compiled short path, and the bound call's
+two forms, beside torch's call); and
 calls with an ``attn_mask`` as models pass them (``mask_rows``: an expanded causal mask, key padding
 masks, prefill and decode); and decode attention between torch ops, as a model calls it
 (``between_ops``: on torch's threads or the engine's worker pool).
@@ -42,45 +43,41 @@ def best_us(fns: dict[str, Callable[[], Any]], calls: int, rounds: int) -> dict[
     return {name: t * 1e6 for name, t in best.items()}
 
 
-class _NoLaunch:
-    """Stands in for a plan's bound call: accepts the tensors and launches nothing, so that what is
-    timed is hipdnn.torch's own Python."""
-
-    def call_tensors(self, values: Any, workspace: int) -> bool:
-        return True
-
-
 def host_rows(calls: int, rounds: int) -> dict[str, float]:
-    """hipdnn.torch's host work at a decode shape (8 heads, D 64, 256 keys, BSHD): the whole call
-    with the plan's bound call replaced by one that launches nothing (``python_only_us``), and the
-    bound call's two forms on the real plan (pointers and lists prepared by Python, against the
-    tensors read by the core) with the kernel in both."""
+    """hipdnn.torch's host work at a decode shape (8 heads, D 64, 256 keys, BSHD), each form with the
+    kernel in it: the whole call (``hipdnn_torch``); the compiled short path it takes, called directly
+    (``short_path``); the plan's bound call on tensors it reads itself (``call_tensors``); and the bound
+    call with pointers, shapes and strides gathered beforehand (``bound_call``: the execute core and
+    the engine, no tensor read). ``host_us``: the whole call less the bound call, what hipdnn.torch
+    adds to the engine's call; ``torch``: torch's SDPA on the same tensors."""
     q = torch.randn(1, 1, 8, 64).transpose(1, 2)
     k = torch.randn(1, 256, 8, 64).transpose(1, 2)
-    ht.plan_cache().clear()
+    cache = ht.plan_cache()
+    cache.clear()
     ht.scaled_dot_product_attention(q, k, k)
-    (plan,) = ht.plan_cache().plans()
+    (plan,) = cache.plans()
     o = torch.empty_permuted((1, 8, 1, 64), (0, 2, 1, 3))
     values = [q, k, k, o]
     ws = plan.host_workspace()
     bound = plan.bound
+    ptrs = [t.data_ptr() for t in values]
+    shapes = [tuple(t.shape) for t in values]
+    strides = [tuple(t.stride()) for t in values]
+    short = cache.cpu_calls
     times = best_us(
         {
-            "pointer_form_gathered_in_python": lambda: bound(
-                [t.data_ptr() for t in values], ws, [t.shape for t in values], [t.stride() for t in values]
-            ),
+            "hipdnn_torch": lambda: ht.scaled_dot_product_attention(q, k, k),
+            "short_path": lambda: short(q, k, k, False, None, False, False),
             "call_tensors": lambda: bound.call_tensors(values, ws),
+            "bound_call": lambda: bound(ptrs, ws, shapes, strides),
+            "torch": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, k),
         },
         calls,
         rounds,
     )
-    plan.bound = _NoLaunch()  # type: ignore[assignment]
-    try:
-        times.update(best_us({"python_only": lambda: ht.scaled_dot_product_attention(q, k, k)}, calls, rounds))
-    finally:
-        plan.bound = bound
-        ht.plan_cache().clear()
+    cache.clear()
     row = {f"{name}_us": t for name, t in times.items()}
+    row["host_us"] = times["hipdnn_torch"] - times["bound_call"]
     print(json.dumps(row), flush=True)
     return row
 

@@ -49,6 +49,40 @@ class Binding:
     ) -> None: ...
     def call_tensors(self, tensors: Sequence[Any], workspace: int = 0) -> bool: ...
 
+class SdpaCalls:
+    """hipdnn.torch's compiled short path for attention on plain CPU tensors (sdpa_calls.cpp)."""
+
+    hits: int
+    def __init__(
+        self,
+        tensor_type: type,
+        empty_permuted: Any,
+        is_grad_enabled: Any,
+        cpu_device: Any,
+        layouts: tuple[tuple[int, ...], ...],
+    ) -> None: ...
+    def __call__(
+        self, q: Any, k: Any, v: Any, causal: bool, scale: float | None, enable_gqa: bool, bottom_right: bool
+    ) -> Any: ...
+    def __len__(self) -> int: ...
+    def put(
+        self,
+        binding: Binding,
+        dtype: Any,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        value_dim: int,
+        scale: float,
+        causal: bool,
+        bottom_right: bool,
+        codes: int,
+        cap_b: int,
+        cap_sq: int,
+        cap_skv: int,
+    ) -> None: ...
+    def clear(self) -> None: ...
+
 class Executor:
     plan: PlanCore
     def __init__(
@@ -71,6 +105,7 @@ class Executor:
     def bind(self, uids: Sequence[Any], override_uids: Sequence[Any]) -> Binding: ...
 
 def configure(**settings: Any) -> None: ...
+def thread_workspace(size: int) -> int: ...
 def strides_overlap(dims: Sequence[int], strides: Sequence[int]) -> bool: ...
 def check_buffer(
     resolved: tuple[Any, ...] | None,

@@ -60,9 +60,10 @@ def _load_extension() -> ModuleType:
 
 _core = _load_extension()
 if TYPE_CHECKING:
-    from hipdnn.backend._execute_core import Binding, Executor, Gate, PlanCore
+    from hipdnn.backend._execute_core import Binding, Executor, Gate, PlanCore, SdpaCalls
 else:
     Gate, PlanCore, Executor, Binding = _core.Gate, _core.PlanCore, _core.Executor, _core.Binding
+    SdpaCalls = _core.SdpaCalls
 
 
 def _log_refusal(message: str) -> None:
@@ -107,6 +108,11 @@ configure()
 strides_overlap: Callable[[Sequence[int], Sequence[int]], bool] = _core.strides_overlap
 
 
+#: ``thread_workspace(size) -> int``: this thread's workspace of at least ``size`` bytes (0 for 0),
+#: 64-byte aligned, owned by the core and valid until a larger one is asked for on this thread.
+thread_workspace: Callable[[int], int] = _core.thread_workspace
+
+
 def check_buffer(
     resolved: tuple[Any, ...] | None,
     where: str,
@@ -127,7 +133,9 @@ __all__ = [
     "Executor",
     "Gate",
     "PlanCore",
+    "SdpaCalls",
     "check_buffer",
     "configure",
     "strides_overlap",
+    "thread_workspace",
 ]

@@ -156,8 +156,14 @@ def cached_forward(
     built whose capacity holds the call. Everything the general path checks is either checked here
     or implied by the plan's existence (its key holds q's dtype, device, heads, head dims, the mask
     options and the layouts, and only the general path builds plans); the key is the general path's,
-    so both use the same plans."""
-    if torch.compiler.is_compiling() or type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
+    so both use the same plans. Plain CPU tensors take the compiled short path (``PlanCache.cpu_calls``,
+    the same checks and plans in one step); it leaves other devices to the lines below."""
+    if torch.compiler.is_compiling():
+        return None
+    out = CACHE.cpu_calls(q, k, v, causal, scale, gqa, bottom_right)
+    if out is not NotImplemented:
+        return out  # type: ignore[no-any-return]
+    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
         return None
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return None

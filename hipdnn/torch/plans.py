@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from hipdnn.backend.execute_core import SdpaCalls
 from hipdnn.frontend import (
     DataType,
     DiagonalAlignment,
@@ -416,6 +417,11 @@ class PlanCache:
         self._refused: dict[Hashable, tuple[dict[str, int], str]] = {}
         self._lock = threading.Lock()
         self.counters = Counters()
+        #: the compiled short path of plain CPU attention calls (kernels.cached_forward): every plan
+        #: of such a kind, kept in step with the plans here
+        self.cpu_calls = SdpaCalls(
+            torch.Tensor, torch.empty_permuted, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS
+        )
 
     def run(
         self, key: Hashable, batch: int, sq: int, skv: int, values: Sequence[torch.Tensor], kind: Callable[[], Kind]
@@ -474,7 +480,33 @@ class PlanCache:
                 while len(self._plans) >= MAX_KINDS:
                     del self._plans[next(iter(self._plans))]
             self._plans[key] = new
+            self._sync_cpu_calls()
             return new
+
+    def _sync_cpu_calls(self) -> None:
+        """Hand ``cpu_calls`` every current plan it can serve (with the lock held: plans change only
+        when one is built, so this runs once per build)."""
+        calls = self.cpu_calls
+        calls.clear()
+        for plan in self._plans.values():
+            kind = plan.kind
+            m = kind.masking
+            if (
+                kind.op != "sdpa"
+                or kind.device.type != "cpu"
+                or kind.padding
+                or m.left_bound is not None
+                or m.right_bound is not None
+                or m.softcap is not None
+                or [s.role for s in kind.slots] != ["q", "k", "v", "o"]
+            ):
+                continue
+            q, k, v, _ = kind.slots
+            codes = LAYOUTS.index(q.order) + 6 * LAYOUTS.index(k.order) + 36 * LAYOUTS.index(v.order)
+            calls.put(
+                plan.bound, q.dtype, kind.heads, kind.kv_heads, kind.head_dim, kind.value_dim, m.scale,
+                m.causal, m.bottom_right, codes, plan.cap_b, plan.cap_sq, plan.cap_skv,
+            )  # fmt: skip
 
     def peek(self, key: Hashable) -> Plan | None:
         """``key``'s current plan, if any (no building, no counting)."""
@@ -487,14 +519,17 @@ class PlanCache:
 
     def stats(self) -> CacheStats:
         c = self.counters
+        short = self.cpu_calls.hits  # calls the compiled short path served: hits, each a bound call
         caps = [(describe(p.kind), dict(p.caps)) for p in self.plans()]
-        return CacheStats(c.builds, c.hits, c.bound_calls, caps)
+        return CacheStats(c.builds, c.hits + short, c.bound_calls + short, caps)
 
     def clear(self) -> None:
         """Drop every plan (calls running on one finish on it) and zero the counters."""
         with self._lock:
             self._plans.clear()
             self._refused.clear()
+            self.cpu_calls.clear()
+            self.cpu_calls.hits = 0
             self.counters = Counters()
 
 

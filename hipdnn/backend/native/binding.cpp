@@ -1,4 +1,6 @@
 // Binding: the bound call (g.bind), everything that does not change per call resolved once.
+#include <cstdio>
+
 #include "core.h"
 
 namespace hipdnn_core {
@@ -108,6 +110,24 @@ bool bind_pointer(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObj
                                 : "pointer " + py_repr(p) + " (not aligned to its " + std::to_string(align) +
                                       "-byte elements)";
         raise(kInvalidVariantPack, what + " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
+        return false;
+    }
+    s.buffers[i].uid = bd.uids[i];
+    s.buffers[i].ptr = reinterpret_cast<void*>(v);
+    return true;
+}
+
+// Slot i's pointer from an address read elsewhere (a tensor's data_ptr()): non-zero and aligned to the
+// slot's elements, as bind_pointer asks of an int.
+bool set_pointer(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, uint64_t v) {
+    int align = bd.slot_itemsize[i];
+    if (!v || (align > 1 && v % static_cast<uint64_t>(align) != 0)) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "0x%llx", static_cast<unsigned long long>(v));
+        raise(kInvalidVariantPack, std::string("pointer ") + shown +
+                                       (!v ? " (not an address)"
+                                           : " (not aligned to its " + std::to_string(align) + "-byte elements)") +
+                                       " for " + d.tensors[static_cast<size_t>(bd.slot_tensor[i])].label);
         return false;
     }
     s.buffers[i].uid = bd.uids[i];
@@ -375,6 +395,20 @@ bool read_tensor(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObje
     return true;
 }
 
+PyObject* run_read_call(BindingData& bd, ExecutorData& x, PlanData& d, BoundScratch& s, uint64_t ws);
+
+// A call whose every pointer slot is an override: the scratch's buffers sized and its override set
+// holding the bound uids, each slot's shape and strides left for the caller to read.
+OverrideSet& start_override_call(BindingData& bd, BoundScratch& s) {
+    s.buffers.resize(bd.uids.size());
+    OverrideSet& o = s.overrides;
+    o.clear();
+    o.reset(bd.override_uids.size());
+    std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
+    std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
+    return o;
+}
+
 // Binding.call_tensors(tensors, workspace=0): the bound call for tensors that say where they are (torch
 // tensors: data_ptr(), .shape, .stride()), one per pointer slot in bind order, each one's shape and
 // strides its slot's override (every slot must be bound as an override). True: the call ran. False,
@@ -405,14 +439,18 @@ PyObject* Binding_call_tensors(PyObject* self, PyObject* const* args, Py_ssize_t
                                               std::to_string(PyTuple_GET_SIZE(held)));
     ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
     BoundScratch& s = lease.get();
-    s.buffers.resize(n);
-    OverrideSet& o = s.overrides;
-    o.clear();
-    o.reset(m);
-    std::copy(bd.override_uids.begin(), bd.override_uids.end(), o.uids.begin());
-    std::copy(bd.override_index.begin(), bd.override_index.end(), o.index.begin());
+    start_override_call(bd, s);
     for (size_t i = 0; i < n; ++i)
         if (!read_tensor(bd, d, s, i, PyTuple_GET_ITEM(held, static_cast<Py_ssize_t>(i)))) return nullptr;
+    return run_read_call(bd, x, d, s, ws);
+}
+
+// The end of a call whose every slot is an override, its pointers and overrides read into `s`: False
+// (nothing launched) when a tensor exceeds its declared maximum (dims, or elements addressed), else
+// the overrides checked and the plugin called: True, or nullptr with the error raised.
+PyObject* run_read_call(BindingData& bd, ExecutorData& x, PlanData& d, BoundScratch& s, uint64_t ws) {
+    OverrideSet& o = s.overrides;
+    size_t m = o.size();
     for (size_t k = 0; k < m; ++k) {
         const TensorSpec& t = d.tensors[static_cast<size_t>(o.index[k])];
         const std::vector<int64_t>& dims = o.shapes[k];
@@ -433,6 +471,35 @@ PyObject* Binding_call_tensors(PyObject* self, PyObject* const* args, Py_ssize_t
     if (!r) return nullptr;
     Py_DECREF(r);
     Py_RETURN_TRUE;
+}
+
+bool is_binding(PyObject* o) { return Py_TYPE(o) == &BindingType; }
+
+PyObject* call_bound_read(PyObject* binding, size_t n, const uint64_t* ptrs, const int64_t* const* shapes,
+                          const int64_t* const* strides, const size_t* ranks, uint64_t ws) {
+    BindingData& bd = *reinterpret_cast<Binding*>(binding)->b;
+    ExecutorData& x = *bd.executor->x;
+    PlanData& d = *x.plan->d;
+    size_t m = bd.override_uids.size();
+    if (n != bd.uids.size() || m != n)
+        return raise(kInvalidValue, "a read call needs " + std::to_string(bd.uids.size()) +
+                                        " tensors, every slot bound as an override; got " + std::to_string(n));
+    if (d.workspace_size && !ws)
+        return raise(kInvalidValue, "the plan needs a workspace of " + std::to_string(d.workspace_size) + " bytes");
+    ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
+    BoundScratch& s = lease.get();
+    OverrideSet& o = start_override_call(bd, s);
+    for (size_t i = 0; i < n; ++i) {
+        if (!set_pointer(bd, d, s, i, ptrs[i])) return nullptr;
+        size_t k = bd.slot_override[i];
+        o.shapes[k].assign(shapes[i], shapes[i] + ranks[i]);
+        o.strides[k].assign(strides[i], strides[i] + ranks[i]);
+    }
+    return run_read_call(bd, x, d, s, ws);
+}
+
+uint64_t bound_workspace_size(PyObject* binding) {
+    return reinterpret_cast<Binding*>(binding)->b->executor->x->plan->d->workspace_size;
 }
 
 PyMethodDef Binding_methods[] = {

@@ -410,4 +410,17 @@ bool ready(PyTypeObject& t, const char* name, size_t size, destructor dealloc, n
            PyGetSetDef* getset);
 PyObject* Executor_bind(PyObject* self, PyObject* args);
 
+// -- binding.cpp, for calls read elsewhere (sdpa_calls.cpp) ----------------------------------------
+bool is_binding(PyObject* o);
+// The bound call of `binding` (every slot bound as an override) with, per pointer slot, its address
+// and its rank-ranks[i] shape and strides already read: Py_True it ran; Py_False nothing launched (a
+// tensor exceeds its declared maximum: the caller needs a larger plan); nullptr with the error raised.
+PyObject* call_bound_read(PyObject* binding, size_t n, const uint64_t* ptrs, const int64_t* const* shapes,
+                          const int64_t* const* strides, const size_t* ranks, uint64_t ws);
+uint64_t bound_workspace_size(PyObject* binding);
+// -- sdpa_calls.cpp ---------------------------------------------------------------------------------
+extern PyTypeObject SdpaCallsType;
+bool ready_sdpa_calls_type();
+PyObject* mod_thread_workspace(PyObject* self, PyObject* arg);
+
 }  // namespace hipdnn_core

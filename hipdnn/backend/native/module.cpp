@@ -115,6 +115,8 @@ PyMethodDef module_methods[] = {
     {"configure", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(mod_configure)),
      METH_VARARGS | METH_KEYWORDS, "Hand the core the Python objects it needs (once, at import)."},
     {"check_buffer", mod_check_buffer, METH_VARARGS, "The buffer rule for one Resolved value."},
+    {"thread_workspace", mod_thread_workspace, METH_O,
+     "thread_workspace(size) -> int: this thread's 64-byte aligned workspace of at least size bytes"},
     {"strides_overlap", mod_strides_overlap, METH_VARARGS, "Whether distinct indices of a layout share an element."},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -149,12 +151,13 @@ PyMODINIT_FUNC PyInit__execute_core(void) {
     g.str_is_cpu = PyUnicode_InternFromString("is_cpu");
     g.str_data_ptr = PyUnicode_InternFromString("data_ptr");
     g.str_stride_fn = PyUnicode_InternFromString("stride");
-    if (!ready_plan_types() || !ready_executor_type() || !ready_binding_type()) return nullptr;
+    if (!ready_plan_types() || !ready_executor_type() || !ready_binding_type() || !ready_sdpa_calls_type())
+        return nullptr;
     PyObject* m = PyModule_Create(&module_def);
     if (!m) return nullptr;
-    PyTypeObject* types[] = {&GateType, &PlanCoreType, &ExecutorType, &BindingType};
-    const char* names[] = {"Gate", "PlanCore", "Executor", "Binding"};
-    for (int i = 0; i < 4; ++i) {
+    PyTypeObject* types[] = {&GateType, &PlanCoreType, &ExecutorType, &BindingType, &SdpaCallsType};
+    const char* names[] = {"Gate", "PlanCore", "Executor", "Binding", "SdpaCalls"};
+    for (int i = 0; i < 5; ++i) {
         Py_INCREF(types[i]);
         if (PyModule_AddObject(m, names[i], reinterpret_cast<PyObject*>(types[i])) != 0) {
             Py_DECREF(types[i]);

@@ -1,0 +1,449 @@
+// SdpaCalls: hipdnn.torch's commonest call, attention on plain CPU tensors with no mask tensor, read
+// and run here in one step (rfcs/0010-torch-integration.md, "The compiled short path"). The Python
+// side registers each plan it builds for such calls (its bound call, what it bakes in, its capacity);
+// a call reads its three tensors once, finds the plan, allocates the output through torch and runs
+// the bound call's checked path (call_bound_read). Whatever it does not serve it leaves to the
+// caller's general path, which builds plans, grows them and explains refusals.
+#include <cmath>
+#include <cstdlib>
+
+#include "core.h"
+
+namespace hipdnn_core {
+
+namespace {
+
+struct SdpaEntry {
+    PyObject* binding = nullptr;  // strong references
+    PyObject* dtype = nullptr;
+    int64_t heads = 0, kv_heads = 0, head_dim = 0, value_dim = 0;
+    double scale = 0.0;
+    bool causal = false, bottom_right = false;
+    long codes = 0;  // the inputs' axis orders: q's + 6 k's + 36 v's (plans.order_code)
+    int64_t cap_b = 0, cap_sq = 0, cap_skv = 0;
+};
+
+struct SdpaCallsData {
+    std::vector<SdpaEntry> entries;
+    PyObject* tensor_type = nullptr;     // torch.Tensor (exactly: subclasses take the general path)
+    PyObject* empty_permuted = nullptr;  // torch.empty_permuted
+    PyObject* grad_enabled = nullptr;    // torch.is_grad_enabled
+    PyObject* device = nullptr;          // torch.device("cpu")
+    PyObject* layouts = nullptr;         // plans.LAYOUTS: 6 axis orders, outermost first
+    PyObject* kwnames = nullptr;         // ("dtype", "device")
+    long long hits = 0;
+};
+
+struct SdpaCalls {
+    PyObject_HEAD
+    SdpaCallsData* c;
+    vectorcallfunc vectorcall;
+};
+
+void clear_entries(std::vector<SdpaEntry>& entries) {
+    std::vector<SdpaEntry> old;
+    old.swap(entries);  // emptied before any reference is dropped (a drop may run Python code)
+    for (SdpaEntry& e : old) {
+        Py_XDECREF(e.binding);
+        Py_XDECREF(e.dtype);
+    }
+}
+
+// The workspace of calls on this thread: calls are synchronous, so one buffer per thread serves them
+// all, grown as plans need. Taken after the last Python code of a call has run, so that no nested
+// call on this thread can move it under the plugin.
+struct ThreadWorkspace {
+    void* p = nullptr;
+    size_t size = 0;
+    ~ThreadWorkspace() { std::free(p); }
+};
+thread_local ThreadWorkspace tl_workspace;
+
+uint64_t thread_workspace(uint64_t size) {
+    if (!size) return 0;
+    if (tl_workspace.size < size) {
+        size_t rounded = (static_cast<size_t>(size) + 63) & ~static_cast<size_t>(63);
+        void* p = std::aligned_alloc(64, rounded);
+        if (!p) {
+            PyErr_NoMemory();
+            return 0;
+        }
+        std::free(tl_workspace.p);
+        tl_workspace.p = p;
+        tl_workspace.size = rounded;
+    }
+    return reinterpret_cast<uint64_t>(tl_workspace.p);
+}
+
+// Index into plans.LAYOUTS of a 4-D tensor's axis order: axes 0-2 by stride, larger first, ties by
+// axis index, the last axis innermost (plans.order_code, the same comparisons).
+long order_code(const int64_t* s) {
+    int64_t a = s[0], b = s[1], c = s[2];
+    if (a >= b) return b >= c ? 0 : a >= c ? 1 : 4;
+    return a >= c ? 2 : b >= c ? 3 : 5;
+}
+
+// A torch.Size or stride() tuple of 4 exact ints, read without running Python code.
+bool read4(PyObject* t, int64_t* out) {
+    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) return false;
+    for (Py_ssize_t i = 0; i < 4; ++i) {
+        PyObject* item = PyTuple_GET_ITEM(t, i);
+        if (!PyLong_CheckExact(item)) return false;
+        int overflow = 0;
+        out[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow) return false;
+    }
+    return true;
+}
+
+// Python's own errors from a tensor's accessor (a sparse tensor's stride(), ...) mean "not this
+// path": cleared, so that the general path meets them and explains. Interrupts and MemoryError pass.
+bool passable_error() {
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) || PyErr_ExceptionMatches(PyExc_MemoryError)) return false;
+    PyErr_Clear();
+    return true;
+}
+
+struct Read {
+    int64_t shape[4], stride[4];
+    PyObject* dtype = nullptr;  // borrowed after the read: torch's dtypes are singletons its module holds
+    uint64_t ptr = 0;
+};
+
+// q, k or v: on the CPU (else 0: not served), its shape, strides, dtype and address. -1: an error
+// that must propagate.
+int read_tensor(PyObject* t, Read& r) {
+    PyObject* cpu = PyObject_GetAttr(t, g.str_is_cpu);
+    if (!cpu) return passable_error() ? 0 : -1;
+    bool on_cpu = cpu == Py_True;
+    Py_DECREF(cpu);
+    if (!on_cpu) return 0;
+    PyObject* v = PyObject_GetAttr(t, g.str_shape);
+    if (!v) return passable_error() ? 0 : -1;
+    bool ok = read4(v, r.shape);
+    Py_DECREF(v);
+    if (!ok) return 0;
+    v = PyObject_CallMethodNoArgs(t, g.str_stride_fn);
+    if (!v) return passable_error() ? 0 : -1;
+    ok = read4(v, r.stride);
+    Py_DECREF(v);
+    if (!ok) return 0;
+    v = PyObject_GetAttr(t, g.str_dtype);
+    if (!v) return passable_error() ? 0 : -1;
+    r.dtype = v;
+    Py_DECREF(v);
+    v = PyObject_CallMethodNoArgs(t, g.str_data_ptr);
+    if (!v) return passable_error() ? 0 : -1;
+    r.ptr = PyLong_Check(v) ? PyLong_AsUnsignedLongLong(v) : 0;
+    Py_DECREF(v);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        r.ptr = 0;
+    }
+    return 1;
+}
+
+PyObject* not_served() { Py_RETURN_NONE; }
+
+// calls(q, k, v, causal, scale, enable_gqa, bottom_right) -> the output, None (the general path must
+// serve it: no plan of this kind yet, too long for its capacity, a layout or option this path does not
+// read, gradients wanted), or NotImplemented (q is not a plain CPU tensor: another device's path).
+PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+    SdpaCallsData& c = *reinterpret_cast<SdpaCalls*>(self)->c;
+    if (kwnames || PyVectorcall_NARGS(nargsf) != 7) {
+        PyErr_SetString(PyExc_TypeError, "calls(q, k, v, causal, scale, enable_gqa, bottom_right)");
+        return nullptr;
+    }
+    PyObject *q = args[0], *k = args[1], *v = args[2], *scale_arg = args[4];
+    PyObject* tensor_type = c.tensor_type;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(q)) != tensor_type) Py_RETURN_NOTIMPLEMENTED;
+    Read rq, rk, rv;
+    int got = read_tensor(q, rq);
+    if (got < 0) return nullptr;
+    if (got == 0) Py_RETURN_NOTIMPLEMENTED;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(k)) != tensor_type ||
+        reinterpret_cast<PyObject*>(Py_TYPE(v)) != tensor_type)
+        return not_served();
+    if ((got = read_tensor(k, rk)) <= 0) return got < 0 ? nullptr : not_served();
+    if ((got = read_tensor(v, rv)) <= 0) return got < 0 ? nullptr : not_served();
+    if (rk.dtype != rq.dtype || rv.dtype != rq.dtype) return not_served();
+    // gradients wanted: the autograd path records the call
+    PyObject* grad = PyObject_CallNoArgs(c.grad_enabled);
+    if (!grad) return nullptr;
+    bool grad_on = grad == Py_True;
+    Py_DECREF(grad);
+    if (grad_on) {
+        static PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
+        if (!requires_grad) return nullptr;
+        for (PyObject* t : {q, k, v}) {
+            PyObject* rg = PyObject_GetAttr(t, requires_grad);
+            if (!rg) return passable_error() ? not_served() : nullptr;
+            bool wants = rg == Py_True;
+            Py_DECREF(rg);
+            if (wants) return not_served();
+        }
+    }
+    int64_t b = rq.shape[0], hq = rq.shape[1], sq = rq.shape[2], d = rq.shape[3];
+    int64_t hk = rv.shape[1], skv = rv.shape[2], dv = rv.shape[3];
+    if (rk.shape[0] != b || rv.shape[0] != b || rk.shape[1] != hk || rk.shape[2] != skv || rk.shape[3] != d)
+        return not_served();
+    int gqa = PyObject_IsTrue(args[5]);
+    if (gqa < 0) return nullptr;
+    if (!(hq == hk || (gqa && hk > 0 && hq % hk == 0))) return not_served();
+    if (b <= 0 || hq <= 0 || sq <= 0 || skv <= 0 || d <= 0 || dv <= 0) return not_served();
+    const Read* reads[3] = {&rq, &rk, &rv};
+    for (const Read* r : reads)
+        for (int a = 0; a < 4; ++a)
+            if (r->stride[a] <= 0 || (a == 3 && r->stride[a] != 1)) return not_served();
+    double scale;
+    if (scale_arg == Py_None) {
+        scale = 1.0 / std::sqrt(static_cast<double>(d));  // Python's 1.0 / math.sqrt(d), bit for bit
+    } else if (PyFloat_CheckExact(scale_arg)) {
+        scale = PyFloat_AS_DOUBLE(scale_arg);
+    } else if (PyLong_CheckExact(scale_arg)) {
+        scale = PyLong_AsDouble(scale_arg);
+        if (scale == -1.0 && PyErr_Occurred()) return passable_error() ? not_served() : nullptr;
+    } else {
+        return not_served();
+    }
+    int causal = PyObject_IsTrue(args[3]);
+    int aligned = causal > 0 ? PyObject_IsTrue(args[6]) : 0;
+    if (causal < 0 || aligned < 0) return nullptr;
+    bool bottom_right = aligned > 0;  // the alignment matters only with the causal mask
+    long code_q = order_code(rq.stride);
+    long codes = code_q + 6 * order_code(rk.stride) + 36 * order_code(rv.stride);
+    const SdpaEntry* found = nullptr;
+    for (const SdpaEntry& e : c.entries) {
+        if (e.dtype == rq.dtype && e.heads == hq && e.kv_heads == hk && e.head_dim == d && e.value_dim == dv &&
+            e.scale == scale && e.causal == (causal > 0) && e.bottom_right == bottom_right && e.codes == codes) {
+            found = &e;
+            break;
+        }
+    }
+    if (!found || b > found->cap_b || sq > found->cap_sq || skv > found->cap_skv) return not_served();
+    // Held for the call: torch's allocator below may run Python code that replaces the entry.
+    PyObject* binding = found->binding;
+    Py_INCREF(binding);
+    struct Hold {
+        PyObject* o;
+        ~Hold() { Py_DECREF(o); }
+    } hold_binding{binding};
+    PyObject* size = Py_BuildValue("(LLLL)", static_cast<long long>(b), static_cast<long long>(hq),
+                                   static_cast<long long>(sq), static_cast<long long>(dv));
+    if (!size) return nullptr;
+    PyObject* call_args[4] = {size, PyTuple_GET_ITEM(c.layouts, code_q), rq.dtype, c.device};
+    PyObject* o = PyObject_Vectorcall(c.empty_permuted, call_args, 2, c.kwnames);
+    Py_DECREF(size);
+    if (!o) return nullptr;
+    // The output read as any tensor is, its shape included: what the allocator gave (torch's, or what a
+    // mode put in its place) is what the core checks against the plan, never what was asked for.
+    Read ro;
+    got = reinterpret_cast<PyObject*>(Py_TYPE(o)) == tensor_type ? read_tensor(o, ro) : 0;
+    if (got <= 0 || ro.dtype != rq.dtype) {
+        Py_DECREF(o);
+        return got < 0 ? nullptr : not_served();
+    }
+    uint64_t ws = thread_workspace(bound_workspace_size(binding));  // no Python code runs after this
+    if (PyErr_Occurred()) {
+        Py_DECREF(o);
+        return nullptr;
+    }
+    const Read* slots[4] = {&rq, &rk, &rv, &ro};
+    uint64_t ptrs[4];
+    const int64_t* shapes[4];
+    const int64_t* strides[4];
+    size_t ranks[4] = {4, 4, 4, 4};
+    for (int i = 0; i < 4; ++i) {
+        ptrs[i] = slots[i]->ptr;
+        shapes[i] = slots[i]->shape;
+        strides[i] = slots[i]->stride;
+    }
+    PyObject* ran = call_bound_read(binding, 4, ptrs, shapes, strides, ranks, ws);
+    if (ran != Py_True) {
+        Py_DECREF(o);
+        if (!ran) return nullptr;
+        Py_DECREF(ran);
+        return not_served();  // a view wider than the plan's maximum: the general path grows the kind
+    }
+    Py_DECREF(ran);
+    ++c.hits;
+    return o;
+}
+
+bool read_i64(PyObject* o, int64_t* out, const char* what) {
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "SdpaCalls.put: %s must be an int", what);
+        return false;
+    }
+    *out = PyLong_AsLongLong(o);
+    return !(*out == -1 && PyErr_Occurred());
+}
+
+// put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, codes, cap_b,
+// cap_sq, cap_skv): serve calls of this kind with this bound call (replacing the kind's earlier one).
+PyObject* SdpaCalls_put(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+    SdpaCallsData& c = *reinterpret_cast<SdpaCalls*>(self)->c;
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError,
+                        "put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, "
+                        "codes, cap_b, cap_sq, cap_skv)");
+        return nullptr;
+    }
+    if (!is_binding(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "SdpaCalls.put: binding must be a bound call (Graph.bind)");
+        return nullptr;
+    }
+    SdpaEntry e;
+    const char* names[] = {"heads", "kv_heads", "head_dim", "value_dim"};
+    int64_t* dims[] = {&e.heads, &e.kv_heads, &e.head_dim, &e.value_dim};
+    for (int i = 0; i < 4; ++i)
+        if (!read_i64(args[2 + i], dims[i], names[i])) return nullptr;
+    e.scale = PyFloat_AsDouble(args[6]);
+    if (e.scale == -1.0 && PyErr_Occurred()) return nullptr;
+    e.causal = PyObject_IsTrue(args[7]) == 1;
+    e.bottom_right = e.causal && PyObject_IsTrue(args[8]) == 1;
+    int64_t codes = 0;
+    if (!read_i64(args[9], &codes, "codes")) return nullptr;
+    if (codes < 0 || codes >= 216) {
+        PyErr_SetString(PyExc_ValueError, "SdpaCalls.put: codes must be in [0, 216)");
+        return nullptr;
+    }
+    e.codes = static_cast<long>(codes);
+    if (!read_i64(args[10], &e.cap_b, "cap_b") || !read_i64(args[11], &e.cap_sq, "cap_sq") ||
+        !read_i64(args[12], &e.cap_skv, "cap_skv"))
+        return nullptr;
+    e.binding = args[0];
+    e.dtype = args[1];
+    Py_INCREF(e.binding);
+    Py_INCREF(e.dtype);
+    PyObject *old_binding = nullptr, *old_dtype = nullptr;
+    bool replaced = false;
+    for (SdpaEntry& x : c.entries) {
+        if (x.dtype == e.dtype && x.heads == e.heads && x.kv_heads == e.kv_heads && x.head_dim == e.head_dim &&
+            x.value_dim == e.value_dim && x.scale == e.scale && x.causal == e.causal &&
+            x.bottom_right == e.bottom_right && x.codes == e.codes) {
+            old_binding = x.binding;
+            old_dtype = x.dtype;
+            x = e;
+            replaced = true;
+            break;
+        }
+    }
+    if (!replaced) c.entries.push_back(e);
+    Py_XDECREF(old_binding);
+    Py_XDECREF(old_dtype);
+    Py_RETURN_NONE;
+}
+
+PyObject* SdpaCalls_clear(PyObject* self, PyObject*) {
+    clear_entries(reinterpret_cast<SdpaCalls*>(self)->c->entries);
+    Py_RETURN_NONE;
+}
+
+PyObject* SdpaCalls_get_hits(PyObject* self, void*) {
+    return PyLong_FromLongLong(reinterpret_cast<SdpaCalls*>(self)->c->hits);
+}
+
+int SdpaCalls_set_hits(PyObject* self, PyObject* value, void*) {
+    long long v = value ? PyLong_AsLongLong(value) : -1;
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0) {
+        PyErr_SetString(PyExc_ValueError, "hits is a count (>= 0)");
+        return -1;
+    }
+    reinterpret_cast<SdpaCalls*>(self)->c->hits = v;
+    return 0;
+}
+
+Py_ssize_t SdpaCalls_len(PyObject* self) {
+    return static_cast<Py_ssize_t>(reinterpret_cast<SdpaCalls*>(self)->c->entries.size());
+}
+
+// SdpaCalls(tensor_type, empty_permuted, is_grad_enabled, cpu_device, layouts)
+PyObject* SdpaCalls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+    PyObject *tensor_type, *empty_permuted, *grad_enabled, *device, *layouts;
+    static const char* kw[] = {"tensor_type", "empty_permuted", "is_grad_enabled", "cpu_device", "layouts", nullptr};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOO!", const_cast<char**>(kw), &PyType_Type, &tensor_type,
+                                     &empty_permuted, &grad_enabled, &device, &PyTuple_Type, &layouts))
+        return nullptr;
+    if (PyTuple_GET_SIZE(layouts) != 6) {
+        PyErr_SetString(PyExc_ValueError, "SdpaCalls: layouts must hold the 6 axis orders");
+        return nullptr;
+    }
+    PyObject* kwnames = Py_BuildValue("(ss)", "dtype", "device");
+    if (!kwnames) return nullptr;
+    SdpaCalls* self = reinterpret_cast<SdpaCalls*>(type->tp_alloc(type, 0));
+    if (!self) {
+        Py_DECREF(kwnames);
+        return nullptr;
+    }
+    auto* c = new SdpaCallsData();
+    PyObject* held[] = {tensor_type, empty_permuted, grad_enabled, device, layouts};
+    for (PyObject* o : held) Py_INCREF(o);
+    c->tensor_type = tensor_type;
+    c->empty_permuted = empty_permuted;
+    c->grad_enabled = grad_enabled;
+    c->device = device;
+    c->layouts = layouts;
+    c->kwnames = kwnames;
+    self->c = c;
+    self->vectorcall = SdpaCalls_call;
+    return reinterpret_cast<PyObject*>(self);
+}
+
+void SdpaCalls_dealloc(PyObject* self) {
+    SdpaCallsData* c = reinterpret_cast<SdpaCalls*>(self)->c;
+    if (c) {
+        clear_entries(c->entries);
+        for (PyObject* o : {c->tensor_type, c->empty_permuted, c->grad_enabled, c->device, c->layouts, c->kwnames})
+            Py_XDECREF(o);
+        delete c;
+    }
+    Py_TYPE(self)->tp_free(self);
+}
+
+PyMethodDef SdpaCalls_methods[] = {
+    {"put", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(SdpaCalls_put)), METH_FASTCALL,
+     "put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, codes, cap_b, "
+     "cap_sq, cap_skv): serve this kind's calls with this bound call"},
+    {"clear", SdpaCalls_clear, METH_NOARGS, "Drop every kind."},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef SdpaCalls_getset[] = {
+    {"hits", SdpaCalls_get_hits, SdpaCalls_set_hits, "calls served", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PySequenceMethods SdpaCalls_sequence = {};
+
+}  // namespace
+
+PyTypeObject SdpaCallsType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// thread_workspace(size) -> int: this thread's workspace of at least `size` bytes (0 for 0), 64-byte
+// aligned, valid until a larger one is asked for on this thread.
+PyObject* mod_thread_workspace(PyObject*, PyObject* arg) {
+    unsigned long long size = PyLong_AsUnsignedLongLong(arg);
+    if (size == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return nullptr;
+    uint64_t p = thread_workspace(size);
+    if (PyErr_Occurred()) return nullptr;
+    return PyLong_FromUnsignedLongLong(p);
+}
+
+bool ready_sdpa_calls_type() {
+    SdpaCalls_sequence.sq_length = SdpaCalls_len;
+    SdpaCallsType.tp_call = PyVectorcall_Call;
+    SdpaCallsType.tp_vectorcall_offset = offsetof(SdpaCalls, vectorcall);
+    SdpaCallsType.tp_name = "hipdnn.backend._execute_core.SdpaCalls";
+    SdpaCallsType.tp_basicsize = sizeof(SdpaCalls);
+    SdpaCallsType.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+    SdpaCallsType.tp_new = SdpaCalls_new;
+    SdpaCallsType.tp_dealloc = SdpaCalls_dealloc;
+    SdpaCallsType.tp_methods = SdpaCalls_methods;
+    SdpaCallsType.tp_getset = SdpaCalls_getset;
+    SdpaCallsType.tp_as_sequence = &SdpaCalls_sequence;
+    return PyType_Ready(&SdpaCallsType) == 0;
+}
+
+}  // namespace hipdnn_core
