@@ -85,20 +85,21 @@ def host_rows(calls: int, rounds: int) -> dict[str, float]:
 def mask_rows(calls: int, rounds: int) -> list[dict[str, Any]]:
     """Calls with an ``attn_mask`` as models pass them (fp32, B = 4, H = 8, D = 64, BHSD): a causal
     mask [1, 1, S, S] expanded over the batch and a key padding mask [B, 1, 1, S] (batch b has 128 b
-    keys padded on the left) at S = 512, and the same padding at decode (Sq = 1, 2048 keys, 500 b
-    padded); each as bool and as an additive float mask, the same mask tensor every call as a model's
+    keys padded on the left) at S = 512, and the same padding at decode (Sq = 1, 256 and 2048 keys,
+    S / 4 b padded); each as bool and as an additive float mask, the same mask tensor every call as a model's
     layers pass it (hipdnn.torch converts a boolean one on the first call, then reuses the bias)."""
     rows: list[dict[str, Any]] = []
     b, h, d = 4, 8, 64
     shape: tuple[int, ...]
-    for case, sq, skv in (("causal_expanded", 512, 512), ("padding", 512, 512), ("padding_decode", 1, 2048)):
+    cases = (("causal_expanded", 512, 512), ("padding", 512, 512), ("padding_decode", 1, 256))
+    for case, sq, skv in (*cases, ("padding_decode", 1, 2048)):
         q = torch.randn(b, h, sq, d)
         k, v = torch.randn(b, h, skv, d), torch.randn(b, h, skv, d)
         if case == "causal_expanded":
             src = torch.ones(1, 1, sq, skv, dtype=torch.bool).tril()
             shape = (b, 1, sq, skv)
         else:
-            step = 128 if sq > 1 else 500
+            step = 128 if sq > 1 else skv // 4
             src = (torch.arange(skv)[None, :] >= step * torch.arange(b)[:, None])[:, None, None, :]
             shape = tuple(src.shape)
         for kind in ("bool", "float"):

@@ -60,9 +60,21 @@ class SdpaCalls:
         is_grad_enabled: Any,
         cpu_device: Any,
         layouts: tuple[tuple[int, ...], ...],
+        to_bias: Any,
+        bool_dtype: Any,
+        float32: Any,
     ) -> None: ...
     def __call__(
-        self, q: Any, k: Any, v: Any, causal: bool, scale: float | None, enable_gqa: bool, bottom_right: bool
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        causal: bool,
+        scale: float | None,
+        enable_gqa: bool,
+        bottom_right: bool,
+        mask: Any = None,
+        /,
     ) -> Any: ...
     def __len__(self) -> int: ...
     def put(
@@ -80,6 +92,11 @@ class SdpaCalls:
         cap_b: int,
         cap_sq: int,
         cap_skv: int,
+        bias_dtype: Any = None,
+        bias_batched: bool = False,
+        bias_per_head: bool = False,
+        bias_code: int = 0,
+        /,
     ) -> None: ...
     def clear(self) -> None: ...
 

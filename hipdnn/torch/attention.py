@@ -215,7 +215,7 @@ def scaled_dot_product_attention(
     ``HipdnnError`` (``GRAPH_NOT_SUPPORTED``, with each engine's reason), unless ``set_fallback``
     opted in to running torch's own function for it."""
     if (
-        attn_mask is None
+        (attn_mask is None or type(attn_mask) is torch.Tensor)
         and seq_len_q is None
         and seq_len_kv is None
         and left_bound is None
@@ -226,7 +226,7 @@ def scaled_dot_product_attention(
         and (causal_alignment == "top_left" or causal_alignment == "bottom_right")
     ):
         fast = cached_forward(
-            query, key, value, bool(is_causal), scale, enable_gqa, causal_alignment == "bottom_right"
+            query, key, value, bool(is_causal), scale, enable_gqa, causal_alignment == "bottom_right", attn_mask
         )  # fmt: skip
         if fast is not None:
             return fast
@@ -470,7 +470,7 @@ _bool_masks = _BoolMaskMemo()
 def _bias(
     mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
 ) -> torch.Tensor:
-    """:func:`_additive_bias`, reusing the bias last made from the same boolean mask (``_BoolMaskMemo``).
+    """:func:`additive_bias`, reusing the bias last made from the same boolean mask (``_BoolMaskMemo``).
     Not for inference tensors (they keep no version counter), nor while torch.compile traces (its
     tensors are fakes) or a CUDA graph is being captured (a replay must convert the mask's values of
     that replay)."""
@@ -482,7 +482,7 @@ def _bias(
         and not (mask.is_cuda and torch.cuda.is_current_stream_capturing())
     )
     if not memo:
-        return _additive_bias(mask, query, rank, mode, batch, hq, sq, skv)
+        return additive_bias(mask, query, rank, mode, batch, hq, sq, skv)
     # (on a GPU the stream too: the bias was made in one stream's order, and another may run ahead of it)
     stream = torch.cuda.current_stream(mask.device).stream_id if mask.is_cuda else 0
     key = (
@@ -492,12 +492,12 @@ def _bias(
     entry = _bool_masks.entry
     if entry is not None and entry.bias is not None and entry.source() is mask and entry.key == key:
         return entry.bias
-    bias = _additive_bias(mask, query, rank, mode, batch, hq, sq, skv)
+    bias = additive_bias(mask, query, rank, mode, batch, hq, sq, skv)
     _bool_masks.entry = _MaskEntry(mask, key, bias)
     return bias
 
 
-def _additive_bias(
+def additive_bias(
     mask: torch.Tensor, query: torch.Tensor, rank: int, mode: str, batch: Sequence[int], hq: int, sq: int, skv: int
 ) -> torch.Tensor:
     """attn_mask as hipdnn's additive bias [B|1, Hq|1, Sq|1, Skv|1] on the CPU (its engine broadcasts

@@ -148,22 +148,32 @@ def attention_forward(
 
 
 def cached_forward(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float | None, gqa: bool, bottom_right: bool
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    causal: bool,
+    scale: float | None,
+    gqa: bool,
+    bottom_right: bool,
+    mask: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
-    """The output of the commonest call, or None to have the general path serve it: plain 4-D
-    tensors read in place (last dim contiguous, no stride 0), no mask tensor, lengths, band or
-    statistics, no gradient wanted, not under ``torch.compile``, and a plan of this kind already
-    built whose capacity holds the call. Everything the general path checks is either checked here
-    or implied by the plan's existence (its key holds q's dtype, device, heads, head dims, the mask
-    options and the layouts, and only the general path builds plans); the key is the general path's,
-    so both use the same plans. Plain CPU tensors take the compiled short path (``PlanCache.cpu_calls``,
-    the same checks and plans in one step); it leaves other devices to the lines below."""
+    """The output of the commonest calls, or None to have the general path serve them: plain 4-D
+    tensors read in place (last dim contiguous, no stride 0), no lengths, band or statistics, no
+    gradient wanted, not under ``torch.compile``, and a plan of this kind already built whose
+    capacity holds the call. Everything the general path checks is either checked here or implied by
+    the plan's existence (its key holds q's dtype, device, heads, head dims, the mask options and the
+    layouts, and only the general path builds plans); both use the same plans.
+
+    Plain CPU tensors take the compiled short path (``PlanCache.cpu_calls``: the same checks and plans
+    in one step), which also serves a 4-D ``attn_mask`` (``mask``) as models pass one: additive, read
+    in place, or boolean, converted once while the same mask comes back. Tensors on other devices take
+    the lines below, without a mask."""
     if torch.compiler.is_compiling():
         return None
-    out = CACHE.cpu_calls(q, k, v, causal, scale, gqa, bottom_right)
+    out = CACHE.cpu_calls(q, k, v, causal, scale, gqa, bottom_right, mask)
     if out is not NotImplemented:
         return out  # type: ignore[no-any-return]
-    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
+    if mask is not None or type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor:
         return None
     if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
         return None

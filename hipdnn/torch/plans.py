@@ -420,8 +420,9 @@ class PlanCache:
         #: the compiled short path of plain CPU attention calls (kernels.cached_forward): every plan
         #: of such a kind, kept in step with the plans here
         self.cpu_calls = SdpaCalls(
-            torch.Tensor, torch.empty_permuted, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS
-        )
+            torch.Tensor, torch.empty_permuted, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS,
+            _mask_bias, torch.bool, torch.float32,
+        )  # fmt: skip
 
     def run(
         self, key: Hashable, batch: int, sq: int, skv: int, values: Sequence[torch.Tensor], kind: Callable[[], Kind]
@@ -498,14 +499,18 @@ class PlanCache:
                 or m.left_bound is not None
                 or m.right_bound is not None
                 or m.softcap is not None
-                or [s.role for s in kind.slots] != ["q", "k", "v", "o"]
+                or [s.role for s in kind.slots] not in (["q", "k", "v", "o"], ["q", "k", "v", "bias", "o"])
             ):
                 continue
-            q, k, v, _ = kind.slots
+            q, k, v = kind.slots[:3]
             codes = LAYOUTS.index(q.order) + 6 * LAYOUTS.index(k.order) + 36 * LAYOUTS.index(v.order)
+            # the additive bias slot, when the kind has one: its type, batch and head axes, axis order
+            bias = kind.slots[3] if len(kind.slots) == 5 else None
             calls.put(
                 plan.bound, q.dtype, kind.heads, kind.kv_heads, kind.head_dim, kind.value_dim, m.scale,
                 m.causal, m.bottom_right, codes, plan.cap_b, plan.cap_sq, plan.cap_skv,
+                None if bias is None else bias.dtype, bias is not None and bias.dims[0] != 1,
+                bias is not None and bias.dims[1] != 1, 0 if bias is None else LAYOUTS.index(bias.order),
             )  # fmt: skip
 
     def peek(self, key: Hashable) -> Plan | None:
@@ -550,6 +555,15 @@ def _grown_floors(
             max(f, next_capacity(st, 1)) if n > 1 else f for f, st, n in zip(floors[i], strides[i], shapes[i])
         )
     return tuple(grown)
+
+
+def _mask_bias(mask: torch.Tensor, query: torch.Tensor, b: int, hq: int, sq: int, skv: int) -> torch.Tensor:
+    """A boolean ``attn_mask`` [B|1, Hq|1, Sq|1, Skv|1] of a 4-D call as the additive bias its plan takes:
+    the general path's conversion, for ``PlanCache.cpu_calls`` (which remembers the result while the
+    same mask comes back unmodified)."""
+    from hipdnn.torch.attention import additive_bias  # (attention imports this module)
+
+    return additive_bias(mask, query, 4, "4d", (b,), hq, sq, skv)
 
 
 # -- handles and streams ------------------------------------------------------------------------

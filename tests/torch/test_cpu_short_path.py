@@ -6,7 +6,9 @@ an allocator or a caller hands it must never make the engine read or write outsi
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +23,7 @@ torch = pytest.importorskip("torch", reason="hipdnn.torch needs PyTorch (pip ins
 import hipdnn.torch as ht  # noqa: E402
 from hipdnn.backend.execute_core import SdpaCalls, thread_workspace  # noqa: E402
 from hipdnn.frontend import HipdnnError  # noqa: E402
-from hipdnn.torch.plans import LAYOUTS  # noqa: E402
+from hipdnn.torch.plans import LAYOUTS, _mask_bias  # noqa: E402
 
 TOL = {torch.float32: 2e-5, torch.bfloat16: 3e-2, torch.float16: 4e-3}
 
@@ -31,8 +33,10 @@ def nan_empty(size: Any, layout: Any, *, dtype: Any, device: Any) -> Any:
     return torch.empty_permuted(size, layout, dtype=dtype, device=device).fill_(float("nan"))
 
 
-def table(allocate: Callable[..., Any]) -> Any:
-    return SdpaCalls(torch.Tensor, allocate, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS)
+def table(allocate: Callable[..., Any], to_bias: Callable[..., Any] = _mask_bias) -> Any:
+    return SdpaCalls(
+        torch.Tensor, allocate, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS, to_bias, torch.bool, torch.float32
+    )
 
 
 @pytest.fixture
@@ -163,21 +167,23 @@ def test_generated_calls(
 
 
 def test_the_table_follows_the_cache(cache: ht.PlanCache) -> None:
-    """Only kinds the short path can serve are in it (no mask tensor, band, softcap, statistics);
-    a grown kind replaces its entry; clear() empties it and zeroes its count, which stats() adds."""
+    """Only kinds the short path can serve are in it (an additive mask, but no band, softcap,
+    lengths or statistics); a grown kind replaces its entry; clear() empties it and zeroes its count,
+    which stats() adds."""
     q, k = torch.randn(1, 2, 1, 16), torch.randn(1, 2, 40, 16)
     ht.scaled_dot_product_attention(q, k, k)
     assert len(cache.cpu_calls) == 1
-    ht.scaled_dot_product_attention(q, k, k, attn_mask=torch.ones(1, 40, dtype=torch.bool))
+    ht.scaled_dot_product_attention(q, k, k, attn_mask=torch.ones(1, 1, 1, 40, dtype=torch.bool))
     ht.scaled_dot_product_attention(q, k, k, left_bound=3, is_causal=True)
     ht.scaled_dot_product_attention(q, k, k, softcap=5.0)
     ht.scaled_dot_product_attention(q, k, k, return_lse=True)
-    assert len(cache.stats().capacities) == 5 and len(cache.cpu_calls) == 1
+    ht.scaled_dot_product_attention(q, k, k, seq_len_kv=torch.tensor([30]))
+    assert len(cache.stats().capacities) == 6 and len(cache.cpu_calls) == 2
     ht.scaled_dot_product_attention(q, k, k, is_causal=True)
-    assert len(cache.cpu_calls) == 2
+    assert len(cache.cpu_calls) == 3
     before = cache.stats()
     ht.scaled_dot_product_attention(q, torch.randn(1, 2, 500, 16), torch.randn(1, 2, 500, 16))  # grows
-    assert len(cache.cpu_calls) == 2 and cache.stats().builds == before.builds + 1
+    assert len(cache.cpu_calls) == 3 and cache.stats().builds == before.builds + 1
     ht.scaled_dot_product_attention(q, k, k)
     after = cache.stats()
     assert cache.cpu_calls.hits == 1 and after.hits == before.hits + 1
@@ -268,7 +274,7 @@ def test_misuse_of_the_table_is_a_clear_error(cache: ht.PlanCache) -> None:
     with pytest.raises(TypeError):
         calls(q, q, q)
     with pytest.raises(TypeError):
-        calls(q, q, q, False, None, False, False, None)
+        calls(q, q, q, False, None, False, False, None, None)
     with pytest.raises(TypeError, match="bound call"):
         calls.put(object(), torch.float32, 2, 2, 8, 8, 0.5, False, False, 0, 1, 16, 16)
     with pytest.raises(TypeError):
@@ -276,15 +282,21 @@ def test_misuse_of_the_table_is_a_clear_error(cache: ht.PlanCache) -> None:
     with pytest.raises(ValueError):
         calls.hits = -1
     with pytest.raises(TypeError):
-        SdpaCalls(torch.Tensor, None, None, None, "not a tuple")
+        SdpaCalls(torch.Tensor, None, None, None, "not a tuple", None, None, None)
+    with pytest.raises(TypeError):
+        SdpaCalls(torch.Tensor, None, None, None, LAYOUTS)  # too few
     with pytest.raises(ValueError):
-        SdpaCalls(torch.Tensor, None, None, None, ((0, 1, 2, 3),))
+        SdpaCalls(torch.Tensor, None, None, None, ((0, 1, 2, 3),), None, None, None)
     ht.scaled_dot_product_attention(q, q, q)
     (plan,) = cache.plans()
     with pytest.raises(ValueError, match="codes"):
         calls.put(plan.bound, torch.float32, 2, 2, 8, 8, 0.5, False, False, 216, 1, 16, 16)
     with pytest.raises(TypeError, match="heads"):
         calls.put(plan.bound, torch.float32, "2", 2, 8, 8, 0.5, False, False, 0, 1, 16, 16)
+    with pytest.raises(ValueError, match="bias_code"):
+        calls.put(plan.bound, torch.float32, 2, 2, 8, 8, 0.5, False, False, 0, 1, 16, 16, torch.float32, 0, 0, 6)
+    with pytest.raises(TypeError):
+        calls.put(plan.bound, torch.float32, 2, 2, 8, 8, 0.5, False, False, 0, 1, 16, 16, torch.float32)
 
 
 def test_threads_growing_one_kind(cache: ht.PlanCache) -> None:
@@ -325,3 +337,169 @@ def test_thread_workspace() -> None:
     assert other and other[0] % 64 == 0
     with pytest.raises((OverflowError, TypeError)):
         thread_workspace(-1)
+
+
+# -- attention masks -------------------------------------------------------------------------------
+
+
+def _mask_reference(q: Any, k: Any, v: Any, mask: Any, causal: bool = False) -> Any:
+    sq, skv = q.shape[2], k.shape[2]
+    if mask.dtype == torch.bool:
+        keep = mask.expand(q.shape[0], q.shape[1], sq, skv)
+        if causal:
+            keep = keep & visible(sq, skv, causal=True)
+        return reference(q, k, v, keep)[0]
+    return reference(q, k, v, visible(sq, skv, causal=True) if causal else None, bias=mask)[0]
+
+
+MASKS = {
+    # name: (b, hq, sq, skv) -> mask
+    "padding [B,1,1,S]": lambda b, h, sq, skv, g: torch.rand(b, 1, 1, skv, generator=g) > 0.2,
+    "transformers [B,1,Sq,S] expanded": lambda b, h, sq, skv, g: (torch.rand(1, 1, sq, skv, generator=g) > 0.3).expand(
+        b, 1, sq, skv
+    ),
+    "per head [B,H,Sq,S]": lambda b, h, sq, skv, g: torch.rand(b, h, sq, skv, generator=g) > 0.3,
+    "one row [1,1,1,S]": lambda b, h, sq, skv, g: torch.rand(1, 1, 1, skv, generator=g) > 0.5,
+    "key axis broadcast [B,1,Sq,1]": lambda b, h, sq, skv, g: torch.rand(b, 1, sq, 1, generator=g) > 0.2,
+}
+
+
+@pytest.mark.parametrize("name", list(MASKS))
+@pytest.mark.parametrize("kind", ["bool", "float", "float32 for bf16"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_masked_calls_are_served(nan_cache: ht.PlanCache, name: str, kind: str, causal: bool) -> None:
+    """Masks as models pass them, boolean (converted once) and additive (read in place), served from
+    the second call on; rows left with no key give zeros, as torch's do."""
+    dtype = torch.bfloat16 if kind == "float32 for bf16" else torch.float32
+    b, h, sq, skv, d = 2, 4, 5, 37, 32
+    for n in range(3):
+        g = torch.Generator().manual_seed(n)
+        q = make((b, h, sq, d), "bshd", dtype, 10 * n)
+        k, v = (make((b, h, skv, d), "bshd", dtype, 10 * n + i) for i in (1, 2))
+        keep = MASKS[name](b, h, sq, skv, g)
+        mask = keep if kind == "bool" else torch.zeros(keep.shape).masked_fill(~keep, float("-inf"))
+        if kind == "float":
+            mask = mask + torch.randn(mask.shape, generator=g) * keep  # a bias, not only 0 / -inf
+        if name.endswith("expanded"):
+            mask = mask.expand(b, 1, sq, skv)
+        hits = nan_cache.cpu_calls.hits
+        o = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+        if n:
+            assert nan_cache.cpu_calls.hits == hits + 1
+        assert not o.isnan().any()
+        want = _mask_reference(q, k, v, mask, causal)
+        assert torch.allclose(o.double(), want, atol=TOL[dtype] * 3, rtol=TOL[dtype])
+
+
+def test_a_boolean_mask_is_converted_once_and_never_outlives_itself(cache: ht.PlanCache) -> None:
+    """The memo: one conversion while the same mask comes back unmodified; an in-place change, another
+    mask or another call shape converts again; the bias dies with its mask."""
+    made: list[Any] = []
+
+    def counting(mask: Any, query: Any, b: int, hq: int, sq: int, skv: int) -> Any:
+        bias = _mask_bias(mask, query, b, hq, sq, skv)
+        made.append(weakref.ref(bias))
+        return bias
+
+    cache.cpu_calls = table(torch.empty_permuted, counting)
+    q, k, v = torch.randn(2, 4, 1, 16), torch.randn(2, 4, 50, 16), torch.randn(2, 4, 50, 16)
+    mask = torch.rand(2, 1, 1, 50) > 0.3
+    ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # builds the plan (general path)
+    cache._sync_cpu_calls()
+    for _ in range(4):  # layer after layer
+        o = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert len(made) == 1 and cache.cpu_calls.hits == 4
+    assert torch.allclose(o.double(), _mask_reference(q, k, v, mask), atol=2e-5)
+    mask[0, 0, 0, :10] = False  # in place: the version counter moves
+    o = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert len(made) == 2 and torch.allclose(o.double(), _mask_reference(q, k, v, mask), atol=2e-5)
+    view = mask[..., :40]
+    o = ht.scaled_dot_product_attention(q, k[:, :, :40], v[:, :, :40], attn_mask=view)  # another tensor and length
+    assert len(made) == 3 and cache.cpu_calls.hits == 6
+    assert torch.allclose(o.double(), _mask_reference(q, k[:, :, :40], v[:, :, :40], view), atol=2e-5)
+    assert made[-1]() is not None
+    del view
+    gc.collect()
+    assert made[-1]() is None, "the bias outlived its mask"
+    for _ in range(3):  # new masks, perhaps at the dead one's address: each converted, each right
+        fresh = torch.rand(2, 1, 1, 50) > 0.5
+        o = ht.scaled_dot_product_attention(q, k, v, attn_mask=fresh)
+        assert torch.allclose(o.double(), _mask_reference(q, k, v, fresh), atol=2e-5)
+        del fresh
+    assert len(made) == 6
+    with torch.inference_mode():
+        frozen = torch.rand(2, 1, 1, 50) > 0.5  # an inference tensor: no version counter, no memo
+    for _ in range(2):
+        o = ht.scaled_dot_product_attention(q, k, v, attn_mask=frozen)
+        assert torch.allclose(o.double(), _mask_reference(q, k, v, frozen), atol=2e-5)
+    assert len(made) == 8
+    cache.cpu_calls.clear()
+    gc.collect()
+    assert all(r() is None for r in made)
+
+
+def test_masks_it_leaves_to_the_general_path(cache: ht.PlanCache) -> None:
+    q, k, v = torch.randn(2, 4, 3, 16), torch.randn(2, 4, 50, 16), torch.randn(2, 4, 50, 16)
+    bias = torch.randn(2, 1, 3, 50)
+    ht.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    for mask in (
+        torch.randn(3, 50),  # 2-D: broadcast by the general path
+        torch.randn(2, 1, 50, 3).transpose(-1, -2),  # key axis strided: the general path reads a copy
+        torch.randn(2, 1, 3, 50).as_subclass(type("Sub", (torch.Tensor,), {})),
+    ):
+        o = _unserved(cache, q, k, v, attn_mask=mask)
+        assert torch.allclose(o.double(), reference(q, k, v, bias=mask.as_subclass(torch.Tensor))[0], atol=2e-5)
+    for mask, error in (
+        (torch.randn(2, 1, 3, 50, dtype=torch.float64), "float64"),
+        (torch.randn(2, 1, 3, 49), "broadcast"),
+        (torch.randn(2, 1, 3, 50, device="meta"), "meta"),
+        (torch.randn(2, 1, 3, 50, requires_grad=True), "requires grad"),
+    ):
+        with pytest.raises(HipdnnError, match=error):
+            _unserved(cache, q, k, v, attn_mask=mask)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    b=st.integers(1, 3),
+    h=st.integers(1, 3),
+    sq=st.sampled_from([1, 2, 9]),
+    skv=st.sampled_from([1, 5, 37]),
+    full=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+    expanded=st.booleans(),
+    kind=st.sampled_from(["bool", "float"]),
+    causal=st.booleans(),
+    permute=st.sampled_from([(0, 1, 2, 3), (1, 0, 2, 3), (2, 1, 0, 3), (0, 2, 1, 3)]),
+    seed=st.integers(0, 1000),
+)
+def test_generated_masks(
+    b: int, h: int, sq: int, skv: int, full: Any, expanded: bool, kind: str, causal: bool, permute: Any, seed: int
+) -> None:
+    """Masks of every broadcast pattern, stored in any order of their outer axes, expanded or not,
+    against float64: what the short path serves and what it leaves alike."""
+    cache = ht.plan_cache()
+    cache.clear()
+    cache.cpu_calls = table(nan_empty)
+    try:
+        g = torch.Generator().manual_seed(seed)
+        scores = (b, h, sq, skv)
+        shape = tuple(n if f else 1 for n, f in zip(scores, full))
+        stored = torch.rand(tuple(shape[p] for p in permute), generator=g).permute(*_inverse(permute))
+        keep = stored > 0.3
+        mask = keep if kind == "bool" else torch.randn(shape, generator=g).masked_fill(~keep, float("-inf"))
+        if expanded:
+            mask = mask.expand(scores)
+        q, k, v = (torch.randn(s, generator=g) for s in ((b, h, sq, 8), (b, h, skv, 8), (b, h, skv, 8)))
+        for _ in range(2):
+            o = ht.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+            assert not o.isnan().any()
+            assert torch.allclose(o.double(), _mask_reference(q, k, v, mask, causal), atol=3e-5)
+    finally:
+        cache.clear()
+
+
+def _inverse(p: Any) -> list[int]:
+    out = [0] * len(p)
+    for i, a in enumerate(p):
+        out[a] = i
+    return out

@@ -1,9 +1,9 @@
-// SdpaCalls: hipdnn.torch's commonest call, attention on plain CPU tensors with no mask tensor, read
-// and run here in one step (rfcs/0010-torch-integration.md, "The compiled short path"). The Python
-// side registers each plan it builds for such calls (its bound call, what it bakes in, its capacity);
-// a call reads its three tensors once, finds the plan, allocates the output through torch and runs
-// the bound call's checked path (call_bound_read). Whatever it does not serve it leaves to the
-// caller's general path, which builds plans, grows them and explains refusals.
+// SdpaCalls: hipdnn.torch's commonest calls, attention on plain CPU tensors with no mask tensor or an
+// attn_mask as models pass one, read and run here in one step (rfcs/0010-torch-integration.md, "The
+// short path"). The Python side registers each plan it builds for such calls (its bound call, what it
+// bakes in, its capacity); a call reads its tensors once, finds the plan, allocates the output through
+// torch and runs the bound call's checked path (call_bound_read). Whatever it does not serve it leaves
+// to the caller's general path, which builds plans, grows them and explains refusals.
 #include <cmath>
 #include <cstdlib>
 
@@ -21,6 +21,33 @@ struct SdpaEntry {
     bool causal = false, bottom_right = false;
     long codes = 0;  // the inputs' axis orders: q's + 6 k's + 36 v's (plans.order_code)
     int64_t cap_b = 0, cap_sq = 0, cap_skv = 0;
+    // the additive bias slot [B|1, Hq|1, Sq|1, Skv|1], when the kind has one: its element type (a
+    // strong reference; null: no bias), whether it has a batch and a head axis, its axis order
+    PyObject* bias_dtype = nullptr;
+    bool bias_batched = false, bias_per_head = false;
+    long bias_code = 0;
+
+    bool same_kind(const SdpaEntry& o) const {
+        return dtype == o.dtype && heads == o.heads && kv_heads == o.kv_heads && head_dim == o.head_dim &&
+               value_dim == o.value_dim && scale == o.scale && causal == o.causal && bottom_right == o.bottom_right &&
+               codes == o.codes && bias_dtype == o.bias_dtype &&
+               (!bias_dtype || (bias_batched == o.bias_batched && bias_per_head == o.bias_per_head &&
+                                bias_code == o.bias_code));
+    }
+};
+
+// The additive bias last made from a boolean mask, handed out again while the same tensor comes back
+// unmodified for the same call shape: transformers gives one mask to every layer of a forward. The
+// mask's version counter (bumped by every in-place change) is part of the key, and the mask is held
+// by a weak reference whose callback drops the bias the moment the mask dies (a long context's bias
+// must not outlive its mask), so a dead mask is never matched by a new tensor at its address.
+struct MaskMemo {
+    PyObject* ref = nullptr;   // weak reference to the mask (its callback clears the memo)
+    PyObject* bias = nullptr;  // strong reference
+    long long version = 0;
+    uint64_t ptr = 0;
+    int64_t shape[4] = {}, stride[4] = {}, scores[4] = {};
+    PyObject* query_dtype = nullptr;  // borrowed: a torch dtype singleton
 };
 
 struct SdpaCallsData {
@@ -31,6 +58,10 @@ struct SdpaCallsData {
     PyObject* device = nullptr;          // torch.device("cpu")
     PyObject* layouts = nullptr;         // plans.LAYOUTS: 6 axis orders, outermost first
     PyObject* kwnames = nullptr;         // ("dtype", "device")
+    PyObject* to_bias = nullptr;         // to_bias(mask, query, b, hq, sq, skv): a boolean mask's additive bias
+    PyObject* bool_dtype = nullptr;      // torch.bool
+    PyObject* float32 = nullptr;         // torch.float32 (a float mask may be it whatever q's type)
+    MaskMemo memo;
     long long hits = 0;
 };
 
@@ -40,13 +71,24 @@ struct SdpaCalls {
     vectorcallfunc vectorcall;
 };
 
+void drop_entry(SdpaEntry& e) {
+    Py_XDECREF(e.binding);
+    Py_XDECREF(e.dtype);
+    Py_XDECREF(e.bias_dtype);
+}
+
 void clear_entries(std::vector<SdpaEntry>& entries) {
     std::vector<SdpaEntry> old;
     old.swap(entries);  // emptied before any reference is dropped (a drop may run Python code)
-    for (SdpaEntry& e : old) {
-        Py_XDECREF(e.binding);
-        Py_XDECREF(e.dtype);
-    }
+    for (SdpaEntry& e : old) drop_entry(e);
+}
+
+void clear_memo(MaskMemo& m) {
+    PyObject* ref = m.ref;
+    PyObject* bias = m.bias;
+    m.ref = m.bias = nullptr;  // cleared before the drops, which may run Python code
+    Py_XDECREF(ref);
+    Py_XDECREF(bias);
 }
 
 // The workspace of calls on this thread: calls are synchronous, so one buffer per thread serves them
@@ -145,16 +187,169 @@ int read_tensor(PyObject* t, Read& r) {
 
 PyObject* not_served() { Py_RETURN_NONE; }
 
-// calls(q, k, v, causal, scale, enable_gqa, bottom_right) -> the output, None (the general path must
-// serve it: no plan of this kind yet, too long for its capacity, a layout or option this path does not
-// read, gradients wanted), or NotImplemented (q is not a plain CPU tensor: another device's path).
+// An owned reference, dropped at scope exit.
+struct Owned {
+    PyObject* o = nullptr;
+    ~Owned() { Py_XDECREF(o); }
+};
+
+// Each expanded axis (stride 0, longer than 1) narrowed to length 1, as hipdnn.torch's _unexpanded
+// does: its values are equal along that axis, so the engine's broadcast brings them back; then every
+// length-1 axis gets stride 1 (a length-1 axis may keep stride 0, which a plan refuses). Strides stay
+// as they are when none is 0, so the axis order read from them is the general path's.
+void unexpand(Read& r) {
+    bool zero = false;
+    for (int a = 0; a < 4; ++a) zero = zero || r.stride[a] == 0;
+    if (!zero) return;
+    for (int a = 0; a < 4; ++a) {
+        if (r.stride[a] == 0) r.shape[a] = 1;
+        if (r.shape[a] == 1) r.stride[a] = 1;
+    }
+}
+
+// The memo's bias for this boolean mask and call shape, as a new reference, or null (not held, or the
+// mask or the call differ).
+PyObject* memo_lookup(SdpaCallsData& c, PyObject* mask, const Read& rm, long long version, PyObject* query_dtype,
+                      const int64_t* scores) {
+    MaskMemo& m = c.memo;
+    if (!m.ref || !m.bias || m.version != version || m.ptr != rm.ptr || m.query_dtype != query_dtype) return nullptr;
+    for (int a = 0; a < 4; ++a)
+        if (m.shape[a] != rm.shape[a] || m.stride[a] != rm.stride[a] || m.scores[a] != scores[a]) return nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject* alive = nullptr;
+    if (PyWeakref_GetRef(m.ref, &alive) < 0) {
+        PyErr_Clear();
+        return nullptr;
+    }
+    Py_XDECREF(alive);  // only its identity is compared
+#else
+    PyObject* alive = PyWeakref_GetObject(m.ref);
+#endif
+    if (alive != mask) return nullptr;
+    Py_INCREF(m.bias);
+    return m.bias;
+}
+
+PyObject* memo_dropped(PyObject* self, PyObject* ref);
+PyMethodDef memo_dropped_def = {"memo_dropped", memo_dropped, METH_O, nullptr};
+
+void memo_store(PyObject* self, SdpaCallsData& c, PyObject* mask, const Read& rm, long long version,
+                PyObject* query_dtype, const int64_t* scores, PyObject* bias) {
+    clear_memo(c.memo);
+    // the weak reference holds its callback, which holds the table: a cycle only while the memo holds it
+    Owned callback{PyCFunction_New(&memo_dropped_def, self)};
+    PyObject* ref = callback.o ? PyWeakref_NewRef(mask, callback.o) : nullptr;
+    if (!ref) {
+        PyErr_Clear();  // a mask without weak references is converted on every call
+        return;
+    }
+    MaskMemo& m = c.memo;
+    m.ref = ref;
+    Py_INCREF(bias);
+    m.bias = bias;
+    m.version = version;
+    m.ptr = rm.ptr;
+    m.query_dtype = query_dtype;
+    for (int a = 0; a < 4; ++a) {
+        m.shape[a] = rm.shape[a];
+        m.stride[a] = rm.stride[a];
+        m.scores[a] = scores[a];
+    }
+}
+
+// The memo's mask died: its bias goes now. The dead weak reference stays until the memo's next store
+// or clear (this runs inside the mask's deallocation, while CPython still holds the reference).
+PyObject* memo_dropped(PyObject* self, PyObject* ref) {
+    MaskMemo& m = reinterpret_cast<SdpaCalls*>(self)->c->memo;
+    if (m.ref == ref && m.bias) {
+        PyObject* bias = m.bias;
+        m.bias = nullptr;
+        Py_DECREF(bias);
+    }
+    Py_RETURN_NONE;
+}
+
+// The additive bias of `mask` for a call whose scores are scores[4] and whose query is q (read as rq),
+// into rb and *bias (a new reference): 1 found; 0 not served here; -1 an error that must propagate. A
+// float mask (q's type or float32) is read in place; a boolean one is converted once by the Python
+// side (to_bias) and remembered.
+int read_mask(PyObject* self, SdpaCallsData& c, PyObject* mask, PyObject* q, const Read& rq, const int64_t* scores, bool grad_on,
+              Read& rb, PyObject** bias) {
+    *bias = nullptr;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(mask)) != c.tensor_type) return 0;
+    Read rm;
+    int got = read_tensor(mask, rm);
+    if (got <= 0) return got;
+    for (int a = 0; a < 4; ++a)
+        if (rm.shape[a] != 1 && rm.shape[a] != scores[a]) return 0;  // the general path explains
+    if (grad_on) {
+        static PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
+        if (!requires_grad) return -1;
+        Owned rg{PyObject_GetAttr(mask, requires_grad)};
+        if (!rg.o) return passable_error() ? 0 : -1;
+        if (rg.o == Py_True) return 0;  // refused there, with its reason
+    }
+    if (rm.dtype == rq.dtype || rm.dtype == c.float32) {
+        rb = rm;
+        unexpand(rb);
+        if (rb.shape[3] > 1 && rb.stride[3] != 1) return 0;  // the general path reads a copy
+        Py_INCREF(mask);
+        *bias = mask;
+        return 1;
+    }
+    if (rm.dtype != c.bool_dtype) return 0;
+    static PyObject* version_name = PyUnicode_InternFromString("_version");
+    if (!version_name) return -1;
+    long long version = -1;
+    Owned ver{PyObject_GetAttr(mask, version_name)};  // inference tensors have none: converted every call
+    if (!ver.o) {
+        if (!passable_error()) return -1;
+    } else {
+        version = PyLong_Check(ver.o) ? PyLong_AsLongLong(ver.o) : -1;
+        if (version < 0 && PyErr_Occurred()) PyErr_Clear();
+    }
+    PyObject* made = version >= 0 ? memo_lookup(c, mask, rm, version, rq.dtype, scores) : nullptr;
+    if (!made) {
+        PyObject* args[6] = {mask, q, nullptr, nullptr, nullptr, nullptr};
+        for (int a = 0; a < 4; ++a) {
+            args[2 + a] = PyLong_FromLongLong(scores[a]);
+            if (!args[2 + a]) {
+                for (int j = 2; j < 2 + a; ++j) Py_DECREF(args[j]);
+                return -1;
+            }
+        }
+        made = PyObject_Vectorcall(c.to_bias, args, 6, nullptr);
+        for (int j = 2; j < 6; ++j) Py_DECREF(args[j]);
+        if (!made) return passable_error() ? 0 : -1;  // the general path raises it again, in its place
+        if (reinterpret_cast<PyObject*>(Py_TYPE(made)) != c.tensor_type) {
+            Py_DECREF(made);
+            return 0;
+        }
+        if (version >= 0) memo_store(self, c, mask, rm, version, rq.dtype, scores, made);
+    }
+    got = read_tensor(made, rb);
+    if (got > 0) unexpand(rb);
+    if (got <= 0 || rb.dtype != rq.dtype || (rb.shape[3] > 1 && rb.stride[3] != 1)) {
+        Py_DECREF(made);
+        return got < 0 ? -1 : 0;
+    }
+    *bias = made;
+    return 1;
+}
+
+// calls(q, k, v, causal, scale, enable_gqa, bottom_right[, mask]) -> the output, None (the general path
+// must serve it: no plan of this kind yet, too long for its capacity, a layout, mask or option this
+// path does not read, gradients wanted), or NotImplemented (q is not a plain CPU tensor: another
+// device's path).
 PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
     SdpaCallsData& c = *reinterpret_cast<SdpaCalls*>(self)->c;
-    if (kwnames || PyVectorcall_NARGS(nargsf) != 7) {
-        PyErr_SetString(PyExc_TypeError, "calls(q, k, v, causal, scale, enable_gqa, bottom_right)");
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (kwnames || nargs < 7 || nargs > 8) {
+        PyErr_SetString(PyExc_TypeError, "calls(q, k, v, causal, scale, enable_gqa, bottom_right, mask=None)");
         return nullptr;
     }
     PyObject *q = args[0], *k = args[1], *v = args[2], *scale_arg = args[4];
+    PyObject* mask = nargs > 7 && args[7] != Py_None ? args[7] : nullptr;
     PyObject* tensor_type = c.tensor_type;
     if (reinterpret_cast<PyObject*>(Py_TYPE(q)) != tensor_type) Py_RETURN_NOTIMPLEMENTED;
     Read rq, rk, rv;
@@ -209,25 +404,54 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     int causal = PyObject_IsTrue(args[3]);
     int aligned = causal > 0 ? PyObject_IsTrue(args[6]) : 0;
     if (causal < 0 || aligned < 0) return nullptr;
-    bool bottom_right = aligned > 0;  // the alignment matters only with the causal mask
+    SdpaEntry want;  // the call's kind (no references held: compared, never stored)
+    want.dtype = rq.dtype;
+    want.heads = hq;
+    want.kv_heads = hk;
+    want.head_dim = d;
+    want.value_dim = dv;
+    want.scale = scale;
+    want.causal = causal > 0;
+    want.bottom_right = aligned > 0;  // the alignment matters only with the causal mask
     long code_q = order_code(rq.stride);
-    long codes = code_q + 6 * order_code(rk.stride) + 36 * order_code(rv.stride);
+    want.codes = code_q + 6 * order_code(rk.stride) + 36 * order_code(rv.stride);
+    // A kind like this one, with a mask or without as the call has, whose capacity holds the call: the
+    // mask is read (a boolean one converted) only then.
+    bool candidate = false;
+    for (const SdpaEntry& e : c.entries) {
+        want.bias_dtype = mask ? e.bias_dtype : nullptr;
+        want.bias_batched = e.bias_batched;
+        want.bias_per_head = e.bias_per_head;
+        want.bias_code = e.bias_code;
+        if (e.same_kind(want) && b <= e.cap_b && sq <= e.cap_sq && skv <= e.cap_skv) {
+            candidate = true;
+            break;
+        }
+    }
+    want.bias_dtype = nullptr;
+    if (!candidate) return not_served();
+    Read rb;
+    Owned bias;
+    if (mask) {
+        const int64_t scores[4] = {b, hq, sq, skv};
+        got = read_mask(self, c, mask, q, rq, scores, grad_on, rb, &bias.o);
+        if (got <= 0) return got < 0 ? nullptr : not_served();
+        want.bias_dtype = rb.dtype;
+        want.bias_batched = rb.shape[0] > 1;
+        want.bias_per_head = rb.shape[1] > 1;
+        want.bias_code = order_code(rb.stride);
+    }
     const SdpaEntry* found = nullptr;
     for (const SdpaEntry& e : c.entries) {
-        if (e.dtype == rq.dtype && e.heads == hq && e.kv_heads == hk && e.head_dim == d && e.value_dim == dv &&
-            e.scale == scale && e.causal == (causal > 0) && e.bottom_right == bottom_right && e.codes == codes) {
+        if (e.same_kind(want)) {
             found = &e;
             break;
         }
     }
     if (!found || b > found->cap_b || sq > found->cap_sq || skv > found->cap_skv) return not_served();
     // Held for the call: torch's allocator below may run Python code that replaces the entry.
-    PyObject* binding = found->binding;
-    Py_INCREF(binding);
-    struct Hold {
-        PyObject* o;
-        ~Hold() { Py_DECREF(o); }
-    } hold_binding{binding};
+    Owned binding{found->binding};
+    Py_INCREF(binding.o);
     PyObject* size = Py_BuildValue("(LLLL)", static_cast<long long>(b), static_cast<long long>(hq),
                                    static_cast<long long>(sq), static_cast<long long>(dv));
     if (!size) return nullptr;
@@ -243,22 +467,25 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
         Py_DECREF(o);
         return got < 0 ? nullptr : not_served();
     }
-    uint64_t ws = thread_workspace(bound_workspace_size(binding));  // no Python code runs after this
+    uint64_t ws = thread_workspace(bound_workspace_size(binding.o));  // no Python code runs after this
     if (PyErr_Occurred()) {
         Py_DECREF(o);
         return nullptr;
     }
-    const Read* slots[4] = {&rq, &rk, &rv, &ro};
-    uint64_t ptrs[4];
-    const int64_t* shapes[4];
-    const int64_t* strides[4];
-    size_t ranks[4] = {4, 4, 4, 4};
-    for (int i = 0; i < 4; ++i) {
-        ptrs[i] = slots[i]->ptr;
-        shapes[i] = slots[i]->shape;
-        strides[i] = slots[i]->stride;
+    const Read* slots[5] = {&rq, &rk, &rv, &rb, &ro};
+    size_t n = 0;
+    uint64_t ptrs[5];
+    const int64_t* shapes[5];
+    const int64_t* strides[5];
+    size_t ranks[5] = {4, 4, 4, 4, 4};
+    for (const Read* r : slots) {
+        if (r == &rb && !mask) continue;
+        ptrs[n] = r->ptr;
+        shapes[n] = r->shape;
+        strides[n] = r->stride;
+        ++n;
     }
-    PyObject* ran = call_bound_read(binding, 4, ptrs, shapes, strides, ranks, ws);
+    PyObject* ran = call_bound_read(binding.o, n, ptrs, shapes, strides, ranks, ws);
     if (ran != Py_True) {
         Py_DECREF(o);
         if (!ran) return nullptr;
@@ -280,13 +507,15 @@ bool read_i64(PyObject* o, int64_t* out, const char* what) {
 }
 
 // put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, codes, cap_b,
-// cap_sq, cap_skv): serve calls of this kind with this bound call (replacing the kind's earlier one).
+// cap_sq, cap_skv[, bias_dtype, bias_batched, bias_per_head, bias_code]): serve calls of this kind with
+// this bound call (replacing the kind's earlier one). A kind with an additive bias names its slot's
+// element type, whether it has a batch and a head axis, and its axis order (plans.order_code).
 PyObject* SdpaCalls_put(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
     SdpaCallsData& c = *reinterpret_cast<SdpaCalls*>(self)->c;
-    if (nargs != 13) {
+    if (nargs != 13 && nargs != 17) {
         PyErr_SetString(PyExc_TypeError,
                         "put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, "
-                        "codes, cap_b, cap_sq, cap_skv)");
+                        "codes, cap_b, cap_sq, cap_skv[, bias_dtype, bias_batched, bias_per_head, bias_code])");
         return nullptr;
     }
     if (!is_binding(args[0])) {
@@ -300,9 +529,12 @@ PyObject* SdpaCalls_put(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
         if (!read_i64(args[2 + i], dims[i], names[i])) return nullptr;
     e.scale = PyFloat_AsDouble(args[6]);
     if (e.scale == -1.0 && PyErr_Occurred()) return nullptr;
-    e.causal = PyObject_IsTrue(args[7]) == 1;
-    e.bottom_right = e.causal && PyObject_IsTrue(args[8]) == 1;
-    int64_t codes = 0;
+    int causal = PyObject_IsTrue(args[7]);
+    int aligned = PyObject_IsTrue(args[8]);
+    if (causal < 0 || aligned < 0) return nullptr;
+    e.causal = causal > 0;
+    e.bottom_right = e.causal && aligned > 0;
+    int64_t codes = 0, bias_code = 0;
     if (!read_i64(args[9], &codes, "codes")) return nullptr;
     if (codes < 0 || codes >= 216) {
         PyErr_SetString(PyExc_ValueError, "SdpaCalls.put: codes must be in [0, 216)");
@@ -312,31 +544,40 @@ PyObject* SdpaCalls_put(PyObject* self, PyObject* const* args, Py_ssize_t nargs)
     if (!read_i64(args[10], &e.cap_b, "cap_b") || !read_i64(args[11], &e.cap_sq, "cap_sq") ||
         !read_i64(args[12], &e.cap_skv, "cap_skv"))
         return nullptr;
+    if (nargs == 17 && args[13] != Py_None) {
+        int batched = PyObject_IsTrue(args[14]);
+        int per_head = PyObject_IsTrue(args[15]);
+        if (batched < 0 || per_head < 0 || !read_i64(args[16], &bias_code, "bias_code")) return nullptr;
+        if (bias_code < 0 || bias_code >= 6) {
+            PyErr_SetString(PyExc_ValueError, "SdpaCalls.put: bias_code must be in [0, 6)");
+            return nullptr;
+        }
+        e.bias_dtype = args[13];
+        e.bias_batched = batched > 0;
+        e.bias_per_head = per_head > 0;
+        e.bias_code = static_cast<long>(bias_code);
+    }
     e.binding = args[0];
     e.dtype = args[1];
     Py_INCREF(e.binding);
     Py_INCREF(e.dtype);
-    PyObject *old_binding = nullptr, *old_dtype = nullptr;
-    bool replaced = false;
+    Py_XINCREF(e.bias_dtype);
     for (SdpaEntry& x : c.entries) {
-        if (x.dtype == e.dtype && x.heads == e.heads && x.kv_heads == e.kv_heads && x.head_dim == e.head_dim &&
-            x.value_dim == e.value_dim && x.scale == e.scale && x.causal == e.causal &&
-            x.bottom_right == e.bottom_right && x.codes == e.codes) {
-            old_binding = x.binding;
-            old_dtype = x.dtype;
+        if (x.same_kind(e)) {
+            SdpaEntry old = x;
             x = e;
-            replaced = true;
-            break;
+            drop_entry(old);  // after the swap: a drop may run Python code
+            Py_RETURN_NONE;
         }
     }
-    if (!replaced) c.entries.push_back(e);
-    Py_XDECREF(old_binding);
-    Py_XDECREF(old_dtype);
+    c.entries.push_back(e);
     Py_RETURN_NONE;
 }
 
 PyObject* SdpaCalls_clear(PyObject* self, PyObject*) {
-    clear_entries(reinterpret_cast<SdpaCalls*>(self)->c->entries);
+    SdpaCallsData& c = *reinterpret_cast<SdpaCalls*>(self)->c;
+    clear_entries(c.entries);
+    clear_memo(c.memo);
     Py_RETURN_NONE;
 }
 
@@ -359,12 +600,14 @@ Py_ssize_t SdpaCalls_len(PyObject* self) {
     return static_cast<Py_ssize_t>(reinterpret_cast<SdpaCalls*>(self)->c->entries.size());
 }
 
-// SdpaCalls(tensor_type, empty_permuted, is_grad_enabled, cpu_device, layouts)
+// SdpaCalls(tensor_type, empty_permuted, is_grad_enabled, cpu_device, layouts, to_bias, bool_dtype, float32)
 PyObject* SdpaCalls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-    PyObject *tensor_type, *empty_permuted, *grad_enabled, *device, *layouts;
-    static const char* kw[] = {"tensor_type", "empty_permuted", "is_grad_enabled", "cpu_device", "layouts", nullptr};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOO!", const_cast<char**>(kw), &PyType_Type, &tensor_type,
-                                     &empty_permuted, &grad_enabled, &device, &PyTuple_Type, &layouts))
+    PyObject *tensor_type, *empty_permuted, *grad_enabled, *device, *layouts, *to_bias, *bool_dtype, *float32;
+    static const char* kw[] = {"tensor_type", "empty_permuted", "is_grad_enabled", "cpu_device", "layouts",
+                               "to_bias",     "bool_dtype",     "float32",         nullptr};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOO!OOO", const_cast<char**>(kw), &PyType_Type,
+                                     &tensor_type, &empty_permuted, &grad_enabled, &device, &PyTuple_Type, &layouts,
+                                     &to_bias, &bool_dtype, &float32))
         return nullptr;
     if (PyTuple_GET_SIZE(layouts) != 6) {
         PyErr_SetString(PyExc_ValueError, "SdpaCalls: layouts must hold the 6 axis orders");
@@ -378,13 +621,16 @@ PyObject* SdpaCalls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
         return nullptr;
     }
     auto* c = new SdpaCallsData();
-    PyObject* held[] = {tensor_type, empty_permuted, grad_enabled, device, layouts};
+    PyObject* held[] = {tensor_type, empty_permuted, grad_enabled, device, layouts, to_bias, bool_dtype, float32};
     for (PyObject* o : held) Py_INCREF(o);
     c->tensor_type = tensor_type;
     c->empty_permuted = empty_permuted;
     c->grad_enabled = grad_enabled;
     c->device = device;
     c->layouts = layouts;
+    c->to_bias = to_bias;
+    c->bool_dtype = bool_dtype;
+    c->float32 = float32;
     c->kwnames = kwnames;
     self->c = c;
     self->vectorcall = SdpaCalls_call;
@@ -395,7 +641,9 @@ void SdpaCalls_dealloc(PyObject* self) {
     SdpaCallsData* c = reinterpret_cast<SdpaCalls*>(self)->c;
     if (c) {
         clear_entries(c->entries);
-        for (PyObject* o : {c->tensor_type, c->empty_permuted, c->grad_enabled, c->device, c->layouts, c->kwnames})
+        clear_memo(c->memo);  // (empty: a held memo keeps the table alive through its callback)
+        for (PyObject* o : {c->tensor_type, c->empty_permuted, c->grad_enabled, c->device, c->layouts, c->to_bias,
+                            c->bool_dtype, c->float32, c->kwnames})
             Py_XDECREF(o);
         delete c;
     }
@@ -405,8 +653,9 @@ void SdpaCalls_dealloc(PyObject* self) {
 PyMethodDef SdpaCalls_methods[] = {
     {"put", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(SdpaCalls_put)), METH_FASTCALL,
      "put(binding, dtype, heads, kv_heads, head_dim, value_dim, scale, causal, bottom_right, codes, cap_b, "
-     "cap_sq, cap_skv): serve this kind's calls with this bound call"},
-    {"clear", SdpaCalls_clear, METH_NOARGS, "Drop every kind."},
+     "cap_sq, cap_skv[, bias_dtype, bias_batched, bias_per_head, bias_code]): serve this kind's calls with this "
+     "bound call"},
+    {"clear", SdpaCalls_clear, METH_NOARGS, "Drop every kind and the remembered mask."},
     {nullptr, nullptr, 0, nullptr},
 };
 
