@@ -5,10 +5,14 @@ entry and the override uids are resolved once, so a call only reads pointers and
 checks the overrides by the same rules as ``Graph.execute`` and calls the plugin. Pointers are
 trusted to hold each tensor at its declared maximum shape and strides, and no override may address
 more memory than that.
+
+:class:`SdpaCalls` is a table of such bindings by attention kind that reads torch tensors itself:
+hipdnn.torch's CPU short path (rfcs/0010-torch-integration.md, "The short path").
 """
 
 from __future__ import annotations
 
 from hipdnn.backend.execute_core import Binding as BoundExecute
+from hipdnn.backend.execute_core import SdpaCalls
 
-__all__ = ["BoundExecute"]
+__all__ = ["BoundExecute", "SdpaCalls"]

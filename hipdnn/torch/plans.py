@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 
 import torch
 
-from hipdnn.backend.execute_core import SdpaCalls
 from hipdnn.frontend import (
     DataType,
     DiagonalAlignment,
@@ -39,6 +38,8 @@ from hipdnn.frontend import (
     HipdnnError,
     TensorAttributes,
 )
+from hipdnn.frontend.bound import SdpaCalls
+from hipdnn.torch.masks import additive_bias
 
 #: torch element type -> hipdnn DataType, for every type a plan may hold
 DATA_TYPES: dict[torch.dtype, DataType] = {
@@ -561,8 +562,6 @@ def _mask_bias(mask: torch.Tensor, query: torch.Tensor, b: int, hq: int, sq: int
     """A boolean ``attn_mask`` [B|1, Hq|1, Sq|1, Skv|1] of a 4-D call as the additive bias its plan takes:
     the general path's conversion, for ``PlanCache.cpu_calls`` (which remembers the result while the
     same mask comes back unmodified)."""
-    from hipdnn.torch.attention import additive_bias  # (attention imports this module)
-
     return additive_bias(mask, query, 4, "4d", (b,), hq, sq, skv)
 
 

@@ -193,7 +193,7 @@ struct Owned {
     ~Owned() { Py_XDECREF(o); }
 };
 
-// Each expanded axis (stride 0, longer than 1) narrowed to length 1, as hipdnn.torch's _unexpanded
+// Each expanded axis (stride 0, longer than 1) narrowed to length 1, as hipdnn.torch.masks.unexpanded
 // does: its values are equal along that axis, so the engine's broadcast brings them back; then every
 // length-1 axis gets stride 1 (a length-1 axis may keep stride 0, which a plan refuses). Strides stay
 // as they are when none is 0, so the axis order read from them is the general path's.
