@@ -404,6 +404,9 @@ def test_a_boolean_mask_is_converted_once_and_never_outlives_itself(cache: ht.Pl
     cache.cpu_calls = table(torch.empty_permuted, counting)
     q, k, v = torch.randn(2, 4, 1, 16), torch.randn(2, 4, 50, 16), torch.randn(2, 4, 50, 16)
     mask = torch.rand(2, 1, 1, 50) > 0.3
+    ht.scaled_dot_product_attention(q, k, v)  # a kind without a mask: no candidate for a masked call
+    cache._sync_cpu_calls()
+    assert cache.cpu_calls(q, k, v, False, None, False, False, mask) is None and not made
     ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # builds the plan (general path)
     cache._sync_cpu_calls()
     for _ in range(4):  # layer after layer

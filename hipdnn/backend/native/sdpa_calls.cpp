@@ -419,6 +419,7 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     // mask is read (a boolean one converted) only then.
     bool candidate = false;
     for (const SdpaEntry& e : c.entries) {
+        if (mask && !e.bias_dtype) continue;  // a kind without a bias slot cannot take the mask
         want.bias_dtype = mask ? e.bias_dtype : nullptr;
         want.bias_batched = e.bias_batched;
         want.bias_per_head = e.bias_per_head;
