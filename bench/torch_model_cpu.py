@@ -6,7 +6,9 @@ backward of the causal-LM loss on the same batch), fp32 and bf16. The two implem
 round by round on the same model and inputs; the best round of each is kept. The greedy tokens of
 both are compared (they must agree up to a near tie of the top logits), and so are the training
 step's weight gradients (``train_grad_rel_err``: layer 0's q_proj and the last layer's o_proj, max
-abs difference over max abs value).
+abs difference over max abs value). ``decode_attention_calls``: the attention calls of ``generate``'s
+decode steps timed inside the model, each implementation's function wrapped in a timer (median per
+call), for a batch of one without padding and for the padded batch.
 
     python bench/torch_model_cpu.py --out bench/results        # writes torch_model_cpu.json
 """
@@ -17,6 +19,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -114,6 +117,55 @@ def case(dtype: torch.dtype, args: argparse.Namespace) -> dict[str, Any]:
     return row
 
 
+def decode_attention_calls(dtype: torch.dtype, args: argparse.Namespace) -> dict[str, Any]:
+    """Attention as the model calls it in ``generate``: each attention function wrapped in a timer
+    (registered as "<impl>_timed" with sdpa's mask function, as "hipdnn" itself is), the model
+    generating ``--new`` tokens after the prompt with each in turn, rounds alternating; per
+    implementation the median wall time of its decode calls (one query row), best round. Unpadded
+    batches get no mask at decode; the padded batch of the other rows gets a boolean one each step."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    times: dict[str, list[float]] = {impl: [] for impl in IMPLS}
+    inner = {"hipdnn": ht.hipdnn_attention_forward, "sdpa": sdpa_attention_forward}
+    for impl in IMPLS:
+
+        def timed(*a: Any, impl: str = impl, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            out = inner[impl](*a, **k)
+            if a[1].shape[2] == 1:  # query rows: a decode step
+                times[impl].append(time.perf_counter() - t0)
+            return out
+
+        AttentionInterface.register(f"{impl}_timed", timed)
+        AttentionMaskInterface.register(f"{impl}_timed", sdpa_mask)
+    model = build(dtype, args.layers)
+    row: dict[str, Any] = {"dtype": str(dtype).removeprefix("torch."), "layers": args.layers, "new_tokens": args.new}
+    for label, batch, pad in (("unpadded", 1, 0), ("padded", args.batch, args.pad)):
+        ids, mask = inputs(batch, args.decode_prompt, min(pad, args.decode_prompt - 1))
+        best = {impl: float("inf") for impl in IMPLS}
+        for r in range(args.rounds + 1):
+            for impl in IMPLS:
+                times[impl].clear()
+                model.set_attn_implementation(f"{impl}_timed")
+                time.sleep(0.2)
+                with torch.no_grad():
+                    model.generate(
+                        ids, attention_mask=mask, max_new_tokens=args.new, min_new_tokens=args.new,
+                        do_sample=False, pad_token_id=0,
+                    )  # fmt: skip
+                if r:
+                    best[impl] = min(best[impl], statistics.median(times[impl]))
+        row[f"{label}_batch"] = batch
+        row[f"{label}_prompt"] = args.decode_prompt
+        for impl in IMPLS:
+            row[f"{label}_{impl}_decode_call_us"] = best[impl] * 1e6
+        row[f"{label}_hipdnn_over_sdpa"] = best["hipdnn"] / best["sdpa"]
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def tokens_agree(got: Any, want: Any) -> bool:
     """Greedy tokens equal up to the first step where the reference's best two logits nearly tie."""
     for b in range(want.sequences.shape[0]):
@@ -136,10 +188,13 @@ def main() -> int:
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--decode-prompt", type=int, default=256, help="prompt of the decode-call timing")
+    ap.add_argument("--decode-calls-only", action="store_true", help="skip the prefill / generate / train rows")
     ap.add_argument("--out", default="bench/results")
     args = ap.parse_args()
     ht.register_transformers()
-    rows = [case(getattr(torch, name), args) for name in args.dtypes.split(",")]
+    rows = [] if args.decode_calls_only else [case(getattr(torch, name), args) for name in args.dtypes.split(",")]
+    decode = [decode_attention_calls(getattr(torch, name), args) for name in args.dtypes.split(",")]
     result = {
         "command": "python " + " ".join(sys.argv),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -150,6 +205,7 @@ def main() -> int:
         "training step (forward + backward of the loss), best of rounds, the implementations alternating on "
         "one model; a 0.2 s sleep before each",
         "rows": rows,
+        "decode_attention_calls": decode,
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
