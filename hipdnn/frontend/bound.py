@@ -7,12 +7,13 @@ trusted to hold each tensor at its declared maximum shape and strides, and no ov
 more memory than that.
 
 :class:`SdpaCalls` is a table of such bindings by attention kind that reads torch tensors itself:
-hipdnn.torch's CPU short path (rfcs/0010-torch-integration.md, "The short path").
+hipdnn.torch's CPU short path (rfcs/0010-torch-integration.md, "The short path"); ``thread_workspace``
+is the per-thread CPU workspace both it and hipdnn.torch's bound calls use.
 """
 
 from __future__ import annotations
 
 from hipdnn.backend.execute_core import Binding as BoundExecute
-from hipdnn.backend.execute_core import SdpaCalls
+from hipdnn.backend.execute_core import SdpaCalls, thread_workspace
 
-__all__ = ["BoundExecute", "SdpaCalls"]
+__all__ = ["BoundExecute", "SdpaCalls", "thread_workspace"]

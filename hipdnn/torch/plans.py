@@ -38,7 +38,7 @@ from hipdnn.frontend import (
     HipdnnError,
     TensorAttributes,
 )
-from hipdnn.frontend.bound import SdpaCalls
+from hipdnn.frontend.bound import SdpaCalls, thread_workspace
 from hipdnn.torch.masks import additive_bias
 
 #: torch element type -> hipdnn DataType, for every type a plan may hold
@@ -300,18 +300,9 @@ class Plan:
 
     def host_workspace(self) -> int:
         """The CPU call's workspace pointer (0: none needed): calls are synchronous, so one buffer
-        per thread serves them all, grown as plans need."""
-        size = self.workspace_size
-        if not size:
-            return 0
-        buffer: torch.Tensor | None = getattr(_host_workspace, "buffer", None)
-        if buffer is None or buffer.numel() < size:
-            buffer = _host_workspace.buffer = torch.empty(size, dtype=torch.uint8)
-        return int(buffer.data_ptr())
-
-
-#: per thread, the CPU workspace buffer (Plan.workspace)
-_host_workspace = threading.local()
+        per thread serves them all, grown as plans need; the execute core's, which its compiled short
+        path (``cpu_calls``) takes too."""
+        return thread_workspace(self.workspace_size)
 
 
 def build_graph(

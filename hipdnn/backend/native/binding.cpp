@@ -328,15 +328,7 @@ bool read_int_tuple(PyObject* seq, std::vector<int64_t>& out) {
     if (!PyTuple_Check(seq)) return false;
     Py_ssize_t n = PyTuple_GET_SIZE(seq);
     out.resize(static_cast<size_t>(n));
-    for (Py_ssize_t k = 0; k < n; ++k) {
-        PyObject* item = PyTuple_GET_ITEM(seq, k);
-        if (!PyLong_CheckExact(item)) return false;
-        int overflow = 0;
-        long long v = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow) return false;
-        out[static_cast<size_t>(k)] = v;
-    }
-    return true;
+    return read_exact_int_items(PySequence_Fast_ITEMS(seq), n, out.data());
 }
 
 // Slot i of call_tensors from the tensor t: its data_ptr() as the pointer, its shape and stride() as

@@ -324,6 +324,8 @@ int itemsize_of(int dt);
 bool to_int64(PyObject* o, int64_t* out, const char* what_prefix, const std::string& what);
 bool read_ints(PyObject* seq, std::vector<int64_t>& out, const std::string& what);
 bool read_exact_ints(PyObject* seq, std::vector<int64_t>& out);
+// n exact ints (no Python code runs) into out; false at the first item that is not one or overflows.
+bool read_exact_int_items(PyObject* const* items, Py_ssize_t n, int64_t* out);
 PyObject* snapshot(PyObject* seq, const std::string& what, const char* of, int code);
 bool is_hipdnn_error_pending();
 // Any exception pending other than a HipdnnError (an object's own TypeError, OverflowError, ...)

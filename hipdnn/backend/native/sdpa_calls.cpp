@@ -27,13 +27,18 @@ struct SdpaEntry {
     bool bias_batched = false, bias_per_head = false;
     long bias_code = 0;
 
-    bool same_kind(const SdpaEntry& o) const {
+    // The same kind but for the bias slot, if any.
+    bool same_core(const SdpaEntry& o) const {
         return dtype == o.dtype && heads == o.heads && kv_heads == o.kv_heads && head_dim == o.head_dim &&
                value_dim == o.value_dim && scale == o.scale && causal == o.causal && bottom_right == o.bottom_right &&
-               codes == o.codes && bias_dtype == o.bias_dtype &&
+               codes == o.codes;
+    }
+    bool same_kind(const SdpaEntry& o) const {
+        return same_core(o) && bias_dtype == o.bias_dtype &&
                (!bias_dtype || (bias_batched == o.bias_batched && bias_per_head == o.bias_per_head &&
                                 bias_code == o.bias_code));
     }
+    bool holds(int64_t b, int64_t sq, int64_t skv) const { return b <= cap_b && sq <= cap_sq && skv <= cap_skv; }
 };
 
 // The additive bias last made from a boolean mask, handed out again while the same tensor comes back
@@ -127,15 +132,7 @@ long order_code(const int64_t* s) {
 
 // A torch.Size or stride() tuple of 4 exact ints, read without running Python code.
 bool read4(PyObject* t, int64_t* out) {
-    if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 4) return false;
-    for (Py_ssize_t i = 0; i < 4; ++i) {
-        PyObject* item = PyTuple_GET_ITEM(t, i);
-        if (!PyLong_CheckExact(item)) return false;
-        int overflow = 0;
-        out[i] = PyLong_AsLongLongAndOverflow(item, &overflow);
-        if (overflow) return false;
-    }
-    return true;
+    return PyTuple_Check(t) && PyTuple_GET_SIZE(t) == 4 && read_exact_int_items(PySequence_Fast_ITEMS(t), 4, out);
 }
 
 // Python's own errors from a tensor's accessor (a sparse tensor's stride(), ...) mean "not this
@@ -186,6 +183,18 @@ int read_tensor(PyObject* t, Read& r) {
 }
 
 PyObject* not_served() { Py_RETURN_NONE; }
+
+// Whether t asks for gradients (its requires_grad): 1 yes, 0 no or unreadable (the general path
+// meets it), -1 an error that must propagate.
+int wants_grad(PyObject* t) {
+    static PyObject* name = PyUnicode_InternFromString("requires_grad");
+    if (!name) return -1;
+    PyObject* rg = PyObject_GetAttr(t, name);
+    if (!rg) return passable_error() ? 1 : -1;  // unreadable: as if it did, so the general path takes it
+    int wants = rg == Py_True;
+    Py_DECREF(rg);
+    return wants;
+}
 
 // An owned reference, dropped at scope exit.
 struct Owned {
@@ -282,13 +291,7 @@ int read_mask(PyObject* self, SdpaCallsData& c, PyObject* mask, PyObject* q, con
     if (got <= 0) return got;
     for (int a = 0; a < 4; ++a)
         if (rm.shape[a] != 1 && rm.shape[a] != scores[a]) return 0;  // the general path explains
-    if (grad_on) {
-        static PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
-        if (!requires_grad) return -1;
-        Owned rg{PyObject_GetAttr(mask, requires_grad)};
-        if (!rg.o) return passable_error() ? 0 : -1;
-        if (rg.o == Py_True) return 0;  // refused there, with its reason
-    }
+    if (grad_on && (got = wants_grad(mask)) != 0) return got < 0 ? -1 : 0;  // refused there, with its reason
     if (rm.dtype == rq.dtype || rm.dtype == c.float32) {
         rb = rm;
         unexpand(rb);
@@ -368,15 +371,8 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     bool grad_on = grad == Py_True;
     Py_DECREF(grad);
     if (grad_on) {
-        static PyObject* requires_grad = PyUnicode_InternFromString("requires_grad");
-        if (!requires_grad) return nullptr;
-        for (PyObject* t : {q, k, v}) {
-            PyObject* rg = PyObject_GetAttr(t, requires_grad);
-            if (!rg) return passable_error() ? not_served() : nullptr;
-            bool wants = rg == Py_True;
-            Py_DECREF(rg);
-            if (wants) return not_served();
-        }
+        for (PyObject* t : {q, k, v})
+            if ((got = wants_grad(t)) != 0) return got < 0 ? nullptr : not_served();
     }
     int64_t b = rq.shape[0], hq = rq.shape[1], sq = rq.shape[2], d = rq.shape[3];
     int64_t hk = rv.shape[1], skv = rv.shape[2], dv = rv.shape[3];
@@ -415,22 +411,16 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     want.bottom_right = aligned > 0;  // the alignment matters only with the causal mask
     long code_q = order_code(rq.stride);
     want.codes = code_q + 6 * order_code(rk.stride) + 36 * order_code(rv.stride);
-    // A kind like this one, with a mask or without as the call has, whose capacity holds the call: the
-    // mask is read (a boolean one converted) only then.
-    bool candidate = false;
+    // A kind like this one, with a bias slot when the call has a mask, whose capacity holds the call:
+    // the mask is read (a boolean one converted) only then. Without a mask it is the call's plan.
+    const SdpaEntry* found = nullptr;
     for (const SdpaEntry& e : c.entries) {
-        if (mask && !e.bias_dtype) continue;  // a kind without a bias slot cannot take the mask
-        want.bias_dtype = mask ? e.bias_dtype : nullptr;
-        want.bias_batched = e.bias_batched;
-        want.bias_per_head = e.bias_per_head;
-        want.bias_code = e.bias_code;
-        if (e.same_kind(want) && b <= e.cap_b && sq <= e.cap_sq && skv <= e.cap_skv) {
-            candidate = true;
+        if (e.same_core(want) && (e.bias_dtype != nullptr) == (mask != nullptr) && e.holds(b, sq, skv)) {
+            found = &e;
             break;
         }
     }
-    want.bias_dtype = nullptr;
-    if (!candidate) return not_served();
+    if (!found) return not_served();
     Read rb;
     Owned bias;
     if (mask) {
@@ -441,15 +431,15 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
         want.bias_batched = rb.shape[0] > 1;
         want.bias_per_head = rb.shape[1] > 1;
         want.bias_code = order_code(rb.stride);
-    }
-    const SdpaEntry* found = nullptr;
-    for (const SdpaEntry& e : c.entries) {
-        if (e.same_kind(want)) {
-            found = &e;
-            break;
+        found = nullptr;  // (looked up again: the conversion ran Python code, which may change the table)
+        for (const SdpaEntry& e : c.entries) {
+            if (e.same_kind(want)) {
+                found = &e;
+                break;
+            }
         }
+        if (!found || !found->holds(b, sq, skv)) return not_served();
     }
-    if (!found || b > found->cap_b || sq > found->cap_sq || skv > found->cap_skv) return not_served();
     // Held for the call: torch's allocator below may run Python code that replaces the entry.
     Owned binding{found->binding};
     Py_INCREF(binding.o);

@@ -142,19 +142,22 @@ bool to_int64(PyObject* o, int64_t* out, const char* what_prefix, const std::str
 // A list or tuple holding only exact ints, read without running any Python code (so nothing can
 // change it under us). False, with nothing raised, when `seq` is anything else or an int leaves
 // int64: the caller then takes the general path.
-bool read_exact_ints(PyObject* seq, std::vector<int64_t>& out) {
-    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) return false;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    PyObject** items = PySequence_Fast_ITEMS(seq);
-    out.resize(static_cast<size_t>(n));
+bool read_exact_int_items(PyObject* const* items, Py_ssize_t n, int64_t* out) {
     for (Py_ssize_t k = 0; k < n; ++k) {
         if (!PyLong_CheckExact(items[k])) return false;
         int overflow = 0;
         long long v = PyLong_AsLongLongAndOverflow(items[k], &overflow);
         if (overflow) return false;
-        out[static_cast<size_t>(k)] = v;
+        out[k] = v;
     }
     return true;
+}
+
+bool read_exact_ints(PyObject* seq, std::vector<int64_t>& out) {
+    if (!PyList_CheckExact(seq) && !PyTuple_CheckExact(seq)) return false;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    out.resize(static_cast<size_t>(n));
+    return read_exact_int_items(PySequence_Fast_ITEMS(seq), n, out.data());
 }
 
 // A private snapshot of a sequence: a tuple holding strong references, so that Python code run
