@@ -445,6 +445,8 @@ std::string build_plan(const wire::Graph& g, Plan& plan, int threads, Threading 
 #endif
     if(std::string why = isa_for_plan(plan.isa); !why.empty())
         return why;
+    if(std::string why = panel_vectors_for_plan(plan.panel_vectors); !why.empty())
+        return why;
     plan.scratch_offset = off;
     plan.scratch_per_thread = per_thread;
     const size_t total = off + per_thread * static_cast<size_t>(plan.nthreads);
@@ -479,8 +481,9 @@ std::string describe(const Plan& plan)
         if(n.kind->describe)
             n.kind->describe(plan, n, s);
     }
-    s += format("; workspace %zu bytes, %d thread(s) (%s), isa %s", plan.workspace_size, plan.nthreads,
-                plan.threading == Threading::OpenMP ? "OpenMP team" : "worker pool", isa_name(plan.isa));
+    s += format("; workspace %zu bytes, %d thread(s) (%s), isa %s, sdpa panels of up to %d vectors", plan.workspace_size,
+                plan.nthreads, plan.threading == Threading::OpenMP ? "OpenMP team" : "worker pool", isa_name(plan.isa),
+                plan.panel_vectors);
     return s;
 }
 
@@ -527,7 +530,7 @@ void run(const Plan& plan, sdk::Call& call)
     // otherwise fewer if the caller lowered the OpenMP thread count since.
     const int nthreads = plan.threads_set ? plan.nthreads : std::max(1, std::min(plan.nthreads, max_threads()));
 
-    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, base, plan.threading};
+    const RunArgs args{ptrs, eff, scratch, nthreads, plan.isa, plan.panel_vectors, base, plan.threading};
     // Data-dependent checks (ragged offsets, page tables) of every node, before any node writes: a
     // later node's bad offsets must not leave an earlier node's outputs written.
     for(const NodeInfo& node : plan.nodes)

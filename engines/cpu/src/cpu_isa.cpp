@@ -83,6 +83,15 @@ bool is_amd()
     // (the vendor string is EBX, EDX, ECX: "Auth", "enti", "cAMD")
     return __get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
 }
+// CPUID.1's display family (base family, plus the extended family where the base is Fh).
+unsigned cpu_family()
+{
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if(__get_cpuid(1, &a, &b, &c, &d) == 0)
+        return 0;
+    const unsigned base = (a >> 8) & 0xFu;
+    return base == 0xFu ? base + ((a >> 20) & 0xFFu) : base;
+}
 } // namespace
 #endif
 
@@ -95,6 +104,7 @@ struct IsaSupport
     Isa widest = Isa::Baseline; // every build up to this one runs here
     Isa preferred = Isa::Baseline;
     bool amd = false; // CPUID vendor AuthenticAMD
+    bool two_fma512 = false; // two 512-bit FMAs a cycle (cpu_two_fma512)
 };
 
 IsaSupport read_support()
@@ -112,6 +122,9 @@ IsaSupport read_support()
        || !__builtin_cpu_supports("avx512bw"))
         return r;
     r.widest = r.preferred = Isa::Avx512;
+    // Intel's AVX-512 cores issue two 512-bit FMAs a cycle, as AMD's do from Zen 5 (family 1Ah); Zen 4
+    // (19h) runs each on its two 256-bit pipes, one a cycle.
+    r.two_fma512 = !r.amd || cpu_family() >= 0x1A;
     // (the AMX check requires AVX512_BF16 too: an AMX CPU runs every build)
     if(has_amx_bf16())
         r.widest = r.preferred = Isa::Amx;
@@ -149,6 +162,33 @@ Isa isa_widest()
 bool cpu_is_amd()
 {
     return support().amd;
+}
+
+bool cpu_two_fma512()
+{
+    return support().two_fma512;
+}
+
+std::string panel_vectors_for_plan(int& out)
+{
+    out = cpu_two_fma512() ? 4 : 3;
+    const char* e = std::getenv("HIPDNN_CPU_SDPA_PANEL_VECTORS");
+    if(e == nullptr || e[0] == '\0')
+        return "";
+    std::string v(e, strnlen(e, 64));
+    const size_t first = v.find_first_not_of(" \t\r\n");
+    v = first == std::string::npos ? std::string() : v.substr(first, v.find_last_not_of(" \t\r\n") - first + 1);
+    if(v == "3" || v == "4")
+    {
+        out = v[0] - '0';
+        return "";
+    }
+    std::string shown(e, strnlen(e, 40));
+    for(char& c : shown)
+        if(c < 0x20 || c > 0x7e)
+            c = '?';
+    return "HIPDNN_CPU_SDPA_PANEL_VECTORS='" + shown + "' is not 3 or 4 (unset: " + std::to_string(cpu_two_fma512() ? 4 : 3)
+           + ", this CPU's default)";
 }
 
 namespace

@@ -451,15 +451,23 @@ int64_t amx_layout(SdpaRun& run)
 
 int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 {
-    // Panels of 3 vectors of queries (their micro kernel loads fewer operands per FMA: about 6 %
-    // faster at D = 128, S = 2048 on a Xeon with AVX-512), or of 2 where those leave clearly fewer
-    // lanes empty (S = 64: one block of 2 x 32 rather than 2 x 48; not S = 2048, 2048 against 2064
-    // rows). The AMX kernel's panels are two tiles wide.
-    const int64_t w3 = sdpa_qw(run.lanes), w2 = 2 * run.lanes;
+    // Panels of run.max_vectors vectors (the wider micro kernels load fewer operands per FMA: 3 vectors
+    // were about 6 % faster than 2 at D = 128, S = 2048 on a Xeon with AVX-512; 4 there, see sdpa_qw),
+    // or of fewer where those leave clearly fewer lanes empty (S = 64: one block
+    // of 2 x 32 rather than 2 x 48; S = 37: 48 rather than 64; not S = 2048, 2048 against 2064 rows).
+    // The AMX kernel's panels are two tiles wide.
+    const int64_t lanes = run.lanes;
+    const int64_t widest = std::max<int64_t>(2, run.max_vectors);
+    const auto padded = [](int64_t n, int64_t w) { return (n + w - 1) / w * w; };
     if(run.amx)
         qw = kSdpaAmxQw;
     else if(qw == 0)
-        qw = run.sq > 0 && 100 * ((run.sq + w2 - 1) / w2 * w2) < 92 * ((run.sq + w3 - 1) / w3 * w3) ? w2 : w3;
+    {
+        qw = widest * lanes;
+        for(int64_t nv = widest - 1; nv >= 2 && run.sq > 0; --nv)
+            if(100 * padded(run.sq, nv * lanes) < 92 * padded(run.sq, qw))
+                qw = nv * lanes;
+    }
     run.qw = qw;
     const int64_t need = (run.sq + qw - 1) / qw;
     int64_t cap = kSdpaPanels;
@@ -474,16 +482,20 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
         cap = std::min(cap, run.max_panels);
     run.panels = std::max<int64_t>(1, std::min(cap, need));
     run.nqb = (run.sq + run.panels * qw - 1) / (run.panels * qw);
-    // The last block in panels of 2 vectors where those cost less than 3-vector panels with empty
-    // lanes (the 2-vector micro kernel runs ~6 % slower per lane): S = 1024 ends in 64 queries, 2 x 32
-    // rather than 2 x 48 lanes. Never more lanes than the block's 3-vector panels: the scratch holds them.
+    // The last block in narrower panels where those cost less than the block's panels with empty lanes
+    // (a narrower micro kernel runs up to ~6-8 % slower per lane): S = 1024 in 3-vector panels ends in
+    // 64 queries, 2 x 32 rather than 2 x 48 lanes. Never more lanes than the block's own panels: the
+    // scratch holds those.
     run.tail_qw = 0;
-    if(!run.amx && qw == w3)
+    if(!run.amx && qw > 2 * lanes)
     {
         const int64_t tail = run.sq - (run.nqb - 1) * run.panels * qw;
-        const int64_t lanes3 = (tail + w3 - 1) / w3 * w3, lanes2 = (tail + w2 - 1) / w2 * w2;
-        if(106 * lanes2 < 100 * lanes3)
-            run.tail_qw = w2;
+        int64_t best = qw;
+        for(int64_t nv = qw / lanes - 1; nv >= 2; --nv)
+            if(106 * padded(tail, nv * lanes) < 100 * padded(tail, best))
+                best = nv * lanes;
+        if(best != qw)
+            run.tail_qw = best;
     }
     const int64_t bk = kSdpaBk;
     int64_t o = 0;
@@ -533,11 +545,11 @@ int64_t sdpa_plan_layout(SdpaRun& run, int64_t qw)
 size_t sdpa_scratch_per_thread(int64_t sq, int64_t skv, int64_t d, int64_t dv, bool bf16_qkv)
 {
     (void)skv;
-    // Every build's layout at both panel widths: the plan's workspace does not depend on the ISA,
+    // Every build's layout at each panel width: the plan's workspace does not depend on the ISA,
     // and (each layout growing with sq) a shorter call never needs more than the declared length did.
     int64_t most = 0;
     for(int lanes : {4, 8, 16})
-        for(int64_t vectors : {2, 3})
+        for(int64_t vectors = 2; vectors <= sdpa_qw(lanes) / lanes; ++vectors)
         {
             SdpaRun run;
             run.sq = sq;
@@ -619,7 +631,8 @@ void sdpa_parallel(Threading threading, int64_t total, int nt, bool wake, F f)
 }
 } // namespace
 
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading)
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading,
+              int panel_vectors)
 {
     const SdpaIsa k = sdpa_isa(isa);
     SdpaRun run;
@@ -638,6 +651,9 @@ bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthrea
               && p.vt == DType::BF16;
     // bf16 q, k and v on an AVX512_BF16 plan: the panel kernel's products on VDPBF16PS (same layout).
     run.bf16dot = isa == Isa::Avx512Bf16 && p.qt == DType::BF16 && p.kt == DType::BF16 && p.vt == DType::BF16;
+    // The dot-product kernel's panels are 3 vectors at most (its 8 x 3 micro kernel); the fp32 ones take
+    // the plan's width where the build has it.
+    run.max_vectors = run.bf16dot ? 3 : std::min<int64_t>(panel_vectors, sdpa_qw(run.lanes) / run.lanes);
     if(static_cast<size_t>(sdpa_plan_layout(run, 0)) * sizeof(float) > per_thread)
         return false;
     if(run.b == 0 || run.hq == 0 || run.sq == 0)

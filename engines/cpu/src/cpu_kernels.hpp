@@ -56,6 +56,14 @@ Isa isa_best();
 Isa isa_widest();
 // Whether the CPU is AMD's (CPUID vendor, read once per process with the ISAs).
 bool cpu_is_amd();
+// Whether the CPU issues two 512-bit FMAs a cycle: Intel's AVX-512 cores and AMD's from Zen 5; Zen 4
+// runs each on two 256-bit pipes. (False without AVX-512.)
+bool cpu_two_fma512();
+// Widest panel of the SDPA forward's fp32 panel kernel on the AVX-512 builds, in vectors of 16 queries,
+// for a plan built now: HIPDNN_CPU_SDPA_PANEL_VECTORS=3|4 when set (read at every plan build, so a test
+// can force each), else 4 where cpu_two_fma512() (the 6 x 4 micro kernel loads fewer operands per FMA,
+// which two FMA ports feel), else 3. Returns "" or why the value is refused.
+std::string panel_vectors_for_plan(int& out);
 // The ISA a plan built now runs: HIPDNN_CPU_ISA=baseline|avx2|avx512|avx512_bf16|amx when set (read at every plan
 // build, so a test can force each path), else the older switches HIPDNN_CPU_ENGINE_BASELINE=1 and
 // HIPDNN_CPU_ENGINE_NO_AVX512=1, else isa_best(). Returns "" or why the request cannot be served (an
@@ -185,7 +193,8 @@ enum class Threading : int
 // would be too small; that is a bug guard, never expected.
 // Small problems (decode, short prefill) run on the calling thread, or on as many threads as their
 // work pays for; isa picks the kernel build, threading where the items run.
-bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading);
+bool run_sdpa(const SdpaProblem& p, char* scratch, size_t per_thread, int nthreads, Isa isa, Threading threading,
+              int panel_vectors);
 
 // -------------------------------------------------------------- Matmul ----
 struct MatmulProblem

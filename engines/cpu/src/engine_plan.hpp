@@ -142,6 +142,7 @@ struct Plan : sdk::DeclaredTensors
     bool threads_set = false; // nthreads came from the CPU_THREADS knob: calls use exactly that many
     Threading threading = Threading::Pool; // the CPU_THREADING knob
     Isa isa = Isa::Baseline; // the kernels' build, chosen when the plan was built (isa_for_plan)
+    int panel_vectors = 3;   // the SDPA forward's widest AVX-512 fp32 panel (panel_vectors_for_plan)
     size_t scratch_offset = 0;
     size_t scratch_per_thread = 0;
     size_t workspace_size = 0; // includes alignment slack
@@ -273,6 +274,7 @@ struct RunArgs
     char* scratch; // nthreads slices of plan.scratch_per_thread bytes
     int nthreads;
     Isa isa;    // plan.isa
+    int panel_vectors; // plan.panel_vectors
     char* base; // the workspace's aligned base (NodeInfo::aux_offset counts from it)
     Threading threading; // plan.threading
 };

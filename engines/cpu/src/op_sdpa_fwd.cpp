@@ -244,7 +244,7 @@ bool run(const Plan& plan, const NodeInfo& node, const RunArgs& args)
         return run_sdpa_varlen(plan, node, args);
     SdpaProblem p;
     fill_attention(p, plan, node, args, node.out[0], node.out[1]);
-    return run_sdpa(p, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, args.threading);
+    return run_sdpa(p, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, args.threading, args.panel_vectors);
 }
 
 void describe(const Plan& plan, const NodeInfo& n, std::string& s)

@@ -43,12 +43,17 @@ constexpr int64_t kSdpaAmxMinPanels = 4;
 constexpr int64_t kSdpaAmxPanelBytes = int64_t(768) << 10;
 constexpr int64_t kSdpaAmxBk = 256;    // keys per tile of the AMX kernel
 
-// Widest panel (queries) of each vector width, and panels per work item of the panel kernel: an item's
-// K and V tiles (widened first when fp16 / bf16) serve that many panels from the caches. (4 rather
-// than 2 for fp32 on AVX-512: 0-3 % faster at S = 512-2048, D = 128, B = 1, H = 8 on the 2-core Xeon.)
+// Widest panel (queries) any build of each vector width runs, and panels per work item of the panel
+// kernel: an item's K and V tiles (widened first when fp16 / bf16) serve that many panels from the
+// caches. (4 panels rather than 2 for fp32 on AVX-512: 0-3 % faster at S = 512-2048, D = 128, B = 1,
+// H = 8 on the 2-core Xeon.) AVX-512 panels are up to 4 vectors wide, where the plan says so
+// (panel_vectors_for_plan): their 6-row x 4-vector micro kernel makes 10 operand loads per 24 FMAs
+// against the 8 x 3 kernel's 11; the same products in L1 ran a median 7 % faster (2-21 %) alternated
+// on 2 cores of a Xeon, and whole calls 1-6 % faster (bench/results/cpu_sdpa_ab_panels4_xeon.json), but
+// Zen 4 causal calls ran up to 7 % slower in the wider panels' diagonal waste.
 constexpr int64_t sdpa_qw(int lanes)
 {
-    return 3 * lanes;
+    return (lanes == 16 ? 4 : 3) * lanes;
 }
 constexpr int64_t kSdpaPanels = 4;
 
@@ -61,7 +66,8 @@ struct SdpaRun
     bool amx = false;    // the AMX build's tile kernel serves the panels (bf16 q, k, v; qw = kSdpaAmxQw)
     bool bf16dot = false; // the AVX512_BF16 build's dot-product panels serve them (bf16 q, k, v)
     // Panel kernel.
-    int64_t qw = 24;    // queries per panel: 3 or 2 vectors
+    int64_t qw = 24;    // queries per panel: 2 to max_vectors vectors
+    int64_t max_vectors = 3; // widest panel this call takes, in vectors (the plan's, capped by the build)
     int64_t tail_qw = 0; // the last query block's panel width where it differs from qw (0: none)
     int64_t panels = 1; // panels per work item at this call's shapes
     int64_t max_panels = 0; // a lower cap on panels than the kernel's own (0: none)

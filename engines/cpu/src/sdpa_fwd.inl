@@ -57,7 +57,8 @@ constexpr int W = HIPDNN_SDPA_W;
 typedef float V __attribute__((vector_size(W * 4)));
 typedef uint32_t VU __attribute__((vector_size(W * 4)));
 typedef uint16_t VH __attribute__((vector_size(W * 2)));
-static_assert(3 * W == sdpa_qw(W), "widest panel");
+constexpr int kMaxNV = W == 16 ? 4 : 3; // vectors of the widest panel (sdpa_qw)
+static_assert(kMaxNV * W == sdpa_qw(W), "widest panel");
 // Rows of the micro kernel for panels of NV vectors: NV x MR accumulators, 24 of the 32 zmm
 // registers or 12 of the 16 ymm / xmm ones.
 template <int NV>
@@ -2162,8 +2163,8 @@ void amx_item(const SdpaRun& run, int64_t w, float* ws)
 
 } // namespace
 
-// Panels of 3 vectors of queries, or 2 where that wastes fewer lanes (sdpa_plan_layout picks); the
-// AMX build's tile kernel for bf16 q, k and v (run.amx).
+// Panels of up to run.max_vectors vectors of queries, fewer where that wastes fewer lanes
+// (sdpa_plan_layout picks); the AMX build's tile kernel for bf16 q, k and v (run.amx).
 void run_item(const SdpaRun& run, int64_t w, float* ws)
 {
     [[maybe_unused]] const FlushToZero ftz;
@@ -2175,18 +2176,24 @@ void run_item(const SdpaRun& run, int64_t w, float* ws)
     }
 #endif
     const bool last_block = w % run.nqb == 0; // panel_item's order: block nqb - 1 first
-    const bool two = (last_block && run.tail_qw != 0 ? run.tail_qw : run.qw) == 2 * W;
+    const int64_t nv = (last_block && run.tail_qw != 0 ? run.tail_qw : run.qw) / W;
 #if defined(HIPDNN_SDPA_BF16DOT)
     if(run.bf16dot)
     {
-        if(two)
+        if(nv == 2)
             panel_item<2, true>(run, w, ws);
         else
             panel_item<3, true>(run, w, ws);
         return;
     }
 #endif
-    if(two)
+    if constexpr(kMaxNV == 4)
+        if(nv == 4)
+        {
+            panel_item<4>(run, w, ws);
+            return;
+        }
+    if(nv == 2)
         panel_item<2>(run, w, ws);
     else
         panel_item<3>(run, w, ws);

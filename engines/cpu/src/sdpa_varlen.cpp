@@ -531,7 +531,8 @@ bool run_sdpa_varlen(const Plan& plan, const NodeInfo& node, const RunArgs& args
                 if(!run_backward_checked(bp, plan, node, args))
                     return false;
             }
-            else if(!run_sdpa(bp.fwd, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, args.threading))
+            else if(!run_sdpa(bp.fwd, args.scratch, plan.scratch_per_thread, args.nthreads, args.isa, args.threading,
+                                  args.panel_vectors))
                 return false;
             continue;
         }
