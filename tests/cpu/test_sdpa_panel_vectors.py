@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hipdnn
-from tests.cpu.test_sdpa_isa import AMD, HAVE, cpuinfo_field, described_isas, tiny_sdpa
+from tests.cpu.test_sdpa_isa import AMD, HAVE, cpuinfo_field, described_isas, tiny_sdpa, workspace_sizes
 from tests.cpu.test_sdpa_modes import BASE, DT, Case, cases, run_case
 
 pytestmark = pytest.mark.skipif("avx512" not in HAVE, reason="this CPU has no AVX-512 build")
@@ -96,14 +96,7 @@ def test_other_values_are_refused(value: str, monkeypatch: pytest.MonkeyPatch) -
 
 def test_workspace_does_not_depend_on_the_width(monkeypatch: pytest.MonkeyPatch) -> None:
     """Scratch is sized for the widest panel of every build, whichever width the plan takes."""
-    sizes = set()
-    for vectors in (3, 4):
-        monkeypatch.setenv(ENV, str(vectors))
-        h = hipdnn.Handle()
-        g = tiny_sdpa()
-        g.build(h)
-        sizes.add(g.get_workspace_size())
-        h.close()
+    sizes = workspace_sizes(monkeypatch, ENV, ["3", "4"])
     assert len(sizes) == 1, sizes
 
 
