@@ -308,6 +308,38 @@ def test_torch_cpu_bfloat16_tensors_are_read(handle) -> None:
         g.execute(handle, dict(zip(ts, (q.half(), k, v, o))), np.empty(max(g.get_workspace_size(), 1), np.uint8))
 
 
+def test_torch_function_mode_runs_no_code_while_the_pack_is_read(handle) -> None:
+    """A torch function mode sees every accessor a call reads (data_ptr, shape, stride()): a handler
+    that frees a tensor read before (set_() on it, while the next one is read) would leave the plugin a
+    dangling pointer. The call reads its torch tensors with the modes off, so the handler never runs
+    during it, and the mode is back on after (for the caller's own torch calls)."""
+    torch = pytest.importorskip("torch")
+    from torch.overrides import TorchFunctionMode
+
+    g, ts = sdpa_graph(21, BF16)
+    g.build(handle)
+    gen = torch.Generator().manual_seed(3)
+    q, k, v = (torch.randn(1, 2, 21, 8, generator=gen).to(torch.bfloat16) for _ in range(3))
+    o = torch.full((1, 2, 21, 8), float("nan"), dtype=torch.bfloat16)
+    want, _ = reference.sdpa(*(t.double().numpy() for t in (q, k, v)), 0.3, causal=True)
+    seen: list[str] = []
+
+    class FreeingMode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen.append(getattr(func, "__name__", str(func)))
+            if seen[-1] in ("data_ptr", "stride") and len(seen) > 2:
+                q.set_(torch.empty(0, dtype=torch.bfloat16))  # frees q's storage (nothing else holds it)
+            return func(*args, **(kwargs or {}))
+
+    workspace = np.empty(max(g.get_workspace_size(), 1), np.uint8)
+    with FreeingMode():
+        g.execute(handle, dict(zip(ts, (q, k, v, o))), workspace)
+        assert torch._C._is_torch_function_mode_enabled()  # the caller's mode is on again
+        o.add_(0)  # and sees the caller's torch calls
+    assert seen == ["add_"], seen
+    assert reference.relative_error(o.double().numpy(), want) < 2e-2
+
+
 def test_dlpack_producers_are_read_and_typed(handle) -> None:
     """A DLPack-only producer (capsules parsed by hipdnn.backend.values) reaches the plugin, exactly typed."""
 

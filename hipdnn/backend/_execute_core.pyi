@@ -63,6 +63,8 @@ class SdpaCalls:
         to_bias: Any,
         bool_dtype: Any,
         float32: Any,
+        function_modes: Any,
+        dispatch_depth: Any,
     ) -> None: ...
     def __call__(
         self,

@@ -8,6 +8,7 @@ then one of three paths runs the same computation (hipdnn/torch/kernels.py): the
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
@@ -211,10 +212,11 @@ def scaled_dot_product_attention(
         if fast is not None:
             return fast
     try:
-        return _serve(
-            query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
-            causal_alignment, seq_len_q, seq_len_kv, left_bound, right_bound, return_lse, softcap,
-        )  # fmt: skip
+        with _no_function_modes():
+            return _serve(
+                query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                causal_alignment, seq_len_q, seq_len_kv, left_bound, right_bound, return_lse, softcap,
+            )  # fmt: skip
     except HipdnnError as exc:
         extras = (
             seq_len_q is not None
@@ -237,6 +239,16 @@ def scaled_dot_product_attention(
         return torch.nn.functional.scaled_dot_product_attention(
             query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
         )
+
+
+def _no_function_modes() -> contextlib.AbstractContextManager[object]:
+    """Where a torch function mode is active, a context that turns modes off for the general path: a
+    mode sees every accessor and torch call the path makes, and its code could change a tensor
+    between two of them (free the keys while the query's strides are read). torch's own function keeps
+    its internals out of the modes' sight too; dispatch modes (which see only ops) stay on."""
+    if torch._C._is_torch_function_mode_enabled():
+        return torch._C.DisableTorchFunction()
+    return contextlib.nullcontext()
 
 
 def _serve(

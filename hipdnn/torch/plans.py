@@ -414,6 +414,7 @@ class PlanCache:
         self.cpu_calls = SdpaCalls(
             torch.Tensor, torch.empty_permuted, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS,
             _mask_bias, torch.bool, torch.float32,
+            torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
         )  # fmt: skip
 
     def run(

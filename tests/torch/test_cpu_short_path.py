@@ -35,8 +35,9 @@ def nan_empty(size: Any, layout: Any, *, dtype: Any, device: Any) -> Any:
 
 def table(allocate: Callable[..., Any], to_bias: Callable[..., Any] = _mask_bias) -> Any:
     return SdpaCalls(
-        torch.Tensor, allocate, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS, to_bias, torch.bool, torch.float32
-    )
+        torch.Tensor, allocate, torch.is_grad_enabled, torch.device("cpu"), LAYOUTS, to_bias, torch.bool, torch.float32,
+        torch._C._is_torch_function_mode_enabled, torch._C._len_torch_dispatch_stack,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -268,6 +269,104 @@ def test_allocators_cannot_make_it_write_outside_the_output(cache: ht.PlanCache)
     assert o is not None and torch.allclose(o.double(), reference(q, k, k)[0], atol=2e-5)
 
 
+def test_modes_take_the_general_path(cache: ht.PlanCache) -> None:
+    """Under a torch function mode (``with torch.device(...)`` is one) or a dispatch mode, which see
+    the accessors and the allocation, the short path serves nothing: the general path, which reads the
+    tensors after allocating, gives the same results."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counting(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ops = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    q, k, v = torch.randn(1, 4, 2, 16), torch.randn(1, 4, 40, 16), torch.randn(1, 4, 40, 16)
+    mask = torch.rand(1, 1, 2, 40) > 0.3
+    want, _ = reference(q, k, v)
+    want_masked, _ = reference(q, k, v, mask)
+    ht.scaled_dot_product_attention(q, k, v)  # the kinds' plans
+    ht.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    counting = Counting()
+    for mode in (torch.device("cpu"), counting):
+        with mode:
+            o = _unserved(cache, q, k, v)
+            om = _unserved(cache, q, k, v, attn_mask=mask)
+        assert torch.allclose(o.double(), want, atol=2e-5)
+        assert torch.allclose(om.double(), want_masked, atol=2e-5)
+    assert counting.ops > 0  # the general path's torch calls (the allocation) went through the mode
+    hits = cache.cpu_calls.hits
+    ht.scaled_dot_product_attention(q, k, v)  # no mode: served again
+    assert cache.cpu_calls.hits == hits + 1
+
+
+def test_code_run_during_a_call_cannot_free_what_it_read(cache: ht.PlanCache) -> None:
+    """Code of the caller's that runs inside a call (a mode's handler at the allocation or at an
+    accessor, a flag's ``__bool__``) frees the keys and values it reads (``set_()`` on them: their
+    storage, big enough to be given back to the system, goes). Nothing may read the freed memory: the
+    call raises a clear error, or serves the tensors as they are (function modes do not run inside it)."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    skv = 1 << 16  # 16 MB each: allocated (and freed) by mmap
+    state: dict[str, Any] = {}
+
+    def fresh() -> tuple[Any, Any, Any]:
+        q, k, v = torch.randn(1, 8, 1, 32), torch.randn(1, 8, skv, 32), torch.randn(1, 8, skv, 32)
+        state.update(k=k, v=v, armed=True)
+        return q, k, v
+
+    def free() -> None:
+        if state.pop("armed", False):
+            state["k"].set_(torch.empty(0))
+            state["v"].set_(torch.empty(0))
+
+    class FreeingFunctions(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if getattr(func, "__name__", "") in ("empty_permuted", "empty", "data_ptr", "stride"):
+                free()
+            return func(*args, **(kwargs or {}))
+
+    class FreeingDispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            if "empty" in str(func):
+                with _disable_current_modes():
+                    free()
+            return func(*args, **(kwargs or {}))
+
+    class FreeingFlag:
+        def __bool__(self) -> bool:
+            free()
+            return False
+
+    q, k, v = fresh()
+    ht.scaled_dot_product_attention(q, k, v)  # the kind's plan: later calls would be the short path's
+    q, k, v = fresh()
+    want, _ = reference(q, k, v)
+    with FreeingFunctions():  # runs with function modes off: the handler never sees the call
+        o = ht.scaled_dot_product_attention(q, k, v)
+    assert state.get("armed") and torch.allclose(o.double(), want, atol=2e-5)
+    q, k, v = fresh()
+    with FreeingDispatch(), pytest.raises(HipdnnError):  # the allocation is an op: k and v go before the read
+        ht.scaled_dot_product_attention(q, k, v)
+    q, k, v = fresh()
+    want, _ = reference(q, k, v)
+    try:
+        o = ht.scaled_dot_product_attention(q, k, v, enable_gqa=FreeingFlag())  # type: ignore[arg-type]
+    except HipdnnError:
+        assert not state.get("armed")  # its __bool__ ran, and the call saw k and v freed
+    else:
+        assert state.get("armed") and torch.allclose(o.double(), want, atol=2e-5)  # (equal heads: never asked)
+    # the table itself takes only bools as its flags: another object goes to the general path
+    q, k, v = fresh()
+    for flags in ((FreeingFlag(), False, False), (False, FreeingFlag(), False), (True, False, FreeingFlag())):
+        assert cache.cpu_calls(q, k, v, flags[0], None, flags[1], flags[2]) is None
+    assert state.get("armed") and k.shape == (1, 8, skv, 32)  # (no flag's __bool__ ran)
+
+
 def test_misuse_of_the_table_is_a_clear_error(cache: ht.PlanCache) -> None:
     calls = cache.cpu_calls
     q = torch.randn(1, 2, 1, 8)
@@ -282,11 +381,11 @@ def test_misuse_of_the_table_is_a_clear_error(cache: ht.PlanCache) -> None:
     with pytest.raises(ValueError):
         calls.hits = -1
     with pytest.raises(TypeError):
-        SdpaCalls(torch.Tensor, None, None, None, "not a tuple", None, None, None)
+        SdpaCalls(torch.Tensor, None, None, None, "not a tuple", None, None, None, None, None)
     with pytest.raises(TypeError):
         SdpaCalls(torch.Tensor, None, None, None, LAYOUTS)  # too few
     with pytest.raises(ValueError):
-        SdpaCalls(torch.Tensor, None, None, None, ((0, 1, 2, 3),), None, None, None)
+        SdpaCalls(torch.Tensor, None, None, None, ((0, 1, 2, 3),), None, None, None, None, None)
     ht.scaled_dot_product_attention(q, q, q)
     (plan,) = cache.plans()
     with pytest.raises(ValueError, match="codes"):

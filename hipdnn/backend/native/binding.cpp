@@ -338,6 +338,7 @@ bool read_tensor(BindingData& bd, PlanData& d, BoundScratch& s, size_t i, PyObje
     static PyObject* shape = PyUnicode_InternFromString("shape");
     static PyObject* stride = PyUnicode_InternFromString("stride");
     if (!data_ptr || !shape || !stride) return false;
+    if (!torch_reads_begin()) return as_hipdnn_error(kInvalidVariantPack, "call_tensors: cannot read torch's mode state");
     const TensorSpec& spec = d.tensors[static_cast<size_t>(bd.slot_tensor[i])];
     const std::string& label = spec.label;
     OverrideSet& o = s.overrides;
@@ -432,6 +433,7 @@ PyObject* Binding_call_tensors(PyObject* self, PyObject* const* args, Py_ssize_t
     ScratchLease<BoundScratch> lease(tl_bound, tl_bound_depth);
     BoundScratch& s = lease.get();
     start_override_call(bd, s);
+    TorchReadScope reads;
     for (size_t i = 0; i < n; ++i)
         if (!read_tensor(bd, d, s, i, PyTuple_GET_ITEM(held, static_cast<Py_ssize_t>(i)))) return nullptr;
     return run_read_call(bd, x, d, s, ws);

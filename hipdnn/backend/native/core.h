@@ -59,6 +59,9 @@ struct Config {
     PyObject* torch_test = nullptr;      // values.is_torch_tensor(value) -> bool, asked once per type
     PyObject* torch_dtype_info = nullptr;  // values.torch_dtype_info(dtype) -> (code, name, itemsize)
     PyObject* torch_dtypes = nullptr;    // dict: torch dtype -> (code, name, itemsize), filled as met
+    PyObject* torch_modes = nullptr;     // torch._C._is_torch_function_mode_enabled (TorchReadScope)
+    PyObject* torch_no_modes = nullptr;  // torch._C.DisableTorchFunction
+    bool torch_modes_looked = false;     // torch._C was asked for the two (once torch tensors are met)
     std::unordered_map<PyTypeObject*, bool> torch_types;  // verdicts (types held by strong refs below)
     std::vector<PyObject*> held_types;
     std::vector<std::string> dtype_names;  // by DataType value
@@ -350,6 +353,25 @@ struct Holds {
         refs.clear();
     }
 };
+// One call's reads of torch tensors (Graph.execute's variant pack, call_tensors): a tensor's pointer is
+// read before the others' and used after them, so no torch function mode may run code in between (a
+// mode sees every accessor: its handler could free a tensor already read). At the call's first torch
+// tensor, if a mode is active on this thread, torch's DisableTorchFunction is entered until the call
+// ends (mode state is per thread; Python code the call runs meanwhile, a resolver's, sees no mode).
+// Scopes nest (a foreign object's code may make a call of its own).
+struct TorchReadScope {
+    TorchReadScope();
+    ~TorchReadScope();
+    TorchReadScope(const TorchReadScope&) = delete;
+    TorchReadScope& operator=(const TorchReadScope&) = delete;
+    PyObject* entered = nullptr;  // the DisableTorchFunction context, while entered
+    bool checked = false;
+    TorchReadScope* outer;
+};
+// Called before a torch tensor's accessors are read: enters the scope's DisableTorchFunction where a
+// mode is active (once per scope; nothing outside a scope). False with an exception set on failure.
+bool torch_reads_begin();
+
 bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf& b, std::vector<PyObject*>& releases,
                 Holds& holds);
 bool buffer_from_record(PyObject* r, const std::string& label, Buf& b);

@@ -238,6 +238,7 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
         o_uids = Py_None;
     }
     ScratchLease<Scratch> lease(tl_scratch, tl_scratch_depth);
+    TorchReadScope reads;  // (torch tensors in the pack, the workspace: read with no mode's code running)
     Scratch& s = lease.get();
     CallEnd end{s};
     size_t nt = d.tensors.size();

@@ -60,6 +60,8 @@ struct SdpaCallsData {
     PyObject* tensor_type = nullptr;     // torch.Tensor (exactly: subclasses take the general path)
     PyObject* empty_permuted = nullptr;  // torch.empty_permuted
     PyObject* grad_enabled = nullptr;    // torch.is_grad_enabled
+    PyObject* function_modes = nullptr;  // torch._C._is_torch_function_mode_enabled
+    PyObject* dispatch_depth = nullptr;  // torch._C._len_torch_dispatch_stack
     PyObject* device = nullptr;          // torch.device("cpu")
     PyObject* layouts = nullptr;         // plans.LAYOUTS: 6 axis orders, outermost first
     PyObject* kwnames = nullptr;         // ("dtype", "device")
@@ -340,6 +342,22 @@ int read_mask(PyObject* self, SdpaCallsData& c, PyObject* mask, PyObject* q, con
     return 1;
 }
 
+// 1 when a torch function mode or a Python dispatch mode is active on this thread, 0 when none, -1 with
+// an exception set. (Two C functions of torch's: no Python code of anyone's runs.)
+int python_modes(SdpaCallsData& c) {
+    PyObject* on = PyObject_CallNoArgs(c.function_modes);
+    if (!on) return -1;
+    int active = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (active != 0) return active;
+    PyObject* depth = PyObject_CallNoArgs(c.dispatch_depth);
+    if (!depth) return -1;
+    long n = PyLong_AsLong(depth);
+    Py_DECREF(depth);
+    if (n == -1 && PyErr_Occurred()) return -1;
+    return n != 0;
+}
+
 // calls(q, k, v, causal, scale, enable_gqa, bottom_right[, mask]) -> the output, None (the general path
 // must serve it: no plan of this kind yet, too long for its capacity, a layout, mask or option this
 // path does not read, gradients wanted), or NotImplemented (q is not a plain CPU tensor: another
@@ -354,6 +372,14 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     PyObject *q = args[0], *k = args[1], *v = args[2], *scale_arg = args[4];
     PyObject* mask = nargs > 7 && args[7] != Py_None ? args[7] : nullptr;
     PyObject* tensor_type = c.tensor_type;
+    // Pointers are read before the output is allocated and used after: no code of the caller's may
+    // run in between, or it could free what was read (a mode's handler calling set_() or resize_()).
+    // So the flags must be bools, and a call under a torch function or dispatch mode (which sees
+    // every accessor and the allocation) is the general path's, which reads after allocating.
+    for (int a : {3, 5, 6})
+        if (!PyBool_Check(args[a])) return not_served();
+    int modes = python_modes(c);
+    if (modes != 0) return modes < 0 ? nullptr : not_served();
     if (reinterpret_cast<PyObject*>(Py_TYPE(q)) != tensor_type) Py_RETURN_NOTIMPLEMENTED;
     Read rq, rk, rv;
     int got = read_tensor(q, rq);
@@ -378,8 +404,7 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     int64_t hk = rv.shape[1], skv = rv.shape[2], dv = rv.shape[3];
     if (rk.shape[0] != b || rv.shape[0] != b || rk.shape[1] != hk || rk.shape[2] != skv || rk.shape[3] != d)
         return not_served();
-    int gqa = PyObject_IsTrue(args[5]);
-    if (gqa < 0) return nullptr;
+    const bool gqa = args[5] == Py_True;
     if (!(hq == hk || (gqa && hk > 0 && hq % hk == 0))) return not_served();
     if (b <= 0 || hq <= 0 || sq <= 0 || skv <= 0 || d <= 0 || dv <= 0) return not_served();
     const Read* reads[3] = {&rq, &rk, &rv};
@@ -397,9 +422,8 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     } else {
         return not_served();
     }
-    int causal = PyObject_IsTrue(args[3]);
-    int aligned = causal > 0 ? PyObject_IsTrue(args[6]) : 0;
-    if (causal < 0 || aligned < 0) return nullptr;
+    const bool causal = args[3] == Py_True;
+    const bool aligned = causal && args[6] == Py_True;
     SdpaEntry want;  // the call's kind (no references held: compared, never stored)
     want.dtype = rq.dtype;
     want.heads = hq;
@@ -407,8 +431,8 @@ PyObject* SdpaCalls_call(PyObject* self, PyObject* const* args, size_t nargsf, P
     want.head_dim = d;
     want.value_dim = dv;
     want.scale = scale;
-    want.causal = causal > 0;
-    want.bottom_right = aligned > 0;  // the alignment matters only with the causal mask
+    want.causal = causal;
+    want.bottom_right = aligned;  // the alignment matters only with the causal mask
     long code_q = order_code(rq.stride);
     want.codes = code_q + 6 * order_code(rk.stride) + 36 * order_code(rv.stride);
     // A kind like this one, with a bias slot when the call has a mask, whose capacity holds the call:
@@ -591,14 +615,17 @@ Py_ssize_t SdpaCalls_len(PyObject* self) {
     return static_cast<Py_ssize_t>(reinterpret_cast<SdpaCalls*>(self)->c->entries.size());
 }
 
-// SdpaCalls(tensor_type, empty_permuted, is_grad_enabled, cpu_device, layouts, to_bias, bool_dtype, float32)
+// SdpaCalls(tensor_type, empty_permuted, is_grad_enabled, cpu_device, layouts, to_bias, bool_dtype, float32,
+//           function_modes, dispatch_depth)
 PyObject* SdpaCalls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
     PyObject *tensor_type, *empty_permuted, *grad_enabled, *device, *layouts, *to_bias, *bool_dtype, *float32;
-    static const char* kw[] = {"tensor_type", "empty_permuted", "is_grad_enabled", "cpu_device", "layouts",
-                               "to_bias",     "bool_dtype",     "float32",         nullptr};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOO!OOO", const_cast<char**>(kw), &PyType_Type,
+    PyObject *function_modes, *dispatch_depth;
+    static const char* kw[] = {"tensor_type", "empty_permuted", "is_grad_enabled", "cpu_device",
+                               "layouts",     "to_bias",        "bool_dtype",      "float32",
+                               "function_modes", "dispatch_depth", nullptr};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!OOOO!OOOOO", const_cast<char**>(kw), &PyType_Type,
                                      &tensor_type, &empty_permuted, &grad_enabled, &device, &PyTuple_Type, &layouts,
-                                     &to_bias, &bool_dtype, &float32))
+                                     &to_bias, &bool_dtype, &float32, &function_modes, &dispatch_depth))
         return nullptr;
     if (PyTuple_GET_SIZE(layouts) != 6) {
         PyErr_SetString(PyExc_ValueError, "SdpaCalls: layouts must hold the 6 axis orders");
@@ -612,8 +639,11 @@ PyObject* SdpaCalls_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
         return nullptr;
     }
     auto* c = new SdpaCallsData();
-    PyObject* held[] = {tensor_type, empty_permuted, grad_enabled, device, layouts, to_bias, bool_dtype, float32};
+    PyObject* held[] = {tensor_type, empty_permuted, grad_enabled, device,         layouts,
+                        to_bias,     bool_dtype,     float32,      function_modes, dispatch_depth};
     for (PyObject* o : held) Py_INCREF(o);
+    c->function_modes = function_modes;
+    c->dispatch_depth = dispatch_depth;
     c->tensor_type = tensor_type;
     c->empty_permuted = empty_permuted;
     c->grad_enabled = grad_enabled;
@@ -634,7 +664,7 @@ void SdpaCalls_dealloc(PyObject* self) {
         clear_entries(c->entries);
         clear_memo(c->memo);  // (empty: a held memo keeps the table alive through its callback)
         for (PyObject* o : {c->tensor_type, c->empty_permuted, c->grad_enabled, c->device, c->layouts, c->to_bias,
-                            c->bool_dtype, c->float32, c->kwnames})
+                            c->bool_dtype, c->float32, c->function_modes, c->dispatch_depth, c->kwnames})
             Py_XDECREF(o);
         delete c;
     }

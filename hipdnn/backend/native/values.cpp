@@ -260,9 +260,63 @@ PyObject* dtype_record(PyObject* dtype) {
     return fresh;
 }
 
+thread_local TorchReadScope* tl_torch_reads = nullptr;
+
+TorchReadScope::TorchReadScope() : outer(tl_torch_reads) { tl_torch_reads = this; }
+
+TorchReadScope::~TorchReadScope() {
+    if (entered) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);  // the call's own error, if any, stays the one raised
+        PyObject* r = PyObject_CallMethod(entered, "__exit__", "OOO", Py_None, Py_None, Py_None);
+        if (r) Py_DECREF(r);
+        else PyErr_WriteUnraisable(entered);
+        Py_DECREF(entered);
+        PyErr_Restore(type, value, trace);
+    }
+    tl_torch_reads = outer;
+}
+
+bool torch_reads_begin() {
+    TorchReadScope* scope = tl_torch_reads;
+    if (!scope || scope->checked) return true;
+    scope->checked = true;
+    if (!g.torch_modes_looked) {
+        g.torch_modes_looked = true;
+        PyObject* c = PyImport_ImportModule("torch._C");  // loaded already: a torch tensor was met
+        if (c) {
+            g.torch_modes = PyObject_GetAttrString(c, "_is_torch_function_mode_enabled");
+            g.torch_no_modes = PyObject_GetAttrString(c, "DisableTorchFunction");
+            Py_DECREF(c);
+        }
+        if (!g.torch_modes || !g.torch_no_modes) {  // a torch without modes: nothing to guard against
+            Py_CLEAR(g.torch_modes);
+            Py_CLEAR(g.torch_no_modes);
+            PyErr_Clear();
+        }
+    }
+    if (!g.torch_modes) return true;
+    PyObject* on = PyObject_CallNoArgs(g.torch_modes);
+    if (!on) return false;
+    int active = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (active <= 0) return active == 0;
+    PyObject* ctx = PyObject_CallNoArgs(g.torch_no_modes);
+    if (!ctx) return false;
+    PyObject* r = PyObject_CallMethod(ctx, "__enter__", nullptr);
+    if (!r) {
+        Py_DECREF(ctx);
+        return false;
+    }
+    Py_DECREF(r);
+    scope->entered = ctx;
+    return true;
+}
+
 // A torch tensor through its accessors (torch refuses __cuda_array_interface__ for bfloat16, and CPU
 // tensors have no array interface). Returns 1 done, 0 not handled (Python resolves it), -1 error.
 int buffer_from_torch(PyObject* value, Buf& b) {
+    if (!torch_reads_begin()) return -1;
     PyObject* dtype = PyObject_GetAttr(value, g.str_dtype);
     if (!dtype) return -1;
     PyObject* info = dtype_record(dtype);
