@@ -340,6 +340,88 @@ def test_torch_function_mode_runs_no_code_while_the_pack_is_read(handle) -> None
     assert reference.relative_error(o.double().numpy(), want) < 2e-2
 
 
+def test_a_later_value_that_frees_a_torch_tensor_read_before_is_caught(handle) -> None:
+    """A value read after a torch tensor may run code of its own (an ``__array_interface__``
+    property, a tensor subclass's ``shape``) that frees the tensor read before (``set_()``): its
+    pointer would be stale when the plugin runs. The core reads every torch tensor of the call again,
+    through torch's own accessors, after the call's last Python code: the call is refused, naming the
+    tensor, and nothing runs (the output keeps its NaN)."""
+    torch = pytest.importorskip("torch")
+    g, ts = sdpa_graph(300, F32, h=2, d=64)  # k: 150 KB, given back to the system when freed
+    g.build(handle)
+    workspace = np.empty(max(g.get_workspace_size(), 1), np.uint8)
+
+    def fresh() -> tuple[Any, Any, Any, np.ndarray]:
+        q, k, v = (torch.randn(1, 2, 300, 64) for _ in range(3))
+        return q, k, v, np.full((1, 2, 300, 64), np.nan, np.float32)
+
+    q, k, v, o = fresh()
+
+    class FreesKey:
+        """o's array, whose interface is read after k: it frees k first."""
+
+        def __init__(self, arr: np.ndarray, victim: Any) -> None:
+            self.arr, self.victim = arr, victim
+
+        @property
+        def __array_interface__(self) -> dict[str, Any]:
+            self.victim.set_(torch.empty(0))
+            return self.arr.__array_interface__
+
+    with pytest.raises(hipdnn.HipdnnError, match="tensor 'k'.*changed while the call's other values were read"):
+        g.execute(handle, {ts[0]: q, ts[1]: k, ts[2]: v, ts[3]: FreesKey(o, k)}, workspace)
+    assert np.isnan(o).all()
+
+    class Shrinking(torch.Tensor):
+        """A subclass whose shape property, read after the query's, resizes the query in place."""
+
+        victim: Any = None
+
+        @property
+        def shape(self) -> Any:  # type: ignore[override]
+            type(self).victim.resize_(1)
+            return super().shape
+
+    q, k, v, o = fresh()
+    Shrinking.victim = q
+    with pytest.raises(hipdnn.HipdnnError, match="tensor 'q'.*changed"):
+        g.execute(handle, {ts[0]: q, ts[1]: k.as_subclass(Shrinking), ts[2]: v, ts[3]: o}, workspace)
+    assert np.isnan(o).all()
+    # a mode entered by a value's code, during the call: the second reads run none of its handlers
+    from torch.overrides import TorchFunctionMode
+
+    class FreeingMode(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            ran.append(getattr(func, "__name__", str(func)))
+            k.set_(torch.empty(0))
+            return func(*args, **(kwargs or {}))
+
+    class EntersMode:
+        def __init__(self, arr: np.ndarray) -> None:
+            self.arr = arr
+
+        @property
+        def __array_interface__(self) -> dict[str, Any]:
+            mode.__enter__()  # left on: the test leaves it after the call
+            return self.arr.__array_interface__
+
+    ran: list[str] = []
+    q, k, v, o = fresh()
+    mode = FreeingMode()
+    try:
+        g.execute(handle, {ts[0]: q, ts[1]: k, ts[2]: v, ts[3]: EntersMode(o)}, workspace)
+    finally:
+        mode.__exit__(None, None, None)
+    assert ran == [] and k.shape == (1, 2, 300, 64)
+    want, _ = reference.sdpa(*(t.double().numpy() for t in (q, k, v)), 0.3, causal=True)
+    assert reference.relative_error(o.astype(np.float64), want) < 1e-5
+    # untouched tensors (and a subclass that leaves the others alone) run as before
+    q, k, v, o = fresh()
+    g.execute(handle, {ts[0]: q, ts[1]: k.as_subclass(torch.nn.Parameter), ts[2]: v, ts[3]: o}, workspace)
+    want, _ = reference.sdpa(*(t.detach().double().numpy() for t in (q, k, v)), 0.3, causal=True)
+    assert reference.relative_error(o.astype(np.float64), want) < 1e-5
+
+
 def test_dlpack_producers_are_read_and_typed(handle) -> None:
     """A DLPack-only producer (capsules parsed by hipdnn.backend.values) reaches the plugin, exactly typed."""
 

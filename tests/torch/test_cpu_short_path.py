@@ -367,6 +367,35 @@ def test_code_run_during_a_call_cannot_free_what_it_read(cache: ht.PlanCache) ->
     assert state.get("armed") and k.shape == (1, 8, skv, 32)  # (no flag's __bool__ ran)
 
 
+def test_call_tensors_reads_again_what_a_subclass_could_free(cache: ht.PlanCache) -> None:
+    """The bound call's tensor form (``call_tensors``, the general path's launch) reads each tensor's
+    accessors in turn; a subclass's ``shape`` may free a tensor read before it. The core reads the
+    call's torch tensors again through torch's own accessors before running, when any is not exactly
+    ``torch.Tensor``: the call is refused, naming the tensor, and the output keeps its NaN."""
+    q, k, v = torch.randn(1, 4, 3, 64), torch.randn(1, 4, 700, 64), torch.randn(1, 4, 700, 64)
+    ht.scaled_dot_product_attention(q, k, v)
+    (plan,) = cache.plans()
+
+    class Freeing(torch.Tensor):
+        victim: Any = None
+
+        @property
+        def shape(self) -> Any:  # type: ignore[override]
+            if type(self).victim is not None:
+                type(self).victim.set_(torch.empty(0))
+                type(self).victim = None
+            return super().shape
+
+    o = torch.full((1, 4, 3, 64), float("nan"))
+    Freeing.victim = k
+    with pytest.raises(HipdnnError, match="tensor 'k'.*changed while"):
+        plan.run([q, k, v.as_subclass(Freeing), o])
+    assert o.isnan().all() and k.numel() == 0
+    k = torch.randn(1, 4, 700, 64)
+    assert plan.run([q, k, v.as_subclass(Freeing), o])  # (its shape now frees nothing)
+    assert torch.allclose(o.double(), reference(q, k, v)[0], atol=2e-5)
+
+
 def test_misuse_of_the_table_is_a_clear_error(cache: ht.PlanCache) -> None:
     calls = cache.cpu_calls
     q = torch.randn(1, 2, 1, 8)

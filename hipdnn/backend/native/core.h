@@ -61,6 +61,10 @@ struct Config {
     PyObject* torch_dtypes = nullptr;    // dict: torch dtype -> (code, name, itemsize), filled as met
     PyObject* torch_modes = nullptr;     // torch._C._is_torch_function_mode_enabled (TorchReadScope)
     PyObject* torch_no_modes = nullptr;  // torch._C.DisableTorchFunction
+    PyObject* torch_tensor = nullptr;    // torch.Tensor (its exact instances' accessors are torch's C code)
+    PyObject* base_data_ptr = nullptr;   // torch._C.TensorBase's data_ptr, stride and shape, which no
+    PyObject* base_stride = nullptr;     // subclass overrides (TorchReadScope::verify reads through them)
+    PyObject* base_shape = nullptr;
     bool torch_modes_looked = false;     // torch._C was asked for the two (once torch tensors are met)
     std::unordered_map<PyTypeObject*, bool> torch_types;  // verdicts (types held by strong refs below)
     std::vector<PyObject*> held_types;
@@ -359,18 +363,32 @@ struct Holds {
 // tensor, if a mode is active on this thread, torch's DisableTorchFunction is entered until the call
 // ends (mode state is per thread; Python code the call runs meanwhile, a resolver's, sees no mode).
 // Scopes nest (a foreign object's code may make a call of its own).
+//
+// Code of the caller's may still run between two reads (a later value's __index__, a resolver, a
+// subclass's accessor) and free a tensor read before. So the scope also logs each torch tensor read
+// (the object, its pointer, shape and strides), and verify(), called after the call's last Python
+// code and before the plugin, reads them again through torch.Tensor's own C accessors, with modes
+// and __torch_function__ off, where no one's code runs: a tensor that moved, shrank or was freed is
+// refused, naming it, and nothing runs.
 struct TorchReadScope {
     TorchReadScope();
     ~TorchReadScope();
     TorchReadScope(const TorchReadScope&) = delete;
     TorchReadScope& operator=(const TorchReadScope&) = delete;
+    // Reads every logged tensor again (see above): false, with a HipdnnError raised, if any changed.
+    bool verify();
     PyObject* entered = nullptr;  // the DisableTorchFunction context, while entered
     bool checked = false;
+    size_t first;  // this scope's entries of the thread's log start here
     TorchReadScope* outer;
 };
 // Called before a torch tensor's accessors are read: enters the scope's DisableTorchFunction where a
 // mode is active (once per scope; nothing outside a scope). False with an exception set on failure.
 bool torch_reads_begin();
+// Logs a torch tensor the current scope read (rank > kLoggedRank: its pointer alone). label must
+// outlive the scope.
+void torch_reads_log(PyObject* t, const char* label, uint64_t ptr, const int64_t* shape, const int64_t* strides,
+                     size_t rank);
 
 bool read_value(PyObject* value, const std::string& label, uint64_t stream, Buf& b, std::vector<PyObject*>& releases,
                 Holds& holds);

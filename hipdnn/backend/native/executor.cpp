@@ -190,7 +190,8 @@ bool read_workspace(const PlanData& d, PyObject* workspace, uint64_t stream, Scr
         return false;
     }
     Buf wb;
-    if (!read_value(workspace, "workspace", stream, wb, s.releases, s.holds)) return false;
+    static const std::string label = "workspace";  // (outlives the call: the torch read log keeps it)
+    if (!read_value(workspace, label, stream, wb, s.releases, s.holds)) return false;
     *ws = wb.ptr;
     if (!wb.sized) return true;
     uint64_t holds = wb.high > wb.ptr ? wb.high - wb.ptr : 0;
@@ -355,6 +356,7 @@ PyObject* Executor_execute(PyObject* self, PyObject* const* args, Py_ssize_t nar
     a.lengths = s.lengths.data();
     a.shapes = s.shape_ptrs.data();
     a.strides = s.stride_ptrs.data();
+    if (!reads.verify()) return nullptr;  // after the call's last Python code
     if (!enter(d) || !call_plugin(d, a)) return nullptr;
     Py_RETURN_NONE;
 }

@@ -262,9 +262,107 @@ PyObject* dtype_record(PyObject* dtype) {
 
 thread_local TorchReadScope* tl_torch_reads = nullptr;
 
-TorchReadScope::TorchReadScope() : outer(tl_torch_reads) { tl_torch_reads = this; }
+constexpr size_t kLoggedRank = 8;
+struct TorchRead {
+    PyObject* t;        // borrowed: the call holds it (its pack's snapshot, call_tensors' tuple)
+    const char* label;  // the tensor's, in the plan (or a literal)
+    uint64_t ptr;
+    size_t rank;  // > kLoggedRank: the pointer alone is compared
+    int64_t shape[kLoggedRank];
+    int64_t strides[kLoggedRank];
+};
+// The thread's log of torch reads, a stack of the nested scopes' entries (kept: no allocation per
+// call once warm).
+thread_local std::vector<TorchRead> tl_torch_log;
+
+TorchReadScope::TorchReadScope() : first(tl_torch_log.size()), outer(tl_torch_reads) { tl_torch_reads = this; }
+
+void torch_reads_log(PyObject* t, const char* label, uint64_t ptr, const int64_t* shape, const int64_t* strides,
+                     size_t rank) {
+    if (!tl_torch_reads) return;
+    TorchRead r;
+    r.t = t;
+    r.label = label;
+    r.ptr = ptr;
+    r.rank = rank;
+    for (size_t k = 0; k < rank && k < kLoggedRank; ++k) {
+        r.shape[k] = shape[k];
+        r.strides[k] = strides[k];
+    }
+    tl_torch_log.push_back(r);
+}
+
+namespace {
+// An int tuple (torch.Size or stride()'s) equal to want[0..rank)? -1 with an exception set when it is
+// not a tuple of ints at all.
+int same_ints(PyObject* v, const int64_t* want, size_t rank) {
+    if (!PyTuple_Check(v)) return 0;
+    if (static_cast<size_t>(PyTuple_GET_SIZE(v)) != rank) return 0;
+    for (size_t k = 0; k < rank && k < kLoggedRank; ++k) {
+        PyObject* item = PyTuple_GET_ITEM(v, static_cast<Py_ssize_t>(k));
+        if (!PyLong_CheckExact(item)) return 0;
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(item, &overflow);
+        if (overflow || x != want[k]) return 0;
+    }
+    return 1;
+}
+}  // namespace
+
+bool TorchReadScope::verify() {
+    if (tl_torch_log.size() <= first || !g.base_data_ptr) return true;
+    bool subclass = false;
+    for (size_t i = first; i < tl_torch_log.size(); ++i)
+        subclass = subclass || reinterpret_cast<PyObject*>(Py_TYPE(tl_torch_log[i].t)) != g.torch_tensor;
+    // A subclass's __torch_function__ would run on torch's own accessors too, and so would a mode the
+    // call's Python code entered since its first torch tensor: both off (an exact tensor under no mode
+    // runs no code).
+    if (!entered && !subclass) {
+        PyObject* on = PyObject_CallNoArgs(g.torch_modes);
+        int active = on ? PyObject_IsTrue(on) : -1;
+        Py_XDECREF(on);
+        if (active < 0) return as_hipdnn_error(kInvalidVariantPack, "cannot read torch's mode state");
+        subclass = active != 0;
+    }
+    if (!entered && subclass) {
+        PyObject* ctx = PyObject_CallNoArgs(g.torch_no_modes);
+        PyObject* r = ctx ? PyObject_CallMethod(ctx, "__enter__", nullptr) : nullptr;
+        if (!r) {
+            Py_XDECREF(ctx);
+            return as_hipdnn_error(kInvalidVariantPack, "cannot turn torch's function modes off to check the tensors");
+        }
+        Py_DECREF(r);
+        entered = ctx;
+    }
+    descrgetfunc shape_of = Py_TYPE(g.base_shape)->tp_descr_get;
+    for (size_t i = first; i < tl_torch_log.size(); ++i) {
+        const TorchRead r = tl_torch_log[i];  // (a copy: nothing below runs code that logs, but cheap)
+        PyObject* p = PyObject_CallOneArg(g.base_data_ptr, r.t);
+        bool same = p && PyLong_Check(p) && PyLong_AsUnsignedLongLong(p) == r.ptr && !PyErr_Occurred();
+        Py_XDECREF(p);
+        if (same && r.rank <= kLoggedRank) {
+            PyObject* shape = shape_of ? shape_of(g.base_shape, r.t, reinterpret_cast<PyObject*>(Py_TYPE(r.t))) : nullptr;
+            same = shape && same_ints(shape, r.shape, r.rank) == 1;
+            Py_XDECREF(shape);
+            if (same) {
+                PyObject* strides = PyObject_CallOneArg(g.base_stride, r.t);
+                same = strides && same_ints(strides, r.strides, r.rank) == 1;
+                Py_XDECREF(strides);
+            }
+        }
+        if (!same) {
+            PyErr_Clear();
+            raise(kInvalidVariantPack, std::string(r.label) +
+                                           ": the torch tensor changed while the call's other values were read (code "
+                                           "they ran moved, resized or freed it); nothing was run");
+            return false;
+        }
+    }
+    return true;
+}
 
 TorchReadScope::~TorchReadScope() {
+    tl_torch_log.resize(first);
     if (entered) {
         PyObject *type, *value, *trace;
         PyErr_Fetch(&type, &value, &trace);  // the call's own error, if any, stays the one raised
@@ -287,13 +385,31 @@ bool torch_reads_begin() {
         if (c) {
             g.torch_modes = PyObject_GetAttrString(c, "_is_torch_function_mode_enabled");
             g.torch_no_modes = PyObject_GetAttrString(c, "DisableTorchFunction");
+            PyObject* base = PyObject_GetAttrString(c, "TensorBase");
+            if (base) {
+                g.base_data_ptr = PyObject_GetAttrString(base, "data_ptr");
+                g.base_stride = PyObject_GetAttrString(base, "stride");
+                g.base_shape = PyObject_GetAttrString(base, "shape");
+                Py_DECREF(base);
+            }
             Py_DECREF(c);
+        }
+        PyObject* torch = PyImport_ImportModule("torch");
+        if (torch) {
+            g.torch_tensor = PyObject_GetAttrString(torch, "Tensor");
+            Py_DECREF(torch);
         }
         if (!g.torch_modes || !g.torch_no_modes) {  // a torch without modes: nothing to guard against
             Py_CLEAR(g.torch_modes);
             Py_CLEAR(g.torch_no_modes);
-            PyErr_Clear();
         }
+        if (!g.torch_no_modes || !g.base_data_ptr || !g.base_stride || !g.base_shape ||
+            !Py_TYPE(g.base_shape)->tp_descr_get) {  // (torch before 2.0: no second read)
+            Py_CLEAR(g.base_data_ptr);
+            Py_CLEAR(g.base_stride);
+            Py_CLEAR(g.base_shape);
+        }
+        PyErr_Clear();
     }
     if (!g.torch_modes) return true;
     PyObject* on = PyObject_CallNoArgs(g.torch_modes);
@@ -387,7 +503,10 @@ bool read_value_raw(PyObject* value, const std::string& label, uint64_t stream, 
         if (torch < 0) return raise_chained(kInvalidVariantPack, label + ": cannot tell what kind of buffer it is"), false;
         if (torch) {
             int done = buffer_from_torch(value, b);
-            if (done > 0) return true;
+            if (done > 0) {
+                torch_reads_log(value, label.c_str(), b.ptr, b.shape.data(), b.strides.data(), b.shape.size());
+                return true;
+            }
             // a hostile or broken tensor: let the Python reader name what failed
             if (done < 0) PyErr_Clear();
             b.reset();
