@@ -293,8 +293,8 @@ void torch_reads_log(PyObject* t, const char* label, uint64_t ptr, const int64_t
 }
 
 namespace {
-// An int tuple (torch.Size or stride()'s) equal to want[0..rank)? -1 with an exception set when it is
-// not a tuple of ints at all.
+// 1 when v is a tuple (torch.Size, or stride()'s) of exactly the ints want[0..rank), else 0; runs no
+// Python code and sets no exception.
 int same_ints(PyObject* v, const int64_t* want, size_t rank) {
     if (!PyTuple_Check(v)) return 0;
     if (static_cast<size_t>(PyTuple_GET_SIZE(v)) != rank) return 0;
