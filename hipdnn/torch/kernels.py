@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from hipdnn.frontend import ErrorCode, HipdnnError
 from hipdnn.torch.plans import LAYOUTS, Kind, Masking, PlanCache, Slot, order_code, plain, readable
 
 #: a slot's dims: per axis a capacity axis name ("B", "SQ", "SKV") or a fixed size
@@ -50,6 +51,13 @@ def _slots(
     roles: Sequence[str], values: Sequence[torch.Tensor], dims: Sequence[Dims], outputs: int
 ) -> tuple[Slot, ...]:
     n = len(values)
+    for role, t, d in zip(roles, values, dims):
+        if t.dim() != len(d):  # checked before: code run since (a dispatch mode's, at an allocation) changed it
+            raise HipdnnError(
+                ErrorCode.INVALID_VALUE,
+                f"hipdnn.torch: {role} changed while the call was prepared: it is now {list(t.shape)}, not "
+                f"{len(d)}-D (code that ran during the call, such as a torch mode's, resized or replaced it)",
+            )
     return tuple(
         Slot(role, t.dtype, LAYOUTS[order_code(t.stride())], d, i >= n - outputs)
         for i, (role, t, d) in enumerate(zip(roles, values, dims))

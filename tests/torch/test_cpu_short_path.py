@@ -343,6 +343,9 @@ def test_code_run_during_a_call_cannot_free_what_it_read(cache: ht.PlanCache) ->
             return False
 
     q, k, v = fresh()
+    with FreeingDispatch(), pytest.raises(HipdnnError, match="changed while the call was prepared"):
+        ht.scaled_dot_product_attention(q, k, v)  # the kind's first call: its plan is described after
+    q, k, v = fresh()
     ht.scaled_dot_product_attention(q, k, v)  # the kind's plan: later calls would be the short path's
     q, k, v = fresh()
     want, _ = reference(q, k, v)
