@@ -7,8 +7,8 @@
 #   tools/sanitize.sh [--no-build] [TEST ...]
 #
 # Each TEST (default: every tests/adversarial/test_*.py, tests/cpu/test_sdpa_isa.py, test_cpu_threading.py,
-# test_sdpa_backward_bf16_kernels.py, test_sdpa_half_rounding.py, test_sdpa_bf16_kernels.py and
-# tests/torch/test_cpu_short_path.py) runs in a pytest
+# test_sdpa_backward_bf16_kernels.py, test_sdpa_half_rounding.py, test_sdpa_bf16_kernels.py,
+# test_sdpa_panel_vectors.py and tests/torch/test_cpu_short_path.py) runs in a pytest
 # process of its own, so that a sanitizer abort in one file does not hide the others. Two kinds of test are left out (see
 # $deselect): those that run tools/fuzz's harness, a sanitized program of its own that the plain test
 # run runs already, and an RSS bound, which under ASan measures its quarantine of freed memory.
@@ -43,9 +43,11 @@ if [ ${#tests[@]} = 0 ]; then
   # inlined at -O0, so a vector passed between functions built for different ISAs shows there
   # (the AVX-512 backward computed wrong gradients that way until each ISA got a file of its own);
   # and the forward's items on both the worker pool and the OpenMP team, from several threads at once;
-  # and hipdnn.torch's compiled short path (the core's SdpaCalls) with hostile allocators
+  # and hipdnn.torch's compiled short path (the core's SdpaCalls) with hostile allocators; and the
+  # fp32 panel kernel at both widths of the AVX-512 builds, tails included
   tests=(tests/adversarial/test_*.py tests/cpu/test_sdpa_isa.py tests/cpu/test_cpu_threading.py tests/cpu/test_sdpa_backward_bf16_kernels.py
-    tests/cpu/test_sdpa_half_rounding.py tests/cpu/test_sdpa_bf16_kernels.py tests/torch/test_cpu_short_path.py)
+    tests/cpu/test_sdpa_half_rounding.py tests/cpu/test_sdpa_bf16_kernels.py tests/cpu/test_sdpa_panel_vectors.py
+    tests/torch/test_cpu_short_path.py)
 fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
