@@ -294,15 +294,21 @@ def test_ml_dtypes_bfloat16_is_bfloat16(handle) -> None:
     assert np.isnan(o[:, :, 29:].astype(np.float32)).all()  # rows past the override untouched
 
 
+def torch_bf16_sdpa(torch: Any, seed: int) -> tuple[Any, ...]:
+    """sdpa_graph(21, BF16)'s inputs as torch bf16 tensors, a NaN-filled output, and the float64 result."""
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 2, 21, 8, generator=gen).to(torch.bfloat16) for _ in range(3))
+    o = torch.full((1, 2, 21, 8), float("nan"), dtype=torch.bfloat16)
+    want, _ = reference.sdpa(*(t.double().numpy() for t in (q, k, v)), 0.3, causal=True)
+    return q, k, v, o, want
+
+
 def test_torch_cpu_bfloat16_tensors_are_read(handle) -> None:
     torch = pytest.importorskip("torch")
     g, ts = sdpa_graph(21, BF16)
     g.build(handle)
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 2, 21, 8, generator=gen).to(torch.bfloat16) for _ in range(3))
-    o = torch.full((1, 2, 21, 8), float("nan"), dtype=torch.bfloat16)
+    q, k, v, o, want = torch_bf16_sdpa(torch, seed=0)
     g.execute(handle, dict(zip(ts, (q, k, v, o))), np.empty(max(g.get_workspace_size(), 1), np.uint8))
-    want, _ = reference.sdpa(*(t.double().numpy() for t in (q, k, v)), 0.3, causal=True)
     assert reference.relative_error(o.double().numpy(), want) < 2e-2
     with pytest.raises(hipdnn.HipdnnError, match="torch.float16"):
         g.execute(handle, dict(zip(ts, (q.half(), k, v, o))), np.empty(max(g.get_workspace_size(), 1), np.uint8))
@@ -318,10 +324,7 @@ def test_torch_function_mode_runs_no_code_while_the_pack_is_read(handle) -> None
 
     g, ts = sdpa_graph(21, BF16)
     g.build(handle)
-    gen = torch.Generator().manual_seed(3)
-    q, k, v = (torch.randn(1, 2, 21, 8, generator=gen).to(torch.bfloat16) for _ in range(3))
-    o = torch.full((1, 2, 21, 8), float("nan"), dtype=torch.bfloat16)
-    want, _ = reference.sdpa(*(t.double().numpy() for t in (q, k, v)), 0.3, causal=True)
+    q, k, v, o, want = torch_bf16_sdpa(torch, seed=3)
     seen: list[str] = []
 
     class FreeingMode(TorchFunctionMode):

@@ -169,26 +169,42 @@ bool cpu_two_fma512()
     return support().two_fma512;
 }
 
+namespace
+{
+// An environment value without the blanks around it ("AVX512", "amx\n" from a shell file, " 4": a
+// value a user would read as the same is the same).
+std::string env_trimmed(const char* e)
+{
+    std::string v(e, strnlen(e, 64));
+    const size_t first = v.find_first_not_of(" \t\r\n");
+    return first == std::string::npos ? std::string() : v.substr(first, v.find_last_not_of(" \t\r\n") - first + 1);
+}
+
+// An environment value as a message shows it: at most 40 characters, unprintable ones as '?'.
+std::string env_shown(const char* e)
+{
+    std::string shown(e, strnlen(e, 40));
+    for(char& c : shown)
+        if(c < 0x20 || c > 0x7e)
+            c = '?';
+    return shown;
+}
+} // namespace
+
 std::string panel_vectors_for_plan(int& out)
 {
     out = cpu_two_fma512() ? 4 : 3;
     const char* e = std::getenv("HIPDNN_CPU_SDPA_PANEL_VECTORS");
     if(e == nullptr || e[0] == '\0')
         return "";
-    std::string v(e, strnlen(e, 64));
-    const size_t first = v.find_first_not_of(" \t\r\n");
-    v = first == std::string::npos ? std::string() : v.substr(first, v.find_last_not_of(" \t\r\n") - first + 1);
+    const std::string v = env_trimmed(e);
     if(v == "3" || v == "4")
     {
         out = v[0] - '0';
         return "";
     }
-    std::string shown(e, strnlen(e, 40));
-    for(char& c : shown)
-        if(c < 0x20 || c > 0x7e)
-            c = '?';
-    return "HIPDNN_CPU_SDPA_PANEL_VECTORS='" + shown + "' is not 3 or 4 (unset: " + std::to_string(cpu_two_fma512() ? 4 : 3)
-           + ", this CPU's default)";
+    return "HIPDNN_CPU_SDPA_PANEL_VECTORS='" + env_shown(e) + "' is not 3 or 4 (unset: "
+           + std::to_string(cpu_two_fma512() ? 4 : 3) + ", this CPU's default)";
 }
 
 namespace
@@ -216,11 +232,8 @@ std::string isa_for_plan(Isa& out)
     const char* e = std::getenv("HIPDNN_CPU_ISA");
     if(e != nullptr && e[0] != '\0')
     {
-        // Matched without regard to case or surrounding blanks ("AVX512", "amx\n" from a shell file): a
-        // value a user would read as the same name is the same name.
-        std::string name(e, strnlen(e, 64));
-        const size_t first = name.find_first_not_of(" \t\r\n");
-        name = first == std::string::npos ? std::string() : name.substr(first, name.find_last_not_of(" \t\r\n") - first + 1);
+        // Matched without regard to case or surrounding blanks.
+        std::string name = env_trimmed(e);
         for(char& c : name)
             c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
         Isa want;
@@ -236,11 +249,7 @@ std::string isa_for_plan(Isa& out)
             want = Isa::Amx;
         else
         {
-            std::string shown(e, strnlen(e, 40));
-            for(char& c : shown)
-                if(c < 0x20 || c > 0x7e)
-                    c = '?';
-            return "HIPDNN_CPU_ISA='" + shown + "' is not one of baseline, avx2, avx512, avx512_bf16, amx (unset: "
+            return "HIPDNN_CPU_ISA='" + env_shown(e) + "' is not one of baseline, avx2, avx512, avx512_bf16, amx (unset: "
                    + isa_name(best) + ", this CPU's default)";
         }
         if(static_cast<int>(want) > static_cast<int>(isa_widest()))

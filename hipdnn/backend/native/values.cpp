@@ -293,6 +293,27 @@ void torch_reads_log(PyObject* t, const char* label, uint64_t ptr, const int64_t
 }
 
 namespace {
+// 1 when a torch function mode is active on this thread, 0 when none, -1 with an exception set.
+int function_mode_active() {
+    PyObject* on = PyObject_CallNoArgs(g.torch_modes);
+    int active = on ? PyObject_IsTrue(on) : -1;
+    Py_XDECREF(on);
+    return active;
+}
+
+// Enters DisableTorchFunction for the scope (until it ends). False with an exception set.
+bool enter_no_modes(TorchReadScope& scope) {
+    PyObject* ctx = PyObject_CallNoArgs(g.torch_no_modes);
+    PyObject* r = ctx ? PyObject_CallMethod(ctx, "__enter__", nullptr) : nullptr;
+    if (!r) {
+        Py_XDECREF(ctx);
+        return false;
+    }
+    Py_DECREF(r);
+    scope.entered = ctx;
+    return true;
+}
+
 // 1 when v is a tuple (torch.Size, or stride()'s) of exactly the ints want[0..rank), else 0; runs no
 // Python code and sets no exception.
 int same_ints(PyObject* v, const int64_t* want, size_t rank) {
@@ -318,22 +339,12 @@ bool TorchReadScope::verify() {
     // call's Python code entered since its first torch tensor: both off (an exact tensor under no mode
     // runs no code).
     if (!entered && !subclass) {
-        PyObject* on = PyObject_CallNoArgs(g.torch_modes);
-        int active = on ? PyObject_IsTrue(on) : -1;
-        Py_XDECREF(on);
+        int active = function_mode_active();
         if (active < 0) return as_hipdnn_error(kInvalidVariantPack, "cannot read torch's mode state");
         subclass = active != 0;
     }
-    if (!entered && subclass) {
-        PyObject* ctx = PyObject_CallNoArgs(g.torch_no_modes);
-        PyObject* r = ctx ? PyObject_CallMethod(ctx, "__enter__", nullptr) : nullptr;
-        if (!r) {
-            Py_XDECREF(ctx);
-            return as_hipdnn_error(kInvalidVariantPack, "cannot turn torch's function modes off to check the tensors");
-        }
-        Py_DECREF(r);
-        entered = ctx;
-    }
+    if (!entered && subclass && !enter_no_modes(*this))
+        return as_hipdnn_error(kInvalidVariantPack, "cannot turn torch's function modes off to check the tensors");
     descrgetfunc shape_of = Py_TYPE(g.base_shape)->tp_descr_get;
     for (size_t i = first; i < tl_torch_log.size(); ++i) {
         const TorchRead r = tl_torch_log[i];  // (a copy: nothing below runs code that logs, but cheap)
@@ -412,21 +423,9 @@ bool torch_reads_begin() {
         PyErr_Clear();
     }
     if (!g.torch_modes) return true;
-    PyObject* on = PyObject_CallNoArgs(g.torch_modes);
-    if (!on) return false;
-    int active = PyObject_IsTrue(on);
-    Py_DECREF(on);
+    int active = function_mode_active();
     if (active <= 0) return active == 0;
-    PyObject* ctx = PyObject_CallNoArgs(g.torch_no_modes);
-    if (!ctx) return false;
-    PyObject* r = PyObject_CallMethod(ctx, "__enter__", nullptr);
-    if (!r) {
-        Py_DECREF(ctx);
-        return false;
-    }
-    Py_DECREF(r);
-    scope->entered = ctx;
-    return true;
+    return enter_no_modes(*scope);
 }
 
 // A torch tensor through its accessors (torch refuses __cuda_array_interface__ for bfloat16, and CPU
